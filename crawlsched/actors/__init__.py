@@ -1,0 +1,20 @@
+"""The actors. `dramatiq crawlsched.actors` starts workers for all of them.
+
+Queues (DESIGN.md §5): crawlsched.ticks, crawlsched.plan, crawlsched.admit.login,
+crawlsched.admit.selenium, crawlsched.crawl.<task>, crawlsched.done. Use `--queues` to run, say,
+only crawlsched.crawl.publication on a machine.
+"""
+
+from crawlsched.brokers import ensure_broker
+
+broker = ensure_broker()
+
+from crawlsched.actors import (  # noqa: E402  (the broker must exist before actors are declared)
+    coordinator,
+    crawl,
+    gatekeepers,
+    planner,
+    ticker,
+)
+
+__all__ = ["broker", "coordinator", "crawl", "gatekeepers", "planner", "ticker"]

@@ -1,0 +1,33 @@
+"""crawl_<task>: one actor per task, each on its own queue crawlsched.crawl.<task>."""
+
+from __future__ import annotations
+
+import dramatiq
+
+from crawlsched.actors.coordinator import send_report
+from crawlsched.catalog import ALL_TASKS
+from crawlsched.errors import UnknownDriver
+from crawlsched.flow.crawling import crawl_batch
+from crawlsched.messages import BadMessage, BatchMessage
+from crawlsched.runtime import get_runtime
+
+
+def _crawl(batch: dict) -> None:
+    crawl_batch(get_runtime(), BatchMessage.parse(batch), send_report)
+
+
+CRAWL_ACTORS: dict[str, dramatiq.Actor] = {
+    task: dramatiq.actor(
+        _crawl,
+        actor_name=f"crawl_{task}",
+        queue_name=f"crawlsched.crawl.{task}",
+        # An unknown driver will not appear by retrying: dead-letter at once; the jobs come
+        # back through dispatch-lease expiry and count a failed attempt.
+        throws=(BadMessage, UnknownDriver),
+    )
+    for task in ALL_TASKS
+}
+
+
+def send_crawl(message: BatchMessage) -> None:
+    CRAWL_ACTORS[message.task].send(message.payload())

@@ -1,0 +1,34 @@
+"""plan_crawls: plan one firing of a schedule (crawlsched.plan)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import dramatiq
+
+from crawlsched.actors.crawl import send_crawl
+from crawlsched.actors.gatekeepers import admit_login, admit_selenium
+from crawlsched.flow.planning import plan_run
+from crawlsched.messages import BadMessage, BatchMessage, admission_route
+from crawlsched.runtime import get_runtime
+
+
+def dispatch(message: BatchMessage) -> None:
+    route = admission_route(message.category)
+    if route == "admit_login":
+        admit_login.send(message.payload())
+    elif route == "admit_selenium":
+        admit_selenium.send(message.payload())
+    else:
+        send_crawl(message)
+
+
+@dramatiq.actor(actor_name="plan_crawls", queue_name="crawlsched.plan", throws=(BadMessage,))
+def plan_crawls(schedule_id: str, fire_at: str) -> None:
+    try:
+        when = datetime.fromisoformat(fire_at)
+    except (TypeError, ValueError) as e:
+        raise BadMessage(f"fire_at is not an ISO date: {fire_at!r}") from e
+    if when.tzinfo is None:
+        raise BadMessage(f"fire_at must carry a time zone: {fire_at!r}")
+    plan_run(get_runtime(), schedule_id, when, dispatch)

@@ -1,0 +1,64 @@
+"""Broker set-up: RabbitMQ (amqp://) or the in-process StubBroker (stub://), with middleware.
+
+`setup_broker(settings)` must run before `crawlsched.actors` is imported: dramatiq binds each
+actor to the global broker when the actor is declared. Importing `crawlsched.actors` without it
+(as the `dramatiq` CLI does) sets the broker up from CRAWLSCHED_* environment settings.
+"""
+
+from __future__ import annotations
+
+import dramatiq
+from dramatiq.brokers.rabbitmq import RabbitmqBroker
+from dramatiq.brokers.stub import StubBroker
+from dramatiq.middleware import (
+    AgeLimit,
+    Callbacks,
+    CurrentMessage,
+    Pipelines,
+    Retries,
+    ShutdownNotifications,
+    TimeLimit,
+)
+
+from crawlsched import runtime
+from crawlsched.brokers.middleware import LogContext
+from crawlsched.logs import configure_logging
+from crawlsched.settings import Settings
+
+_configured: dramatiq.Broker | None = None
+
+
+def middleware(settings: Settings) -> list[dramatiq.Middleware]:
+    return [
+        LogContext(),
+        CurrentMessage(),
+        # A tick or a plan older than this is stale: the next tick will do better.
+        AgeLimit(max_age=24 * 3600 * 1000),
+        TimeLimit(time_limit=int(settings.crawl_time_limit_s * 1000)),
+        ShutdownNotifications(),
+        Callbacks(),
+        Pipelines(),
+        # Retries cover infrastructure trouble (MongoDB or RabbitMQ away for a moment). Crawl
+        # failures are retried at the job level instead (attempt_count, backoff, exhausted).
+        Retries(max_retries=5, min_backoff=500, max_backoff=30_000),
+    ]
+
+
+def setup_broker(settings: Settings) -> dramatiq.Broker:
+    """Create the broker the settings name, make it the global one, and configure this process."""
+    global _configured
+    configure_logging(settings.log_format, settings.log_level)
+    runtime.configure(settings)
+    if settings.broker_url.startswith("stub://"):
+        broker: dramatiq.Broker = StubBroker(middleware=middleware(settings))
+        broker.emit_after("process_boot")
+    else:
+        broker = RabbitmqBroker(url=settings.broker_url, middleware=middleware(settings))
+    dramatiq.set_broker(broker)
+    _configured = broker
+    return broker
+
+
+def ensure_broker() -> dramatiq.Broker:
+    """The broker set up by this process, or one from the environment (the `dramatiq` CLI)."""
+    return _configured if _configured is not None else setup_broker(Settings())

@@ -1,0 +1,74 @@
+"""What can be crawled: target kinds, their job collections and tasks, and where results go.
+
+Pure tables, no I/O. A task name is also the crawl actor's name (`crawl_<task>`) and its queue
+(`crawlsched.crawl.<task>`), so renaming one here is a migration, not a refactor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+
+class JobState(IntEnum):
+    PENDING = 1
+    RUNNING = 2
+    FAILED = 3
+    DONE = 4  # our addition: a one-off job that finished
+
+
+# Jobs the planner may pick up.
+PLANNABLE_STATES = (int(JobState.PENDING), int(JobState.FAILED))
+
+
+@dataclass(frozen=True)
+class TargetKind:
+    name: str
+    collection: str
+    tasks: tuple[str, ...]
+    default_tasks: tuple[str, ...]
+    sweep_interval_s: int
+
+
+PROFILE = TargetKind(
+    name="profile",
+    collection="profiles",
+    tasks=("profile", "publication", "friend", "profile_replies", "stories"),
+    # Adding a profile schedules at least two tasks: profile (runs first) and one more.
+    default_tasks=("profile", "publication"),
+    sweep_interval_s=5 * 60,
+)
+WEBSITE = TargetKind(
+    name="website",
+    collection="websites",
+    tasks=("article", "comment"),
+    default_tasks=("article",),
+    sweep_interval_s=15 * 60,
+)
+TARGET_KINDS: dict[str, TargetKind] = {PROFILE.name: PROFILE, WEBSITE.name: WEBSITE}
+JOB_COLLECTIONS: tuple[str, ...] = tuple(kind.collection for kind in TARGET_KINDS.values())
+ALL_TASKS: tuple[str, ...] = tuple(t for kind in TARGET_KINDS.values() for t in kind.tasks)
+
+
+@dataclass(frozen=True)
+class ResultSink:
+    model: str  # name in core_models; results are tagged with that model's id
+    collection: str
+
+
+TASK_RESULTS: dict[str, ResultSink] = {
+    "profile": ResultSink("profile", "profile_data"),
+    "publication": ResultSink("publication", "publications"),
+    "friend": ResultSink("friend", "friends"),
+    "profile_replies": ResultSink("comment", "comments"),
+    "stories": ResultSink("story", "stories"),
+    "article": ResultSink("article", "articles"),
+    "comment": ResultSink("comment", "comments"),
+}
+
+
+def kind_of_collection(collection: str) -> TargetKind:
+    for kind in TARGET_KINDS.values():
+        if kind.collection == collection:
+            return kind
+    raise LookupError(f"no target kind stores its jobs in {collection!r}")

@@ -1,0 +1,42 @@
+"""The one error hierarchy. Lookups subclass LookupError; bad data subclasses ValueError."""
+
+from __future__ import annotations
+
+
+class CrawlschedError(Exception):
+    """Base of every error crawlsched raises on purpose."""
+
+
+class ReferenceDataError(CrawlschedError, ValueError):
+    """The reference file (models, media, tasks) is malformed."""
+
+
+class BadJobDocument(CrawlschedError, ValueError):
+    """A job document cannot be planned; `reason` says why in words an operator can act on."""
+
+    def __init__(self, job_id: object, reason: str) -> None:
+        super().__init__(f"job {job_id}: {reason}")
+        self.job_id = job_id
+        self.reason = reason
+
+
+class BadJobInput(CrawlschedError, ValueError):
+    """A job given on the command line or in an import file is invalid."""
+
+
+class UnknownMedia(CrawlschedError, LookupError):
+    def __init__(self, media_name: str) -> None:
+        super().__init__(f"unknown media {media_name!r} (see `crawlsched media`)")
+        self.media_name = media_name
+
+
+class UnknownDriver(CrawlschedError, LookupError):
+    def __init__(self, driver_class: str, known: list[str]) -> None:
+        super().__init__(f"no crawl driver named {driver_class!r}; known: {', '.join(known)}")
+        self.driver_class = driver_class
+
+
+class RunNotFound(CrawlschedError, LookupError):
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"no run with id {run_id!r}")
+        self.run_id = run_id

@@ -1,0 +1,98 @@
+"""The planner: audit, aggregate, parse, batch, claim, dispatch; then close the run's planning."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from datetime import datetime
+
+from crawlsched.errors import BadJobDocument
+from crawlsched.flow.coordination import finish_if_done
+from crawlsched.logs import get_logger
+from crawlsched.messages import BatchMessage
+from crawlsched.planning.batching import make_batches
+from crawlsched.planning.due import Category, DueJob, parse_due_job
+from crawlsched.planning.problems import Problem, diagnose
+from crawlsched.runtime import Runtime
+from crawlsched.store.jobs import ClaimRequest, MongoJobStore, expiry_deadline
+from crawlsched.store.runs import run_id_for
+
+log = get_logger(__name__)
+
+
+def _parse_all(
+    rows: dict[Category, list[dict]],
+) -> tuple[dict[Category, list[DueJob]], list[Problem]]:
+    parsed: dict[Category, list[DueJob]] = {}
+    bad: list[Problem] = []
+    for category, docs in rows.items():
+        for doc in docs:
+            try:
+                parsed.setdefault(category, []).append(parse_due_job(doc))
+            except BadJobDocument as e:
+                bad.append(Problem(e.job_id, e.reason, set_aside=True))
+    return parsed, bad
+
+
+def plan_collection(
+    rt: Runtime,
+    store: MongoJobStore,
+    run_id: str,
+    now: datetime,
+    dispatch: Callable[[BatchMessage], None],
+    stats: Counter,
+) -> None:
+    problems = [diagnose(row) for row in store.audit(now)]
+    stats["set_aside"] += store.set_aside([p for p in problems if p.set_aside], now)
+    stats["waiting_on_operator"] += sum(1 for p in problems if not p.set_aside)
+    deadline = expiry_deadline(now, rt.settings.dispatch_lease_s)
+    for task in store.due_tasks(now):
+        categorized, bad = _parse_all(store.categorized(task, now))
+        stats["set_aside"] += store.set_aside(bad, now)
+        batches = make_batches(
+            store.collection_name, task, categorized, rt.settings.default_batch_limit
+        )
+        requests = [ClaimRequest(uuid.uuid4().hex, batch.job_ids) for batch in batches]
+        claimed = store.claim(requests, run_id, deadline)
+        for batch, request in zip(batches, requests, strict=True):
+            job_ids = claimed[request.dispatch_id]
+            stats["lost_to_other_planner"] += len(batch.job_ids) - len(job_ids)
+            if job_ids:
+                stats[f"batches.{batch.category.value}"] += 1
+                stats[f"jobs.{batch.category.value}"] += len(job_ids)
+                dispatch(BatchMessage.of(batch, run_id, request.dispatch_id, job_ids))
+
+
+def plan_run(
+    rt: Runtime,
+    schedule_id: str,
+    fire_at: datetime,
+    dispatch: Callable[[BatchMessage], None],
+) -> dict | None:
+    """Plan one firing of a schedule. Idempotent: a second delivery finds planning closed.
+
+    A delivery that crashed half-way left some batches claimed; this one plans the rest, and the
+    count it closes planning with is read back from the jobs themselves, so it includes both.
+    """
+    started = time.perf_counter()
+    now = rt.now()
+    run_id = run_id_for(schedule_id, fire_at)
+    run = rt.runs.open(run_id, schedule_id, fire_at, now)
+    if not run["planning"]:
+        log.info("plan_skipped_already_planned", run_id=run_id)
+        return None
+    schedule = rt.schedules.get(schedule_id)
+    collections = schedule["collections"] if schedule else []
+    stats: Counter = Counter()
+    for collection in collections:
+        plan_collection(rt, rt.jobs(collection), run_id, now, dispatch, stats)
+    planned = sum(rt.jobs(c).count_claimed_for_run(run_id) for c in collections)
+    stats["planning_ms"] = round((time.perf_counter() - started) * 1000, 1)
+    closed = rt.runs.close_planning(run_id, planned, stats, rt.now())
+    log.info("run_planned", run_id=run_id, planned=planned, **{k: v for k, v in stats.items()})
+    if closed is not None:
+        rt.runs.add_stage_time(run_id, "plan", stats["planning_ms"])
+        finish_if_done(rt, closed)
+    return closed

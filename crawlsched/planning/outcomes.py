@@ -1,0 +1,87 @@
+"""What a finished attempt does to a job: next execution date, state, attempts, exhaustion."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from crawlsched.catalog import JobState
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 5
+    backoff_base_s: float = 60.0
+    backoff_max_s: float = 6 * 3600.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
+        if self.backoff_base_s <= 0:
+            raise ValueError(f"backoff_base_s must be > 0, got {self.backoff_base_s}")
+        if self.backoff_max_s < self.backoff_base_s:
+            raise ValueError(
+                f"backoff_max_s ({self.backoff_max_s}) must be >= backoff_base_s "
+                f"({self.backoff_base_s})"
+            )
+
+    def delay_s(self, attempt: int) -> float:
+        """Exponential backoff before attempt `attempt + 1`: base, 2·base, 4·base … capped."""
+        if attempt < 1:
+            raise ValueError(f"attempt must be >= 1, got {attempt}")
+        # Cap the exponent first: 2**attempt overflows a float long before attempts run out.
+        exponent = min(attempt - 1, 64)
+        return min(self.backoff_max_s, self.backoff_base_s * 2.0**exponent)
+
+
+class Outcome:
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"  # will be retried
+    EXHAUSTED = "exhausted"  # failed for the last time: final
+    EXPIRED = "expired"  # its dispatch lease ran out (worker died or hung): counts as a failure
+    STARVED = "starved"  # no free resource: released untouched, not a failure
+
+
+@dataclass(frozen=True)
+class JobUpdate:
+    job_id: Any
+    outcome: str
+    state: JobState
+    attempt_count: int
+    exhausted: bool
+    execution_date: datetime | None  # None: leave it as it is
+    error: str | None = None
+
+
+def after_success(job_id: Any, interval_s: float | None, now: datetime) -> JobUpdate:
+    """A recurring job is due again one interval from now; a one-off job is done."""
+    if interval_s:
+        return JobUpdate(
+            job_id,
+            Outcome.SUCCEEDED,
+            JobState.PENDING,
+            0,
+            False,
+            now + timedelta(seconds=interval_s),
+        )
+    return JobUpdate(job_id, Outcome.SUCCEEDED, JobState.DONE, 0, False, None)
+
+
+def after_failure(
+    job_id: Any,
+    attempt_count: int,
+    now: datetime,
+    policy: RetryPolicy,
+    error: str,
+    outcome: str = Outcome.FAILED,
+) -> JobUpdate:
+    """One more failed attempt: retry after a backoff, or stay failed and flagged exhausted."""
+    attempts = max(attempt_count, 0) + 1
+    if attempts >= policy.max_attempts:
+        # A crawl failure's last attempt is reported as "exhausted"; other labels (expired) keep
+        # theirs, so each reporter can read back exactly the outcomes it wrote.
+        final = Outcome.EXHAUSTED if outcome == Outcome.FAILED else outcome
+        return JobUpdate(job_id, final, JobState.FAILED, attempts, True, None, error)
+    retry_at = now + timedelta(seconds=policy.delay_s(attempts))
+    return JobUpdate(job_id, outcome, JobState.FAILED, attempts, False, retry_at, error)

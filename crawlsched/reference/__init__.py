@@ -1,0 +1,77 @@
+"""Reference data (models, media, tasks): the packaged default and its validated loader."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from crawlsched.catalog import ALL_TASKS
+from crawlsched.errors import ReferenceDataError
+
+
+class TaskRow(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    need_login: bool
+    need_selenium: bool
+    crawl_limit: int = Field(gt=0)
+    batch_limit: int | None = Field(None, gt=0)
+    enabled: bool = True
+
+
+class MediaRow(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str = Field(min_length=1, pattern=r"^[a-z0-9_]+$")
+    id: int = Field(ge=0)
+    enabled: bool = True
+    driver_class: str = Field(min_length=1)
+    used_tool: str = ""
+    url_template: str | None = None
+    tasks: dict[str, TaskRow]
+
+    @model_validator(mode="after")
+    def _known_tasks(self) -> MediaRow:
+        unknown = sorted(set(self.tasks) - set(ALL_TASKS))
+        if unknown:
+            raise ValueError(f"media {self.name!r}: unknown tasks {unknown}; known: {ALL_TASKS}")
+        if self.url_template is not None and "{handle}" not in self.url_template:
+            raise ValueError(f"media {self.name!r}: url_template must contain {{handle}}")
+        return self
+
+
+class ReferenceData(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    models: list[str] = Field(min_length=1)
+    media: list[MediaRow]
+
+    @model_validator(mode="after")
+    def _unique(self) -> ReferenceData:
+        for what, values in (
+            ("media name", [m.name for m in self.media]),
+            ("media id", [m.id for m in self.media]),
+            ("model", self.models),
+        ):
+            duplicates = sorted({str(v) for v in values if values.count(v) > 1})
+            if duplicates:
+                raise ValueError(f"duplicate {what}: {', '.join(duplicates)}")
+        return self
+
+
+def load_reference(path: Path | None = None) -> ReferenceData:
+    """Parse and validate a reference file (the packaged default when `path` is None)."""
+    try:
+        if path is None:
+            text = resources.files(__package__).joinpath("default.yaml").read_text()
+            source = "packaged default.yaml"
+        else:
+            text = Path(path).read_text()
+            source = str(path)
+        raw = yaml.safe_load(text)
+    except (OSError, yaml.YAMLError) as e:
+        raise ReferenceDataError(f"cannot read reference data from {path}: {e}") from e
+    try:
+        return ReferenceData.model_validate(raw)
+    except ValidationError as e:
+        raise ReferenceDataError(f"invalid reference data in {source}:\n{e}") from e

@@ -1,0 +1,1 @@
+"""Lease backends: MongoDB (production) and memory (tests of the pool rules)."""

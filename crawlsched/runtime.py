@@ -1,0 +1,134 @@
+"""Everything an actor needs in one process: settings, stores, pools, drivers and the clock.
+
+Built lazily on first use, in the process that uses it: the dramatiq CLI forks its workers after
+importing the actors, and a MongoDB client must not cross a fork.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from functools import cached_property
+from typing import Any
+
+from crawlsched.catalog import JOB_COLLECTIONS
+from crawlsched.drivers import registry
+from crawlsched.planning.outcomes import RetryPolicy
+from crawlsched.resources.backends.mongo import MongoLeaseBackend
+from crawlsched.resources.pools import ResourcePools
+from crawlsched.settings import Settings
+from crawlsched.store.client import open_database
+from crawlsched.store.counting import CommandCounter, CountingDatabase
+from crawlsched.store.jobs import MongoJobStore
+from crawlsched.store.reference import MongoReferenceStore
+from crawlsched.store.results import MongoResultStore
+from crawlsched.store.runs import MongoRunStore
+from crawlsched.store.schedules import MongoScheduleStore
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Runtime:
+    def __init__(
+        self,
+        settings: Settings,
+        counter: CommandCounter | None = None,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self.settings = settings
+        self.counter = counter or CommandCounter()
+        self.now = clock
+        self._model_ids: dict[str, Any] | None = None
+        self._media: dict[str, dict[str, Any]] = {}
+        registry.load_plugins(settings.driver_modules)
+
+    @cached_property
+    def db(self) -> CountingDatabase:
+        return open_database(self.settings.mongo_url, self.settings.mongo_db, self.counter)
+
+    def jobs(self, collection: str) -> MongoJobStore:
+        if collection not in JOB_COLLECTIONS:
+            raise ValueError(f"unknown job collection {collection!r}; known: {JOB_COLLECTIONS}")
+        return MongoJobStore(self.db, collection)
+
+    @cached_property
+    def runs(self) -> MongoRunStore:
+        return MongoRunStore(self.db)
+
+    @cached_property
+    def schedules(self) -> MongoScheduleStore:
+        return MongoScheduleStore(self.db)
+
+    @cached_property
+    def reference(self) -> MongoReferenceStore:
+        return MongoReferenceStore(self.db)
+
+    @cached_property
+    def results(self) -> MongoResultStore:
+        return MongoResultStore(self.db)
+
+    @cached_property
+    def leases(self) -> MongoLeaseBackend:
+        return MongoLeaseBackend(self.db)
+
+    @cached_property
+    def pools(self) -> ResourcePools:
+        return ResourcePools(self.leases, self.settings.resource_lease_s)
+
+    @cached_property
+    def retry_policy(self) -> RetryPolicy:
+        s = self.settings
+        return RetryPolicy(s.max_attempts, s.backoff_base_s, s.backoff_max_s)
+
+    def model_ids(self) -> dict[str, Any]:
+        # Reference data changes only with init-db; a worker restart picks up a change.
+        if self._model_ids is None:
+            self._model_ids = self.reference.model_ids()
+        return self._model_ids
+
+    def media(self, name: str) -> dict[str, Any] | None:
+        if name not in self._media:
+            doc = self.reference.media_by_name(name)
+            if doc is None:
+                return None
+            self._media[name] = doc
+        return self._media[name]
+
+    def create_indexes(self) -> None:
+        for collection in JOB_COLLECTIONS:
+            self.jobs(collection).create_indexes()
+        self.runs.create_indexes()
+        self.schedules.create_indexes()
+        self.reference.create_indexes()
+        self.results.create_indexes()
+        self.leases.create_indexes()
+
+
+_runtime: Runtime | None = None
+_runtime_lock = threading.Lock()
+_default_settings: Settings | None = None
+
+
+def configure(settings: Settings) -> None:
+    """Say which settings the lazily built runtime of this process will use."""
+    global _default_settings, _runtime
+    with _runtime_lock:
+        _default_settings = settings
+        _runtime = None
+
+
+def set_runtime(runtime: Runtime | None) -> None:
+    global _runtime
+    with _runtime_lock:
+        _runtime = runtime
+
+
+def get_runtime() -> Runtime:
+    global _runtime
+    with _runtime_lock:
+        if _runtime is None:
+            _runtime = Runtime(_default_settings or Settings())
+        return _runtime

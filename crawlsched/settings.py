@@ -1,0 +1,78 @@
+"""One frozen Settings object, parsed at the edges (CLI, broker setup) from CRAWLSCHED_* env."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CRAWLSCHED_", frozen=True, extra="ignore")
+
+    mongo_url: str = Field(
+        "mongomock://",
+        description="mongodb://… for a real server; mongomock:// for the embedded store.",
+    )
+    mongo_db: str = "crawlsched"
+    broker_url: str = Field(
+        "stub://", description="amqp://user:pass@host:5672/vhost for RabbitMQ; stub:// in-process."
+    )
+    reference_file: Path | None = Field(
+        None, description="YAML of models, media and tasks; the packaged default when unset."
+    )
+
+    clock_interval_s: float = Field(5.0, gt=0, description="Seconds between two clock ticks.")
+    default_batch_limit: int = Field(
+        100, ge=1, description="Jobs per batch when core_tasks has none."
+    )
+    dispatch_lease_s: float = Field(
+        900.0, gt=0, description="How long a claimed batch may stay running before it is reclaimed."
+    )
+    resource_lease_s: float = Field(
+        900.0, gt=0, description="TTL of an account or Selenium-node lease."
+    )
+    crawl_time_limit_s: float = Field(
+        600.0, gt=0, description="dramatiq TimeLimit for one crawl message (one batch)."
+    )
+    max_attempts: int = Field(
+        5, ge=1, description="Failed attempts after which a job is exhausted."
+    )
+    backoff_base_s: float = Field(60.0, gt=0, description="First retry delay; doubles per attempt.")
+    backoff_max_s: float = Field(6 * 3600.0, gt=0, description="Ceiling of the retry delay.")
+    http_timeout_s: float = Field(20.0, gt=0)
+    driver_modules: list[str] = Field(
+        default_factory=list,
+        description="Extra modules imported at start-up that register crawl drivers (plug-ins).",
+    )
+    log_format: Literal["auto", "json", "console"] = "auto"
+    log_level: str = "INFO"
+
+    @field_validator("mongo_url")
+    @classmethod
+    def _known_mongo_scheme(cls, value: str) -> str:
+        if not value.startswith(("mongodb://", "mongodb+srv://", "mongomock://")):
+            raise ValueError(
+                "mongo_url must start with mongodb://, mongodb+srv:// or mongomock://, "
+                f"got {value!r}"
+            )
+        return value
+
+    @field_validator("broker_url")
+    @classmethod
+    def _known_broker_scheme(cls, value: str) -> str:
+        if not value.startswith(("amqp://", "amqps://", "stub://")):
+            raise ValueError(
+                f"broker_url must start with amqp://, amqps:// or stub://, got {value!r}"
+            )
+        return value
+
+    @field_validator("backoff_max_s")
+    @classmethod
+    def _ceiling_above_base(cls, value: float, info) -> float:
+        base = info.data.get("backoff_base_s")
+        if base is not None and value < base:
+            raise ValueError(f"backoff_max_s ({value}) must be >= backoff_base_s ({base})")
+        return value

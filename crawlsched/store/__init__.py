@@ -1,0 +1,1 @@
+"""MongoDB access: the planning pipeline, job claims and outcomes, runs, reference data."""

@@ -1,0 +1,63 @@
+"""Open the MongoDB database named by the settings: a real server or the embedded mongomock.
+
+Every store receives a `Database`; a store handed a database never closes its client.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import mongomock
+import pymongo
+from pymongo.database import Database
+from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_exponential
+
+from crawlsched.store.counting import CommandCounter, CountingDatabase
+
+# mongomock keeps its data inside the client object, so every part of one process (CLI, planner,
+# in-process worker threads) must share one client per URL or they would see different databases.
+_embedded_clients: dict[str, mongomock.MongoClient] = {}
+_embedded_lock = threading.Lock()
+
+
+def _embedded_client(url: str) -> mongomock.MongoClient:
+    with _embedded_lock:
+        if url not in _embedded_clients:
+            _embedded_clients[url] = mongomock.MongoClient(tz_aware=True)
+        return _embedded_clients[url]
+
+
+def drop_embedded(url: str = "mongomock://") -> None:
+    """Forget an embedded database (tests and the demo start from empty)."""
+    with _embedded_lock:
+        _embedded_clients.pop(url, None)
+
+
+@retry(
+    retry=retry_if_exception_type(pymongo.errors.ConnectionFailure),
+    wait=wait_exponential(multiplier=0.2, max=5),
+    stop=stop_after_delay(30),
+    reraise=True,
+)
+def _ping(client: pymongo.MongoClient) -> None:
+    client.admin.command("ping")
+
+
+def open_database(
+    mongo_url: str, db_name: str, counter: CommandCounter | None = None
+) -> CountingDatabase:
+    """Connect (retrying a server that is still starting for up to 30 s) and return the database.
+
+    `counter`, when given, counts commands at the store boundary; on a real server the same
+    counter also receives pymongo's command-monitoring events so the two can be compared.
+    """
+    counter = counter or CommandCounter()
+    if mongo_url.startswith("mongomock://"):
+        raw: Database = _embedded_client(mongo_url)[db_name]
+    else:
+        client = pymongo.MongoClient(
+            mongo_url, tz_aware=True, event_listeners=[counter.listener], appname="crawlsched"
+        )
+        _ping(client)
+        raw = client[db_name]
+    return CountingDatabase(raw, counter)

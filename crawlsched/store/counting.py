@@ -1,0 +1,137 @@
+"""Count MongoDB commands, the figure that carries over from any test backend to a real server.
+
+Two views of the same thing:
+- at the store boundary (`CountingDatabase`): one per collection method called. mongomock emits no
+  monitoring events, so on the embedded store this is the only count;
+- on the wire (`CommandCounter.listener`, pymongo command monitoring): one per command started.
+
+Cursor continuations (`getMore`, whose number depends on result size and batch size) and driver
+housekeeping (`hello`, `endSessions`, …) are not store decisions; both views leave them out, and
+`wire_cursor_continuations` keeps the getMore count for whoever wants it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Any
+
+from pymongo import monitoring
+
+_HOUSEKEEPING = frozenset(
+    {
+        "hello",
+        "ismaster",
+        "isMaster",
+        "ping",
+        "endSessions",
+        "killCursors",
+        "saslStart",
+        "saslContinue",
+        "buildInfo",
+        "buildinfo",
+        "listCollections",
+    }
+)
+# Collection attributes that are not commands: they return another local object.
+_LOCAL = frozenset({"name", "full_name", "database", "with_options", "codec_options"})
+
+
+class _Listener(monitoring.CommandListener):
+    def __init__(self, counter: CommandCounter) -> None:
+        self._counter = counter
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        self._counter.on_wire(event.command_name)
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+class CommandCounter:
+    """Thread-safe tallies of commands, by name, at the boundary and on the wire."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.boundary: Counter[str] = Counter()
+        self.wire: Counter[str] = Counter()
+        self.wire_cursor_continuations = 0
+        self.listener = _Listener(self)
+
+    def on_boundary(self, method: str) -> None:
+        with self._lock:
+            self.boundary[method] += 1
+
+    def on_wire(self, command_name: str) -> None:
+        with self._lock:
+            if command_name == "getMore":
+                self.wire_cursor_continuations += 1
+            elif command_name not in _HOUSEKEEPING:
+                self.wire[command_name] += 1
+
+    @property
+    def boundary_total(self) -> int:
+        return sum(self.boundary.values())
+
+    @property
+    def wire_total(self) -> int:
+        return sum(self.wire.values())
+
+    def reset(self) -> None:
+        with self._lock:
+            self.boundary.clear()
+            self.wire.clear()
+            self.wire_cursor_continuations = 0
+
+
+class CountingCollection:
+    """A collection whose every method call counts as one command at the store boundary."""
+
+    def __init__(self, collection: Any, counter: CommandCounter) -> None:
+        self._collection = collection
+        self._counter = counter
+
+    def __getattr__(self, attr: str) -> Any:
+        value = getattr(self._collection, attr)
+        if attr.startswith("_") or attr in _LOCAL or not callable(value):
+            return value
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self._counter.on_boundary(attr)
+            return value(*args, **kwargs)
+
+        return counted
+
+    @property
+    def raw(self) -> Any:
+        return self._collection
+
+
+class CountingDatabase:
+    """A database handing out `CountingCollection`s: `db["jobs"]` and `db.jobs` both work."""
+
+    def __init__(self, database: Any, counter: CommandCounter) -> None:
+        self._database = database
+        self.counter = counter
+
+    def __getitem__(self, name: str) -> CountingCollection:
+        return CountingCollection(self._database[name], self.counter)
+
+    def __getattr__(self, name: str) -> CountingCollection:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self[name]
+
+    @property
+    def raw(self) -> Any:
+        return self._database
+
+    @property
+    def name(self) -> str:
+        return self._database.name
+
+    def list_collection_names(self) -> list[str]:
+        return self._database.list_collection_names()

@@ -1,0 +1,267 @@
+"""MongoJobStore: the planning pipeline, atomic claims, releases, outcomes and expiry of jobs.
+
+Every write that depends on who holds a job carries its `dispatch_id` in the filter, so a
+redelivered or late message can never change a job that was since handed to someone else.
+Writes go in bulk: one command per batch of decisions, never one per job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from pymongo import ASCENDING, DESCENDING, UpdateMany, UpdateOne
+
+from crawlsched.catalog import JobState
+from crawlsched.planning.due import Category
+from crawlsched.planning.outcomes import JobUpdate
+from crawlsched.planning.problems import Problem
+from crawlsched.store.counting import CountingDatabase
+from crawlsched.store.pipeline import audit_pipeline, due_filter, planning_pipeline
+
+JOB_INDEXES: list[tuple[list[tuple[str, int]], dict[str, Any]]] = [
+    # The pipeline's $match + $sort.
+    (
+        [
+            ("task", ASCENDING),
+            ("state", ASCENDING),
+            ("execution_date", ASCENDING),
+            ("human_validation", DESCENDING),
+            ("certitude", DESCENDING),
+            ("modified_at", ASCENDING),
+        ],
+        {"name": "due_by_priority"},
+    ),
+    ([("dispatch_id", ASCENDING)], {"name": "dispatch", "sparse": True}),
+    ([("last_dispatch_id", ASCENDING)], {"name": "last_dispatch", "sparse": True}),
+    ([("run_id", ASCENDING)], {"name": "run", "sparse": True}),
+    ([("state", ASCENDING), ("lease_deadline", ASCENDING)], {"name": "running_by_deadline"}),
+    (
+        [("media_name_id", ASCENDING), ("target", ASCENDING), ("task", ASCENDING)],
+        {"name": "target_task", "unique": True},
+    ),
+]
+
+
+@dataclass(frozen=True)
+class ClaimRequest:
+    dispatch_id: str
+    job_ids: Sequence[Any]
+
+
+@dataclass(frozen=True)
+class ExpiredDispatch:
+    run_id: str | None
+    dispatch_id: str
+    jobs: list[dict[str, Any]]
+
+
+class MongoJobStore:
+    def __init__(self, db: CountingDatabase, collection: str) -> None:
+        self._db = db
+        self.collection_name = collection
+        self._jobs = db[collection]
+
+    def create_indexes(self) -> None:
+        for keys, options in JOB_INDEXES:
+            self._jobs.create_index(keys, **options)
+
+    # -- planning -------------------------------------------------------------------------
+
+    def due_tasks(self, now: datetime) -> list[str]:
+        """Tasks with at least one due job: the others are skipped without an aggregation."""
+        return sorted(t for t in self._jobs.distinct("task", due_filter(now)) if isinstance(t, str))
+
+    def categorized(self, task: str, now: datetime) -> dict[Category, list[dict[str, Any]]]:
+        """Run the pipeline for one task: the four lists, each in priority order."""
+        rows = list(self._jobs.aggregate(planning_pipeline(task, now)))
+        facet = rows[0] if rows else {}
+        return {category: list(facet.get(category.value, [])) for category in Category}
+
+    def audit(self, now: datetime) -> list[dict[str, Any]]:
+        return list(self._jobs.aggregate(audit_pipeline(now)))
+
+    def set_aside(self, problems: Iterable[Problem], now: datetime) -> int:
+        """Flag jobs that can't be planned so sweeps stop looking at them; returns how many."""
+        ops = [
+            UpdateOne(
+                {"_id": p.job_id, "problem": None},
+                {"$set": {"problem": {"reason": p.reason, "found_at": now}}},
+            )
+            for p in problems
+        ]
+        return self._jobs.bulk_write(ops, ordered=False).modified_count if ops else 0
+
+    def clear_problems(self) -> int:
+        return self._jobs.update_many(
+            {"problem": {"$ne": None}}, {"$unset": {"problem": ""}}
+        ).modified_count
+
+    def problems(self) -> list[dict[str, Any]]:
+        return list(
+            self._jobs.find(
+                {"problem": {"$ne": None}},
+                {"target": 1, "task": 1, "media_name_id": 1, "problem": 1},
+            )
+        )
+
+    # -- claims ---------------------------------------------------------------------------
+
+    def claim(
+        self, requests: Sequence[ClaimRequest], run_id: str, lease_deadline: datetime
+    ) -> dict[str, list[Any]]:
+        """Claim each batch atomically; return, per dispatch id, the jobs really claimed.
+
+        Two commands whatever the size: one bulk of conditional updates (a job still pending or
+        failed becomes running under that dispatch id), then one read of who got what. A job
+        another planner claimed first simply is not in our answer.
+        """
+        if not requests:
+            return {}
+        ops = [
+            UpdateMany(
+                {"_id": {"$in": list(r.job_ids)}, "state": {"$in": [1, 3]}, "dispatch_id": None},
+                {
+                    "$set": {
+                        "state": int(JobState.RUNNING),
+                        "dispatch_id": r.dispatch_id,
+                        "run_id": run_id,
+                        "lease_deadline": lease_deadline,
+                    }
+                },
+            )
+            for r in requests
+        ]
+        self._jobs.bulk_write(ops, ordered=False)
+        claimed: dict[str, list[Any]] = {r.dispatch_id: [] for r in requests}
+        for doc in self._jobs.find(
+            {"dispatch_id": {"$in": list(claimed)}}, {"_id": 1, "dispatch_id": 1}
+        ):
+            claimed[doc["dispatch_id"]].append(doc["_id"])
+        # Keep the planner's priority order inside each batch.
+        for r in requests:
+            got = set(claimed[r.dispatch_id])
+            claimed[r.dispatch_id] = [job_id for job_id in r.job_ids if job_id in got]
+        return claimed
+
+    def count_claimed_for_run(self, run_id: str) -> int:
+        return self._jobs.count_documents({"run_id": run_id})
+
+    def release(self, dispatch_id: str) -> int:
+        """Give a dispatch's jobs back untouched (pending, same attempt_count): e.g. starved."""
+        return self._jobs.update_many(
+            {"dispatch_id": dispatch_id, "state": int(JobState.RUNNING)},
+            {
+                "$set": {
+                    "state": int(JobState.PENDING),
+                    "last_dispatch_id": dispatch_id,
+                    "last_outcome": "starved",
+                },
+                "$unset": {"dispatch_id": "", "lease_deadline": ""},
+            },
+        ).modified_count
+
+    def extend_lease(self, dispatch_id: str, lease_deadline: datetime) -> int:
+        return self._jobs.update_many(
+            {"dispatch_id": dispatch_id, "state": int(JobState.RUNNING)},
+            {"$set": {"lease_deadline": lease_deadline}},
+        ).modified_count
+
+    # -- crawling -------------------------------------------------------------------------
+
+    def load_claimed(self, dispatch_id: str, job_ids: Sequence[Any]) -> list[dict[str, Any]]:
+        """The jobs of `job_ids` this dispatch still holds, in the message's order."""
+        found = {
+            doc["_id"]: doc
+            for doc in self._jobs.find(
+                {"_id": {"$in": list(job_ids)}, "dispatch_id": dispatch_id, "state": 2}
+            )
+        }
+        return [found[job_id] for job_id in job_ids if job_id in found]
+
+    def record(self, dispatch_id: str, updates: Sequence[JobUpdate], now: datetime) -> int:
+        """Write the outcome of each job of a dispatch, in one command; returns how many took."""
+        ops = []
+        for u in updates:
+            fields: dict[str, Any] = {
+                "state": int(u.state),
+                "attempt_count": u.attempt_count,
+                "exhausted": u.exhausted,
+                "last_dispatch_id": dispatch_id,
+                "last_outcome": u.outcome,
+                "last_error": u.error,
+                "modified_at": now,
+            }
+            if u.execution_date is not None:
+                fields["execution_date"] = u.execution_date
+            ops.append(
+                UpdateOne(
+                    {"_id": u.job_id, "dispatch_id": dispatch_id},
+                    {"$set": fields, "$unset": {"dispatch_id": "", "lease_deadline": ""}},
+                )
+            )
+        return self._jobs.bulk_write(ops, ordered=False).modified_count if ops else 0
+
+    def outcomes_of(self, dispatch_id: str, labels: Iterable[str]) -> dict[str, int]:
+        """How the jobs of a dispatch ended, counting only the outcome labels asked for.
+
+        Each reporter (crawl, admission, expiry) writes its own labels and reads back only
+        those, so a redelivered message rebuilds the very report it sent before.
+        """
+        counts: dict[str, int] = {}
+        query = {"last_dispatch_id": dispatch_id, "last_outcome": {"$in": sorted(labels)}}
+        for doc in self._jobs.find(query, {"last_outcome": 1}):
+            outcome = doc.get("last_outcome") or "unknown"
+            counts[outcome] = counts.get(outcome, 0) + 1
+        return counts
+
+    # -- expiry ---------------------------------------------------------------------------
+
+    def expired(self, now: datetime, limit: int = 10_000) -> list[ExpiredDispatch]:
+        """Running jobs whose dispatch lease has passed, grouped by dispatch."""
+        by_dispatch: dict[str, ExpiredDispatch] = {}
+        cursor = self._jobs.find(
+            {"state": int(JobState.RUNNING), "lease_deadline": {"$lt": now}},
+            {"_id": 1, "dispatch_id": 1, "run_id": 1, "attempt_count": 1},
+        ).limit(limit)
+        for doc in cursor:
+            dispatch_id = doc.get("dispatch_id") or f"orphan-{doc['_id']}"
+            entry = by_dispatch.setdefault(
+                dispatch_id, ExpiredDispatch(doc.get("run_id"), dispatch_id, [])
+            )
+            entry.jobs.append(doc)
+        return list(by_dispatch.values())
+
+    # -- adding jobs ----------------------------------------------------------------------
+
+    def insert_new(self, docs: Sequence[Mapping[str, Any]]) -> tuple[int, list[Any]]:
+        """Insert jobs; a (media, target, task) that exists already is skipped, not duplicated.
+
+        Returns (inserted, ids of the skipped duplicates' documents as given).
+        """
+        if not docs:
+            return 0, []
+        ops = [
+            UpdateOne(
+                {"media_name_id": d["media_name_id"], "target": d["target"], "task": d["task"]},
+                {"$setOnInsert": dict(d)},
+                upsert=True,
+            )
+            for d in docs
+        ]
+        result = self._jobs.bulk_write(ops, ordered=False)
+        inserted = set(result.upserted_ids)
+        skipped = [docs[i].get("target") for i in range(len(docs)) if i not in inserted]
+        return len(inserted), skipped
+
+    def summary(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for row in self._jobs.aggregate([{"$group": {"_id": "$state", "n": {"$sum": 1}}}]):
+            counts[str(row["_id"])] = row["n"]
+        return counts
+
+
+def expiry_deadline(now: datetime, lease_s: float) -> datetime:
+    return now + timedelta(seconds=lease_s)

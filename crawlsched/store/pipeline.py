@@ -1,0 +1,167 @@
+"""Step 2: the aggregation over one job collection and one task, as plain data.
+
+Written in the subset that MongoDB ≥ 6, mongomock and the multi-process test server all accept
+(DESIGN.md §3): `$lookup` with localField/foreignField, `$unwind` then `$match`, `$ne` instead of
+`$not`, `$facet` with four `$match`es instead of a `$group` that pushes `$$REMOVE`, `now` passed in.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from crawlsched.catalog import PLANNABLE_STATES
+from crawlsched.planning.due import Category
+
+MEDIA_COLLECTION = "childs_socialmedia"
+TASKS_COLLECTION = "core_tasks"
+
+# Fields lifted from the joined media and task rows onto each job (`$addFields`).
+LIFTED_FIELDS = {
+    "media_name": "$media.media_name",
+    "media_id": "$media._id",
+    "driver_class": "$media.driver_class",
+    "used_tool": "$media.used_tool",
+    "need_login": "$task_row.need_login",
+    "need_selenium": "$task_row.need_selenium",
+    "crawl_limit": "$task_row.crawl_limit",
+    "batch_limit": "$task_row.batch_limit",
+}
+
+# Priority: human-validated first, then most certain, then the longest untouched; `_id` last so
+# that ties are broken the same way on every backend (otherwise the order is unspecified).
+PRIORITY_SORT = {"human_validation": -1, "certitude": -1, "modified_at": 1, "_id": 1}
+
+# Only what batching and the crawl message need; the worker loads the rest of the job itself.
+PROJECTED_FIELDS = ("_id", "target", "task", *LIFTED_FIELDS)
+
+
+def due_filter(now: datetime, task: str | None = None) -> dict[str, Any]:
+    """Jobs that are enabled, pending or failed, not exhausted or set aside, and due by `now`."""
+    match: dict[str, Any] = {
+        "execution_date": {"$lte": now},
+        "enabled": True,
+        "state": {"$in": list(PLANNABLE_STATES)},
+        "exhausted": {"$ne": True},
+        "problem": None,
+    }
+    if task is not None:
+        match["task"] = task
+    return match
+
+
+def _category_match(category: Category) -> dict[str, Any]:
+    # `$ne: True` (not `False`) puts a missing or non-boolean flag in the "no" side, so every
+    # row lands in exactly one list; parse_due_job then rejects non-boolean flags with a reason.
+    login = (
+        {"need_login": True}
+        if category
+        in (
+            Category.ONLY_LOGIN,
+            Category.SELENIUM_AND_LOGIN,
+        )
+        else {"need_login": {"$ne": True}}
+    )
+    selenium = (
+        {"need_selenium": True}
+        if category
+        in (
+            Category.ONLY_SELENIUM,
+            Category.SELENIUM_AND_LOGIN,
+        )
+        else {"need_selenium": {"$ne": True}}
+    )
+    return {"$match": {**login, **selenium}}
+
+
+def planning_pipeline(task: str, now: datetime) -> list[dict[str, Any]]:
+    """The pipeline returning one document whose four fields are the categories' job lists."""
+    return [
+        {"$match": due_filter(now, task)},
+        {"$sort": PRIORITY_SORT},
+        {
+            "$lookup": {
+                "from": MEDIA_COLLECTION,
+                "localField": "media_name_id",
+                "foreignField": "_id",
+                "as": "media",
+            }
+        },
+        {"$unwind": "$media"},
+        {"$match": {"media.enabled": True}},
+        {
+            "$lookup": {
+                "from": TASKS_COLLECTION,
+                "localField": "media_name_id",
+                "foreignField": "media_name_id",
+                "as": "task_row",
+            }
+        },
+        {"$unwind": "$task_row"},
+        {"$match": {"task_row.name": task, "task_row.enabled": True}},
+        {"$addFields": LIFTED_FIELDS},
+        {"$project": dict.fromkeys(PROJECTED_FIELDS, 1)},
+        {"$facet": {category.value: [_category_match(category)] for category in Category}},
+    ]
+
+
+def audit_pipeline(now: datetime) -> list[dict[str, Any]]:
+    """Jobs the planning pipeline can never return, with what is needed to say why.
+
+    Looks at every enabled, plannable job that has not been set aside, and keeps those whose
+    media is unknown or disabled, whose task has no enabled row for its media, or whose
+    execution date is not a date (MongoDB's type bracketing would hide it from `$lte` forever).
+    """
+    base = due_filter(now)
+    base.pop("execution_date")
+    return [
+        {"$match": base},
+        {
+            "$lookup": {
+                "from": MEDIA_COLLECTION,
+                "localField": "media_name_id",
+                "foreignField": "_id",
+                "as": "media",
+            }
+        },
+        {
+            "$lookup": {
+                "from": TASKS_COLLECTION,
+                "localField": "media_name_id",
+                "foreignField": "media_name_id",
+                "as": "task_rows",
+            }
+        },
+        {
+            "$addFields": {
+                "task_row": {
+                    "$filter": {
+                        "input": "$task_rows",
+                        "as": "row",
+                        "cond": {"$eq": ["$$row.name", "$task"]},
+                    }
+                }
+            }
+        },
+        {
+            "$match": {
+                "$or": [
+                    {"media": {"$size": 0}},
+                    {"media.enabled": {"$ne": True}},
+                    {"task_row": {"$size": 0}},
+                    {"task_row.enabled": {"$ne": True}},
+                    {"$nor": [{"execution_date": {"$type": "date"}}]},
+                ]
+            }
+        },
+        {
+            "$project": {
+                "_id": 1,
+                "task": 1,
+                "media_name_id": 1,
+                "execution_date": 1,
+                "media": 1,
+                "task_row": 1,
+            }
+        },
+    ]

@@ -1,0 +1,91 @@
+"""Load reference data (models, media, tasks) and read it back for planning and crawling."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bson import ObjectId
+from pymongo import ASCENDING, UpdateOne
+
+from crawlsched.reference import ReferenceData
+from crawlsched.store.counting import CountingDatabase
+from crawlsched.store.pipeline import MEDIA_COLLECTION, TASKS_COLLECTION
+
+
+class MongoReferenceStore:
+    def __init__(self, db: CountingDatabase) -> None:
+        self._db = db
+
+    def create_indexes(self) -> None:
+        self._db.core_models.create_index([("name", ASCENDING)], unique=True, name="name")
+        self._db[MEDIA_COLLECTION].create_index(
+            [("media_name", ASCENDING)], unique=True, name="media_name"
+        )
+        self._db[TASKS_COLLECTION].create_index(
+            [("media_name_id", ASCENDING), ("name", ASCENDING)], unique=True, name="media_task"
+        )
+
+    def load(self, reference: ReferenceData) -> dict[str, int]:
+        """Upsert every row by its natural key; ids of existing rows never change."""
+        models = [
+            UpdateOne(
+                {"name": name}, {"$setOnInsert": {"_id": ObjectId(), "name": name}}, upsert=True
+            )
+            for name in reference.models
+        ]
+        media = []
+        tasks = []
+        for m in reference.media:
+            media.append(
+                UpdateOne(
+                    {"_id": m.id},
+                    {
+                        "$set": {
+                            "media_name": m.name,
+                            "enabled": m.enabled,
+                            "driver_class": m.driver_class,
+                            "used_tool": m.used_tool,
+                            "url_template": m.url_template,
+                        }
+                    },
+                    upsert=True,
+                )
+            )
+            for name, row in m.tasks.items():
+                tasks.append(
+                    UpdateOne(
+                        {"_id": f"{m.id}:{name}"},
+                        {"$set": {"media_name_id": m.id, "name": name, **row.model_dump()}},
+                        upsert=True,
+                    )
+                )
+        self._db.core_models.bulk_write(models, ordered=False)
+        self._db[MEDIA_COLLECTION].bulk_write(media, ordered=False)
+        self._db[TASKS_COLLECTION].bulk_write(tasks, ordered=False)
+        return {"models": len(models), "media": len(media), "tasks": len(tasks)}
+
+    def model_ids(self) -> dict[str, Any]:
+        """Step 1: the id of every data model, by name (results are tagged with them)."""
+        return {doc["name"]: doc["_id"] for doc in self._db.core_models.find({}, {"name": 1})}
+
+    def media(self) -> list[dict[str, Any]]:
+        return list(self._db[MEDIA_COLLECTION].find({}))
+
+    def media_by_name(self, name: str) -> dict[str, Any] | None:
+        return self._db[MEDIA_COLLECTION].find_one({"media_name": name})
+
+    def tasks_of(self, media_name_id: int) -> dict[str, dict[str, Any]]:
+        return {
+            row["name"]: row
+            for row in self._db[TASKS_COLLECTION].find({"media_name_id": media_name_id})
+        }
+
+    def set_enabled(self, media_name: str, enabled: bool, task: str | None = None) -> int:
+        media = self.media_by_name(media_name)
+        if media is None:
+            return 0
+        if task is None:
+            coll, flt = self._db[MEDIA_COLLECTION], {"_id": media["_id"]}
+        else:
+            coll, flt = self._db[TASKS_COLLECTION], {"media_name_id": media["_id"], "name": task}
+        return coll.update_one(flt, {"$set": {"enabled": enabled}}).matched_count

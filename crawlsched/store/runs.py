@@ -1,0 +1,123 @@
+"""MongoRunStore: per-run counters that finish each run exactly once.
+
+A run is one firing of a schedule. Its `outstanding` count goes up when planning closes (by the
+number of jobs claimed for it) and when a crawl discovers children, and down when a dispatch
+reports; each report is applied at most once (its key is remembered on the run, checked and
+recorded in the same atomic update). A run finishes when planning is closed and nothing is
+outstanding; the state change is a compare-and-set, so exactly one caller sees it happen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from pymongo import DESCENDING, ReturnDocument
+
+from crawlsched.store.counting import CountingDatabase
+
+PLANNING, RUNNING, FINISHED = "planning", "running", "finished"
+
+
+def run_id_for(schedule_id: str, fire_at: datetime) -> str:
+    """Deterministic, so that a redelivered plan message lands on the same run."""
+    return f"{schedule_id}@{fire_at.strftime('%Y%m%dT%H%M%S')}Z"
+
+
+class MongoRunStore:
+    def __init__(self, db: CountingDatabase) -> None:
+        self._runs = db.runs
+
+    def create_indexes(self) -> None:
+        self._runs.create_index([("created_at", DESCENDING)], name="recent")
+        self._runs.create_index([("state", 1)], name="state")
+
+    def open(self, run_id: str, schedule_id: str, fire_at: datetime, now: datetime) -> dict:
+        return self._runs.find_one_and_update(
+            {"_id": run_id},
+            {
+                "$setOnInsert": {
+                    "schedule_id": schedule_id,
+                    "fire_at": fire_at,
+                    "state": PLANNING,
+                    "planning": True,
+                    "outstanding": 0,
+                    "planned": 0,
+                    "counts": {},
+                    "stages_ms": {},
+                    "reports": [],
+                    "created_at": now,
+                }
+            },
+            upsert=True,
+            return_document=ReturnDocument.AFTER,
+        )
+
+    def close_planning(
+        self, run_id: str, planned: int, stats: Mapping[str, Any], now: datetime
+    ) -> dict | None:
+        """Close planning once: adds `planned` to outstanding in the same atomic write."""
+        return self._runs.find_one_and_update(
+            {"_id": run_id, "planning": True},
+            {
+                "$set": {
+                    "planning": False,
+                    "state": RUNNING,
+                    "planned": planned,
+                    "planned_at": now,
+                    "plan_stats": dict(stats),
+                },
+                "$inc": {"outstanding": planned},
+            },
+            return_document=ReturnDocument.AFTER,
+        )
+
+    def report(
+        self,
+        run_id: str,
+        report_key: str,
+        counts: Mapping[str, int],
+        discovered: int = 0,
+        stages_ms: Mapping[str, float] | None = None,
+    ) -> dict | None:
+        """Apply one report; None when it was applied before (or the run is unknown).
+
+        Children discovered by the reporting crawl are added in the same `$inc` that takes the
+        parent off, so the outstanding count can never touch zero in between.
+        """
+        finished = sum(counts.values())
+        inc: dict[str, float] = {"outstanding": discovered - finished, "discovered": discovered}
+        for outcome, n in counts.items():
+            inc[f"counts.{outcome}"] = n
+        for stage, ms in (stages_ms or {}).items():
+            inc[f"stages_ms.{stage}"] = ms
+        return self._runs.find_one_and_update(
+            {"_id": run_id, "reports": {"$ne": report_key}},
+            {"$inc": inc, "$push": {"reports": report_key}},
+            return_document=ReturnDocument.AFTER,
+        )
+
+    def add_stage_time(self, run_id: str, stage: str, ms: float) -> None:
+        self._runs.update_one({"_id": run_id}, {"$inc": {f"stages_ms.{stage}": ms}})
+
+    def finish(self, run_id: str, now: datetime) -> bool:
+        """True for exactly one caller: the one whose compare-and-set moved the run to finished."""
+        result = self._runs.update_one(
+            {"_id": run_id, "state": RUNNING, "planning": False, "outstanding": {"$lte": 0}},
+            {"$set": {"state": FINISHED, "finished_at": now}},
+        )
+        return result.modified_count == 1
+
+    def get(self, run_id: str) -> dict | None:
+        return self._runs.find_one({"_id": run_id}, {"reports": 0})
+
+    def recent(self, limit: int = 20) -> list[dict]:
+        return list(self._runs.find({}, {"reports": 0}).sort("created_at", DESCENDING).limit(limit))
+
+    def unfinished(self) -> list[dict]:
+        return list(self._runs.find({"state": {"$ne": FINISHED}}, {"reports": 0}))
+
+
+def is_done(run: Mapping[str, Any] | None) -> bool:
+    return bool(run) and not run["planning"] and run["outstanding"] <= 0
