@@ -1,0 +1,17 @@
+"""The `crawlsched` command line (Typer). Each sub-module adds one group of commands."""
+
+from __future__ import annotations
+
+import typer
+
+from crawlsched.cli import admin, demo, jobs, runs
+
+app = typer.Typer(
+    help="crawlsched: plan, admit, run and watch crawl jobs (dramatiq over RabbitMQ, MongoDB).",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+)
+admin.register(app)
+demo.register(app)
+runs.register(app)
+app.add_typer(jobs.app, name="jobs", help="Add, import and inspect crawl jobs.")

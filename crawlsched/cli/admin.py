@@ -1,0 +1,133 @@
+"""Operator commands: init-db, pools, schedules now, the clock process, drivers."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from crawlsched.cli.common import cli_runtime, console, load_settings
+from crawlsched.drivers import registry
+from crawlsched.logs import configure_logging, get_logger
+from crawlsched.reference import load_reference
+
+log = get_logger(__name__)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("init-db")
+    def init_db(
+        reference: Path | None = typer.Option(
+            None,
+            exists=True,
+            dir_okay=False,
+            help="Reference YAML (models, media, tasks); default: settings, then the packaged one.",
+        ),
+    ) -> None:
+        """Create every index, load reference data and the two default sweeps. Safe to re-run."""
+        settings = load_settings()
+        with cli_runtime(settings) as rt:
+            data = load_reference(reference or settings.reference_file)
+            rt.create_indexes()
+            loaded = rt.reference.load(data)
+            added = rt.schedules.ensure_defaults(rt.now())
+            console.print(
+                f"indexes ready; loaded {loaded['models']} models, {loaded['media']} media, "
+                f"{loaded['tasks']} tasks; {added} default sweeps added"
+            )
+
+    @app.command("account-add")
+    def account_add(
+        media: str = typer.Argument(..., help="Media name, e.g. twitter."),
+        username: str = typer.Argument(...),
+        secret_env: str = typer.Option(
+            ...,
+            help="Name of an environment variable holding the secret (never pass it as an "
+            "argument: it would land in shell history and process lists).",
+        ),
+    ) -> None:
+        """Add (or update) a login account in the account pool."""
+        import os
+
+        secret = os.environ.get(secret_env)
+        if not secret:
+            raise typer.BadParameter(f"environment variable {secret_env} is empty or unset")
+        with cli_runtime() as rt:
+            if rt.reference.media_by_name(media) is None:
+                raise typer.BadParameter(f"unknown media {media!r}")
+            rt.leases.add_account(media, username, secret)
+            console.print(f"account {username} ready for {media}")
+
+    @app.command("node-add")
+    def node_add(
+        url: str = typer.Argument(
+            ..., help="Selenium node or Grid URL, e.g. http://127.0.0.1:4444"
+        ),
+        slots: int = typer.Option(1, min=1, help="Browsers this node runs at once."),
+    ) -> None:
+        """Add (or update) a Selenium node in the node pool."""
+        with cli_runtime() as rt:
+            rt.leases.add_node(url, slots)
+            console.print(f"node {url} ready with {slots} slot(s)")
+
+    @app.command("pools")
+    def pools() -> None:
+        """How many accounts and node slots exist, are enabled, and are held right now."""
+        with cli_runtime() as rt:
+            table = Table(title="Resource pools")
+            for column in ("pool", "total", "enabled", "held"):
+                table.add_column(column)
+            for pool, row in rt.leases.overview(rt.now()).items():
+                table.add_row(pool, str(row["total"]), str(row["enabled"]), str(row["held"]))
+            console.print(table)
+
+    @app.command("sweep-now")
+    def sweep_now(
+        schedule_id: str = typer.Argument(..., help="e.g. sweep-profiles or sweep-websites"),
+    ) -> None:
+        """Make a schedule due now; the next tick fires it."""
+        with cli_runtime() as rt:
+            if not rt.schedules.fire_now(schedule_id, rt.now()):
+                known = ", ".join(s["_id"] for s in rt.schedules.all()) or "none (run init-db)"
+                raise typer.BadParameter(f"no schedule {schedule_id!r}; known: {known}")
+            console.print(f"{schedule_id} is due; it fires on the next tick")
+
+    @app.command("drivers")
+    def drivers() -> None:
+        """Crawl drivers available to workers (built-ins and plug-ins)."""
+        settings = load_settings()
+        registry.load_plugins(settings.driver_modules)
+        for name in registry.known():
+            console.print(name)
+
+    @app.command("clock")
+    def clock(
+        interval: float | None = typer.Option(
+            None, min=0.1, help="Seconds between ticks (default: CRAWLSCHED_CLOCK_INTERVAL_S)."
+        ),
+        count: int = typer.Option(0, min=0, help="Stop after this many ticks (0: run forever)."),
+    ) -> None:
+        """Send a tick every few seconds. Several clocks may run: a duplicate tick is harmless."""
+        settings = load_settings()
+        from crawlsched.brokers import setup_broker
+
+        setup_broker(settings)
+        from crawlsched.actors.ticker import tick
+
+        configure_logging(settings.log_format, settings.log_level)
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        signal.signal(signal.SIGINT, lambda *_: stop.set())
+        period = interval or settings.clock_interval_s
+        sent = 0
+        log.info("clock_started", interval_s=period)
+        while not stop.is_set():
+            tick.send()
+            sent += 1
+            if count and sent >= count:
+                break
+            stop.wait(period)
+        log.info("clock_stopped", ticks=sent)

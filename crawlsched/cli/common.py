@@ -1,0 +1,35 @@
+"""What every command shares: settings from the environment, a runtime, errors as exit codes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+
+from crawlsched.errors import CrawlschedError
+from crawlsched.runtime import Runtime
+from crawlsched.settings import Settings
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def load_settings() -> Settings:
+    try:
+        return Settings()
+    except ValidationError as e:
+        err_console.print(f"[red]invalid CRAWLSCHED_* settings:[/red]\n{e}")
+        raise typer.Exit(2) from None
+
+
+@contextmanager
+def cli_runtime(settings: Settings | None = None) -> Iterator[Runtime]:
+    """A runtime for one command; crawlsched errors become a red line and exit code 1."""
+    try:
+        yield Runtime(settings or load_settings())
+    except CrawlschedError as e:
+        err_console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(1) from None

@@ -1,0 +1,7 @@
+"""`crawlsched jobs …` (placeholder; being written)."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(no_args_is_help=True)

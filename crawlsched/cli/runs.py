@@ -1,0 +1,76 @@
+"""`crawlsched runs` and `crawlsched run status RUN_ID`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from crawlsched.cli.common import cli_runtime, console
+from crawlsched.errors import RunNotFound
+
+run_app = typer.Typer(help="Look at one run.", no_args_is_help=True)
+
+COUNT_COLUMNS = ("succeeded", "failed", "exhausted", "starved", "expired")
+
+
+def run_row(run: dict[str, Any]) -> list[str]:
+    counts = run.get("counts", {})
+    return [
+        run["_id"],
+        run["state"],
+        str(run.get("planned", 0)),
+        str(max(run.get("outstanding", 0), 0) if not run.get("planning") else "…"),
+        *(str(counts.get(c, 0)) for c in COUNT_COLUMNS),
+    ]
+
+
+def runs_table(runs: list[dict[str, Any]], title: str = "Runs") -> Table:
+    table = Table(title=title)
+    for column in ("run", "state", "planned", "outstanding", *COUNT_COLUMNS):
+        table.add_column(column, justify="left" if column in ("run", "state") else "right")
+    for run in runs:
+        table.add_row(*run_row(run))
+    return table
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("runs")
+    def list_runs(
+        limit: int = typer.Option(20, min=1, help="How many of the most recent runs."),
+        as_json: bool = typer.Option(False, "--json", help="One JSON document per line."),
+    ) -> None:
+        """The most recent runs with their counts."""
+        with cli_runtime() as rt:
+            runs = rt.runs.recent(limit)
+            if as_json:
+                for run in runs:
+                    console.print_json(json.dumps(run, default=str))
+                return
+            console.print(runs_table(runs))
+
+    app.add_typer(run_app, name="run")
+
+
+@run_app.command("status")
+def status(
+    run_id: str = typer.Argument(..., help="As shown by `crawlsched runs`."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """One run: state, counts, and time spent per stage."""
+    with cli_runtime() as rt:
+        run = rt.runs.get(run_id)
+        if run is None:
+            raise RunNotFound(run_id)
+        if as_json:
+            console.print_json(json.dumps(run, default=str))
+            return
+        console.print(runs_table([run], title=f"Run {run_id}"))
+        stages = run.get("stages_ms", {})
+        if stages:
+            console.print(
+                "time per stage (ms, summed over workers): "
+                + ", ".join(f"{k}={v:.0f}" for k, v in stages.items())
+            )
