@@ -9,21 +9,23 @@ import threading
 
 import mongomock
 import pymongo
-from pymongo.database import Database
 from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from crawlsched.store.counting import CommandCounter, CountingDatabase
 
 # mongomock keeps its data inside the client object, so every part of one process (CLI, planner,
 # in-process worker threads) must share one client per URL or they would see different databases.
-_embedded_clients: dict[str, mongomock.MongoClient] = {}
+# mongomock's own lock guards its dictionaries, not the find-then-modify of an update, so two
+# threads could both win a conditional update (a claim, a lease). One lock per embedded client
+# makes every operation atomic, as each single-document operation is on a real server.
+_embedded_clients: dict[str, tuple[mongomock.MongoClient, threading.RLock]] = {}
 _embedded_lock = threading.Lock()
 
 
-def _embedded_client(url: str) -> mongomock.MongoClient:
+def _embedded_client(url: str) -> tuple[mongomock.MongoClient, threading.RLock]:
     with _embedded_lock:
         if url not in _embedded_clients:
-            _embedded_clients[url] = mongomock.MongoClient(tz_aware=True)
+            _embedded_clients[url] = (mongomock.MongoClient(tz_aware=True), threading.RLock())
         return _embedded_clients[url]
 
 
@@ -53,11 +55,10 @@ def open_database(
     """
     counter = counter or CommandCounter()
     if mongo_url.startswith("mongomock://"):
-        raw: Database = _embedded_client(mongo_url)[db_name]
-    else:
-        client = pymongo.MongoClient(
-            mongo_url, tz_aware=True, event_listeners=[counter.listener], appname="crawlsched"
-        )
-        _ping(client)
-        raw = client[db_name]
-    return CountingDatabase(raw, counter)
+        client, lock = _embedded_client(mongo_url)
+        return CountingDatabase(client[db_name], counter, lock)
+    server = pymongo.MongoClient(
+        mongo_url, tz_aware=True, event_listeners=[counter.listener], appname="crawlsched"
+    )
+    _ping(server)
+    return CountingDatabase(server[db_name], counter)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from pymongo import monitoring
@@ -90,9 +91,15 @@ class CommandCounter:
 class CountingCollection:
     """A collection whose every method call counts as one command at the store boundary."""
 
-    def __init__(self, collection: Any, counter: CommandCounter) -> None:
+    def __init__(
+        self,
+        collection: Any,
+        counter: CommandCounter,
+        lock: AbstractContextManager | None = None,
+    ) -> None:
         self._collection = collection
         self._counter = counter
+        self._lock = lock or nullcontext()
 
     def __getattr__(self, attr: str) -> Any:
         value = getattr(self._collection, attr)
@@ -101,7 +108,8 @@ class CountingCollection:
 
         def counted(*args: Any, **kwargs: Any) -> Any:
             self._counter.on_boundary(attr)
-            return value(*args, **kwargs)
+            with self._lock:
+                return value(*args, **kwargs)
 
         return counted
 
@@ -113,12 +121,18 @@ class CountingCollection:
 class CountingDatabase:
     """A database handing out `CountingCollection`s: `db["jobs"]` and `db.jobs` both work."""
 
-    def __init__(self, database: Any, counter: CommandCounter) -> None:
+    def __init__(
+        self,
+        database: Any,
+        counter: CommandCounter,
+        lock: AbstractContextManager | None = None,
+    ) -> None:
         self._database = database
         self.counter = counter
+        self._lock = lock
 
     def __getitem__(self, name: str) -> CountingCollection:
-        return CountingCollection(self._database[name], self.counter)
+        return CountingCollection(self._database[name], self.counter, self._lock)
 
     def __getattr__(self, name: str) -> CountingCollection:
         if name.startswith("_"):
