@@ -33,6 +33,9 @@ class BatchMessage(BaseModel):
     crawl_limit: int = Field(gt=0)
     job_ids: list[str] = Field(min_length=1)
     lease_ids: list[str] = Field(default_factory=list)
+    # Time spent in earlier stages (e.g. admission), carried along so that the crawl's report
+    # adds it to the run without a write of its own.
+    stages_ms: dict[str, float] = Field(default_factory=dict)
 
     @field_validator("collection")
     @classmethod

@@ -13,7 +13,8 @@ from crawlsched.errors import CrawlschedError
 from crawlsched.runtime import Runtime
 from crawlsched.settings import Settings
 
-console = Console()
+# Tables of run ids and queue names need room; a pipe would otherwise get rich's 80 columns.
+console = Console(width=None if Console().is_terminal else 140)
 err_console = Console(stderr=True)
 
 

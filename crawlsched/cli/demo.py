@@ -1,12 +1,156 @@
-"""`crawlsched demo` (being written)."""
+"""`crawlsched demo`: seed, tick once, crawl a local site, show progress, check nothing is lost."""
 
 from __future__ import annotations
 
+import time
+from datetime import datetime
+from typing import Any
+
 import typer
+from rich.live import Live
+from rich.table import Table
+
+from crawlsched.catalog import JOB_COLLECTIONS, JobState
+from crawlsched.cli.common import console, err_console
+from crawlsched.cli.runs import runs_table
+from crawlsched.planning.due import Category
+from crawlsched.settings import Settings
+from crawlsched.store.runs import FINISHED
+
+DEMO_STORE = "mongomock://demo"
+
+
+def _queues_table(broker: Any) -> Table:
+    table = Table(title="Queues (messages waiting)")
+    table.add_column("queue")
+    table.add_column("waiting", justify="right")
+    for name in sorted(broker.queues):
+        if not name.endswith((".DQ", ".XQ")):
+            table.add_row(name, str(broker.queues[name].qsize()))
+    return table
+
+
+def _stages_table(runs: list[dict]) -> Table:
+    table = Table(title="Time per stage (ms)")
+    for column in ("run", "plan", "admit (sum)", "crawl (sum)", "wall: plan→finish"):
+        table.add_column(column, justify="left" if column == "run" else "right")
+    for run in runs:
+        stages = run.get("stages_ms", {})
+        wall = "…"
+        if isinstance(run.get("finished_at"), datetime) and isinstance(
+            run.get("created_at"), datetime
+        ):
+            wall = f"{(run['finished_at'] - run['created_at']).total_seconds() * 1000:.0f}"
+        table.add_row(
+            run["_id"],
+            f"{stages.get('plan', 0):.0f}",
+            f"{stages.get('admit', 0):.0f}",
+            f"{stages.get('crawl', 0):.0f}",
+            wall,
+        )
+    return table
+
+
+def _categories_table(runs: list[dict]) -> Table:
+    table = Table(title="Planned per category (jobs / batches)")
+    table.add_column("run")
+    for category in Category:
+        table.add_column(category.value, justify="right")
+    for run in runs:
+        stats = run.get("plan_stats", {})
+        table.add_row(
+            run["_id"],
+            *(
+                f"{stats.get(f'jobs.{c.value}', 0)} / {stats.get(f'batches.{c.value}', 0)}"
+                for c in Category
+            ),
+        )
+    return table
+
+
+def losses(rt: Any, runs: list[dict]) -> list[str]:
+    """Everything that would mean work was lost; empty when the demo ended cleanly."""
+    problems = []
+    for run in runs:
+        if run["state"] != FINISHED:
+            problems.append(f"run {run['_id']} did not finish ({run['outstanding']} outstanding)")
+        finished = sum(run.get("counts", {}).values())
+        if finished != run.get("planned", 0):
+            problems.append(f"run {run['_id']}: planned {run['planned']} but {finished} ended")
+    for collection in JOB_COLLECTIONS:
+        stuck = rt.jobs(collection).summary().get(str(int(JobState.RUNNING)), 0)
+        if stuck:
+            problems.append(f"{stuck} {collection} jobs still running")
+    for pool, row in rt.leases.overview(rt.now()).items():
+        if row["held"]:
+            problems.append(f"{row['held']} {pool} leases still held")
+    return problems
 
 
 def register(app: typer.Typer) -> None:
     @app.command("demo")
-    def demo() -> None:
-        """Run the whole system in one process on embedded defaults."""
-        raise typer.Exit(1)
+    def demo(
+        timeout: float = typer.Option(50.0, min=1, help="Give up (and fail) after this long."),
+        threads: int = typer.Option(4, min=1, max=32, help="In-process worker threads."),
+    ) -> None:
+        """Run the whole system in one process on embedded defaults (no services needed).
+
+        Serves a small website on 127.0.0.1, seeds profiles and websites in all four resource
+        categories, fires both sweeps once, crawls with an in-process dramatiq worker, and
+        exits non-zero if any job or lease was lost.
+        """
+        from dramatiq import Worker
+
+        from crawlsched.brokers import setup_broker
+        from crawlsched.demo.seed import seed
+        from crawlsched.demo.site import DemoSite
+        from crawlsched.runtime import get_runtime
+        from crawlsched.store.client import drop_embedded
+
+        settings = Settings(
+            mongo_url=DEMO_STORE, broker_url="stub://", log_format="console", log_level="ERROR"
+        )
+        drop_embedded(DEMO_STORE)
+        broker = setup_broker(settings)
+        from crawlsched.actors import ticker
+
+        rt = get_runtime()
+        started = time.perf_counter()
+        with DemoSite() as site:
+            seeded = seed(rt, site.base_url)
+            console.print(
+                f"demo site at {site.base_url}; seeded {seeded['profiles']} profile jobs and "
+                f"{seeded['websites']} website jobs; firing both sweeps"
+            )
+            for schedule in rt.schedules.all():
+                rt.schedules.fire_now(schedule["_id"], rt.now())
+            worker = Worker(broker, worker_threads=threads)
+            worker.start()
+            try:
+                ticker.tick.send()
+                with Live(console=console, refresh_per_second=8) as live:
+                    while True:
+                        runs = rt.runs.recent()
+                        grid = Table.grid()
+                        grid.add_row(runs_table(runs, title="Runs (live)"))
+                        grid.add_row(_queues_table(broker))
+                        live.update(grid)
+                        done = runs and all(r["state"] == FINISHED for r in runs)
+                        if done or time.perf_counter() - started > timeout:
+                            break
+                        time.sleep(0.1)
+            finally:
+                worker.stop()
+        runs = rt.runs.recent()
+        console.print(runs_table(runs, title="Runs"))
+        console.print(_categories_table(runs))
+        console.print(_stages_table(runs))
+        console.print(f"elapsed {time.perf_counter() - started:.1f} s")
+        lost = losses(rt, runs) if runs else ["no run was planned"]
+        if lost:
+            for line in lost:
+                err_console.print(f"[red]LOST:[/red] {line}")
+            raise typer.Exit(1)
+        console.print(
+            "[green]every planned job ended (succeeded, failed or starved); no lease held[/green]"
+        )

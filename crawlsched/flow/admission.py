@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from crawlsched.logs import get_logger
@@ -13,7 +14,12 @@ from crawlsched.runtime import Runtime
 log = get_logger(__name__)
 
 
-def starve(rt: Runtime, message: BatchMessage, report: Callable[[ReportMessage], None]) -> None:
+def starve(
+    rt: Runtime,
+    message: BatchMessage,
+    report: Callable[[ReportMessage], None],
+    stages_ms: dict[str, float] | None = None,
+) -> None:
     """Give the jobs back untouched and tell the coordinator they are finished for this run."""
     store = rt.jobs(message.collection)
     store.release(message.dispatch_id)
@@ -23,7 +29,10 @@ def starve(rt: Runtime, message: BatchMessage, report: Callable[[ReportMessage],
     if counts:
         report(
             ReportMessage(
-                run_id=message.run_id, report_key=f"{message.dispatch_id}:admit", counts=counts
+                run_id=message.run_id,
+                report_key=f"{message.dispatch_id}:admit",
+                counts=counts,
+                stages_ms={**message.stages_ms, **(stages_ms or {})},
             )
         )
 
@@ -34,13 +43,22 @@ def admit(
     forward: Callable[[BatchMessage], None],
     report: Callable[[ReportMessage], None],
 ) -> bool:
+    started = time.perf_counter()
     need = Need(message.need_login, message.need_selenium, message.media_name)
     leases = rt.pools.acquire(need, holder=message.dispatch_id, now=rt.now())
+    elapsed = {"admit": round((time.perf_counter() - started) * 1000, 2)}
     if leases is None:
-        starve(rt, message, report)
+        starve(rt, message, report, elapsed)
         return False
     try:
-        forward(message.model_copy(update={"lease_ids": [lease.lease_id for lease in leases]}))
+        forward(
+            message.model_copy(
+                update={
+                    "lease_ids": [lease.lease_id for lease in leases],
+                    "stages_ms": {**message.stages_ms, **elapsed},
+                }
+            )
+        )
     except BaseException:
         rt.pools.release(leases)
         raise

@@ -115,7 +115,7 @@ def crawl_batch(
                 run_id=message.run_id,
                 report_key=f"{message.dispatch_id}:crawl",
                 counts=counts,
-                stages_ms={"crawl": elapsed_ms},
+                stages_ms={**message.stages_ms, "crawl": elapsed_ms},
             )
         )
     return counts

@@ -1,0 +1,73 @@
+"""Demo data: reference rows pointed at the local site, jobs in all four categories, pools."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from crawlsched.catalog import JobState
+from crawlsched.demo.site import MISSING_PREFIX
+from crawlsched.reference import ReferenceData, load_reference
+from crawlsched.runtime import Runtime
+
+PROFILES_PER_MEDIA = {"twitter": 12, "instagram": 6, "tiktok": 8, "youtube": 10}
+WEBSITES = 12
+DEAD_EVERY = 7  # every 7th target 404s
+
+
+def demo_reference(base_url: str) -> ReferenceData:
+    reference = load_reference()
+    media = [
+        m.model_copy(update={"url_template": f"{base_url}/{m.name}/{{handle}}"})
+        if m.url_template
+        else m
+        for m in reference.media
+    ]
+    return reference.model_copy(update={"media": media})
+
+
+def _job(target: str, media_id: int, task: str, now: datetime, n: int) -> dict:
+    return {
+        "target": target,
+        "media_name_id": media_id,
+        "task": task,
+        "state": int(JobState.PENDING),
+        "enabled": True,
+        "execution_date": now - timedelta(seconds=1),
+        "human_validation": int(n % 4 == 0),
+        "certitude": round(0.5 + (n % 5) / 10, 2),
+        "modified_at": now - timedelta(minutes=n),
+        "created_at": now,
+        "attempt_count": 0,
+        "interval_s": 3600,
+    }
+
+
+def seed(rt: Runtime, base_url: str) -> dict[str, int]:
+    now = rt.now()
+    rt.create_indexes()
+    rt.reference.load(demo_reference(base_url))
+    rt.schedules.ensure_defaults(now)
+    media_ids = {m["media_name"]: m["_id"] for m in rt.reference.media()}
+    profiles = []
+    n = 0
+    for media, count in PROFILES_PER_MEDIA.items():
+        for i in range(count):
+            n += 1
+            handle = f"{media}_user{i}"
+            for task in ("profile", "publication"):
+                doc = _job(handle, media_ids[media], task, now, n)
+                if n % DEAD_EVERY == 0:
+                    doc["url"] = f"{base_url}{MISSING_PREFIX}{handle}"
+                profiles.append(doc)
+    websites = []
+    for i in range(WEBSITES):
+        path = f"{MISSING_PREFIX}site{i}" if i % DEAD_EVERY == 3 else f"/site{i}/news"
+        websites.append(_job(f"{base_url}{path}", media_ids["web"], "article", now, i))
+    inserted_profiles, _ = rt.jobs("profiles").insert_new(profiles)
+    inserted_websites, _ = rt.jobs("websites").insert_new(websites)
+    # Fewer resources than batches ask for at once: some batches starve, as in production.
+    for media in ("twitter", "instagram"):
+        rt.leases.add_account(media, f"demo_{media}_1", f"demo-secret-{media}-1")
+    rt.leases.add_account("twitter", "demo_twitter_2", "demo-secret-twitter-2")
+    rt.leases.add_node("http://127.0.0.1:4444", slots=2)
+    return {"profiles": inserted_profiles, "websites": inserted_websites}
