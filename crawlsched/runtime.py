@@ -6,6 +6,8 @@ importing the actors, and a MongoDB client must not cross a fork.
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -44,6 +46,11 @@ class Runtime:
         self._model_ids: dict[str, Any] | None = None
         self._media: dict[str, dict[str, Any]] = {}
         registry.load_plugins(settings.driver_modules)
+
+    @property
+    def worker_id(self) -> str:
+        """host:pid of this process (not cached: the dramatiq CLI forks after import)."""
+        return f"{socket.gethostname()}:{os.getpid()}"
 
     @cached_property
     def db(self) -> CountingDatabase:

@@ -1,6 +1,8 @@
 """Shared fixtures. Harness logic lives in tests/support; fixtures here stay thin."""
 
 import os
+import subprocess
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -12,6 +14,7 @@ from tests.support.mongo_server import (
     fresh_database_name,
     ping,
 )
+from tests.support.rabbit import TestVhost
 from tests.support.services import service_unavailable
 
 TEST_MONGO_URL_ENV = "CRAWLSCHED_TEST_MONGO_URL"
@@ -46,3 +49,82 @@ def multiprocess_mongo_url() -> Iterator[str]:
 def mongo_database_name(request: pytest.FixtureRequest) -> str:
     """A database name unique to this test, so tests sharing one server never see each other."""
     return fresh_database_name(request.node.name)
+
+
+# ---- brokers and workers (dramatiq's fixture style) ----------------------------------------
+
+
+@pytest.fixture
+def embedded_mongo_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh embedded (mongomock) store for one test, dropped afterwards."""
+    from crawlsched.store.client import drop_embedded
+
+    url = f"mongomock://{request.node.name}-{uuid.uuid4().hex[:8]}"
+    yield url
+    drop_embedded(url)
+
+
+def _broker_for(settings):
+    from crawlsched.brokers import setup_broker
+
+    broker = setup_broker(settings)
+    import crawlsched.actors  # noqa: F401  (declares every actor on this broker)
+
+    broker.flush_all()
+    return broker
+
+
+@pytest.fixture
+def stub_broker(embedded_mongo_url: str) -> Iterator:
+    from crawlsched.settings import Settings
+
+    broker = _broker_for(
+        Settings(mongo_url=embedded_mongo_url, broker_url="stub://", log_format="json")
+    )
+    yield broker
+    broker.flush_all()
+    broker.close()
+
+
+@pytest.fixture
+def stub_worker(stub_broker) -> Iterator:
+    from dramatiq import Worker
+
+    worker = Worker(stub_broker, worker_timeout=100, worker_threads=4)
+    worker.start()
+    yield worker
+    worker.stop()
+
+
+@pytest.fixture(scope="session")
+def rabbitmq_url() -> Iterator[str]:
+    """The real RabbitMQ on 127.0.0.1:5672, in a virtual host of this session's own."""
+    vhost = TestVhost()
+    try:
+        vhost.create()
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        service_unavailable(f"RabbitMQ unavailable: {exc}")
+    yield vhost.url
+    vhost.delete()
+
+
+@pytest.fixture
+def rabbitmq_broker(rabbitmq_url: str, embedded_mongo_url: str) -> Iterator:
+    from crawlsched.settings import Settings
+
+    broker = _broker_for(
+        Settings(mongo_url=embedded_mongo_url, broker_url=rabbitmq_url, log_format="json")
+    )
+    yield broker
+    broker.flush_all()
+    broker.close()
+
+
+@pytest.fixture
+def rabbitmq_worker(rabbitmq_broker) -> Iterator:
+    from dramatiq import Worker
+
+    worker = Worker(rabbitmq_broker, worker_timeout=100, worker_threads=4)
+    worker.start()
+    yield worker
+    worker.stop()

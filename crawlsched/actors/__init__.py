@@ -17,4 +17,16 @@ from crawlsched.actors import (  # noqa: E402  (the broker must exist before act
     ticker,
 )
 
-__all__ = ["broker", "coordinator", "crawl", "gatekeepers", "planner", "ticker"]
+
+def all_actors() -> list:
+    return [
+        ticker.tick,
+        planner.plan_crawls,
+        gatekeepers.admit_login,
+        gatekeepers.admit_selenium,
+        *crawl.CRAWL_ACTORS.values(),
+        coordinator.record_finished,
+    ]
+
+
+__all__ = ["all_actors", "broker", "coordinator", "crawl", "gatekeepers", "planner", "ticker"]

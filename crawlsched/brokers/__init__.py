@@ -7,6 +7,8 @@ actor to the global broker when the actor is declared. Importing `crawlsched.act
 
 from __future__ import annotations
 
+import sys
+
 import dramatiq
 from dramatiq.brokers.rabbitmq import RabbitmqBroker
 from dramatiq.brokers.stub import StubBroker
@@ -56,7 +58,23 @@ def setup_broker(settings: Settings) -> dramatiq.Broker:
         broker = RabbitmqBroker(url=settings.broker_url, middleware=middleware(settings))
     dramatiq.set_broker(broker)
     _configured = broker
+    _rebind_declared_actors(broker)
     return broker
+
+
+def _rebind_declared_actors(broker: dramatiq.Broker) -> None:
+    """Move actors declared under an earlier broker of this process onto this one.
+
+    dramatiq binds an actor to the broker that was global when it was declared. A process that
+    sets up a second broker (tests switching between stub and RabbitMQ) must carry them over.
+    """
+    actors_module = sys.modules.get("crawlsched.actors")
+    # Absent, or still importing (it is what called us): its actors will bind as declared.
+    if actors_module is None or not hasattr(actors_module, "all_actors"):
+        return
+    for actor in actors_module.all_actors():
+        actor.broker = broker
+        broker.declare_actor(actor)
 
 
 def ensure_broker() -> dramatiq.Broker:

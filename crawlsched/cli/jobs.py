@@ -1,7 +1,420 @@
-"""`crawlsched jobs …` (placeholder; being written)."""
+"""`crawlsched jobs …`: add one target, import a file of them, and look at problems and counts."""
 
 from __future__ import annotations
 
+import json
+from collections import defaultdict
+from collections.abc import Iterator
+from datetime import datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, TextIO
+
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+from rich.table import Table
+
+from crawlsched.catalog import JOB_COLLECTIONS, TARGET_KINDS, JobState
+from crawlsched.cli.common import cli_runtime, console, err_console
+from crawlsched.errors import BadJobInput
+from crawlsched.jobs_input import (
+    DEFAULT_WEBSITE_MEDIA,
+    JobInput,
+    build_job_docs,
+    job_input_from_row,
+    parse_import_file,
+)
+from crawlsched.planning.problems import diagnose
+from crawlsched.runtime import Runtime
 
 app = typer.Typer(no_args_is_help=True)
+add_app = typer.Typer(help="Schedule the tasks of one profile or website.", no_args_is_help=True)
+app.add_typer(add_app, name="add")
+
+IMPORT_CHUNK = 1000  # job documents per bulk write
+SHOWN_REJECTS = 50
+
+
+class Kind(StrEnum):
+    profile = "profile"
+    website = "website"
+
+
+Tasks = Annotated[
+    list[str] | None,
+    typer.Option("--task", "-t", help="A task to schedule (repeat); default: the kind's defaults."),
+]
+Interval = Annotated[
+    int | None,
+    typer.Option("--interval", min=1, help="Seconds between crawls (default: daily)."),
+]
+Once = Annotated[bool, typer.Option("--once", help="Crawl once instead of on a recurring basis.")]
+Validated = Annotated[
+    bool, typer.Option("--validated", help="A human validated the target: plan it first.")
+]
+Certitude = Annotated[
+    float, typer.Option("--certitude", min=0.0, max=1.0, help="Priority among unvalidated jobs.")
+]
+StartAt = Annotated[
+    str | None,
+    typer.Option("--start-at", help="First run, ISO 8601 (naive means UTC); default: now."),
+]
+
+
+# -- adding one target -----------------------------------------------------------------------
+
+
+def _media(rt: Runtime, name: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    row = rt.reference.media_by_name(name)
+    if row is None:
+        known = sorted(m["media_name"] for m in rt.reference.media())
+        listed = ", ".join(known) or "none (run `crawlsched init-db`)"
+        raise BadJobInput(f"unknown media {name!r}; known media: {listed}")
+    return row, rt.reference.tasks_of(row["_id"])
+
+
+def _every(seconds: int | None) -> str:
+    if seconds is None:
+        return "once"
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds % size == 0:
+            return f"every {seconds // size}{unit}"
+    return f"every {seconds}s"
+
+
+def _add(fields: dict[str, Any]) -> None:
+    if fields.get("interval_s") is not None and fields.get("one_off"):
+        raise typer.BadParameter("--interval and --once exclude each other")
+    if not fields.get("tasks"):
+        fields["tasks"] = None
+    with cli_runtime() as rt:
+        job = job_input_from_row({k: v for k, v in fields.items() if v is not None})
+        media, task_rows = _media(rt, job.media_name)
+        docs = build_job_docs(job, media, set(task_rows), rt.now())
+        collection = TARGET_KINDS[job.kind].collection
+        inserted, skipped = rt.jobs(collection).insert_new(docs)
+        first = docs[0]
+        console.print(
+            f"{media['media_name']} {first['target']}: {', '.join(d['task'] for d in docs)} "
+            f"({_every(first['interval_s'])}, first at {first['execution_date']:%Y-%m-%d %H:%M} "
+            f"UTC) in {collection}: {inserted} new job(s)"
+        )
+        if skipped:
+            console.print(f"{len(skipped)} already scheduled: skipped, not duplicated")
+        _warn_if_off(media, [task_rows[d["task"]] for d in docs])
+
+
+def _warn_if_off(media: dict[str, Any], task_rows: list[dict[str, Any]]) -> None:
+    off = [row["name"] for row in task_rows if row.get("enabled") is False]
+    if media.get("enabled") is False:
+        console.print(
+            f"[yellow]note:[/yellow] media {media['media_name']} is disabled; "
+            "these jobs wait until it is enabled"
+        )
+    elif off:
+        console.print(
+            f"[yellow]note:[/yellow] task(s) {', '.join(off)} disabled for "
+            f"{media['media_name']}; those jobs wait until enabled"
+        )
+
+
+@add_app.command("profile")
+def add_profile(
+    media: str = typer.Argument(..., help="Media name, e.g. twitter."),
+    handle: str = typer.Argument(..., help="Profile handle, e.g. alice (a leading @ is dropped)."),
+    task: Tasks = None,
+    url: str | None = typer.Option(None, help="Profile URL, when the media can't build it."),
+    interval: Interval = None,
+    once: Once = False,
+    validated: Validated = False,
+    certitude: Certitude = 0.5,
+    start_at: StartAt = None,
+) -> None:
+    """Schedule a profile: `profile` plus publication by default (or the --task ones)."""
+    _add(
+        {
+            "kind": "profile",
+            "media": media,
+            "target": handle,
+            "url": url,
+            "tasks": task,
+            "interval_s": interval,
+            "one_off": once,
+            "human_validation": validated,
+            "certitude": certitude,
+            "start_at": start_at,
+        }
+    )
+
+
+@add_app.command("website")
+def add_website(
+    url: str = typer.Argument(..., help="The site's http(s) URL."),
+    media: str = typer.Option(DEFAULT_WEBSITE_MEDIA, help="Media whose driver crawls it."),
+    task: Tasks = None,
+    interval: Interval = None,
+    once: Once = False,
+    validated: Validated = False,
+    certitude: Certitude = 0.5,
+    start_at: StartAt = None,
+) -> None:
+    """Schedule a website: article by default (or the --task ones)."""
+    _add(
+        {
+            "kind": "website",
+            "media": media,
+            "target": url,
+            "tasks": task,
+            "interval_s": interval,
+            "one_off": once,
+            "human_validation": validated,
+            "certitude": certitude,
+            "start_at": start_at,
+        }
+    )
+
+
+# -- importing a file ------------------------------------------------------------------------
+
+
+class _Importer:
+    """Validates rows one by one and writes their jobs in bulks of IMPORT_CHUNK per collection."""
+
+    def __init__(self, rt: Runtime, kind: str | None, rejects: TextIO | None) -> None:
+        self.rt, self.kind, self.rejects_out = rt, kind, rejects
+        self.now = rt.now()
+        self.rows = self.valid = self.inserted = self.duplicates = self.rejected = 0
+        self.shown: list[tuple[int, str]] = []
+        self.pending: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self.media: dict[str, tuple[dict[str, Any], set[str]] | BadJobInput] = {}
+
+    def _media_of(self, job: JobInput) -> tuple[dict[str, Any], set[str]]:
+        name = job.media_name
+        if name not in self.media:
+            try:
+                row, task_rows = _media(self.rt, name)
+                self.media[name] = (row, set(task_rows))
+            except BadJobInput as e:
+                self.media[name] = e
+        found = self.media[name]
+        if isinstance(found, BadJobInput):
+            raise found
+        return found
+
+    def add(self, line: int, raw: dict[str, Any] | Exception) -> None:
+        self.rows += 1
+        if isinstance(raw, Exception):
+            self._reject(line, str(raw), None)
+            return
+        try:
+            job = job_input_from_row(raw, self.kind)
+            docs = build_job_docs(job, *self._media_of(job), self.now)
+        except BadJobInput as e:
+            self._reject(line, str(e), raw)
+            return
+        self.valid += 1
+        collection = TARGET_KINDS[job.kind].collection
+        self.pending[collection].extend(docs)
+        while len(self.pending[collection]) >= IMPORT_CHUNK:
+            self._flush(collection, IMPORT_CHUNK)
+
+    def finish(self) -> None:
+        for collection in list(self.pending):
+            while self.pending[collection]:
+                self._flush(collection, IMPORT_CHUNK)
+
+    def _flush(self, collection: str, size: int) -> None:
+        chunk, self.pending[collection] = (
+            self.pending[collection][:size],
+            self.pending[collection][size:],
+        )
+        inserted, skipped = self.rt.jobs(collection).insert_new(chunk)
+        self.inserted += inserted
+        self.duplicates += len(skipped)
+
+    def _reject(self, line: int, reason: str, raw: dict[str, Any] | None) -> None:
+        self.rejected += 1
+        if len(self.shown) < SHOWN_REJECTS:
+            self.shown.append((line, reason))
+        if self.rejects_out is not None:
+            record = {"line": line, "reason": reason, "row": raw}
+            self.rejects_out.write(json.dumps(record, default=str) + "\n")
+
+
+def _count_lines(path: Path) -> int:
+    lines, last = 0, b"\n"
+    with path.open("rb") as f:
+        while block := f.read(1 << 20):
+            lines += block.count(b"\n")
+            last = block[-1:]
+    return lines + (last != b"\n")
+
+
+def _import_report(imp: _Importer) -> None:
+    table = Table(title="Import")
+    table.add_column("")
+    table.add_column("count", justify="right")
+    for label, value in (
+        ("rows read", imp.rows),
+        ("valid rows", imp.valid),
+        ("jobs inserted", imp.inserted),
+        ("duplicates skipped", imp.duplicates),
+        ("rows rejected", imp.rejected),
+    ):
+        table.add_row(label, str(value))
+    console.print(table)
+    if not imp.shown:
+        return
+    rejects = Table(title="Rejected rows")
+    rejects.add_column("line", justify="right")
+    rejects.add_column("reason", overflow="fold")
+    for line, reason in imp.shown:
+        rejects.add_row(str(line), reason)
+    console.print(rejects)
+    if imp.rejected > len(imp.shown):
+        hint = "" if imp.rejects_out else " (--rejects FILE writes them all)"
+        console.print(f"… and {imp.rejected - len(imp.shown)} more rejected rows{hint}")
+
+
+@app.command("import")
+def import_jobs(
+    file: Path = typer.Argument(..., help="JSON lines (.jsonl, .ndjson) or CSV (.csv)."),
+    kind: Kind | None = typer.Option(None, help="Kind of rows that don't say (column `kind`)."),
+    rejects: Path | None = typer.Option(
+        None, help="Write every rejected line and its reason here, as JSON lines."
+    ),
+) -> None:
+    """Add many jobs from a file; duplicates are skipped, bad rows reported with their reason.
+
+    Columns/keys: kind, media, target, url, tasks (CSV: separated by `;`), interval_s, one_off,
+    human_validation, certitude, start_at. Exit 0 if any row was valid, 1 if none, 2 if the
+    file can't be read.
+    """
+    try:
+        rows = parse_import_file(file)
+        total = _count_lines(file)
+    except (OSError, BadJobInput) as e:
+        err_console.print(f"[red]error:[/red] cannot read {file}: {e}")
+        raise typer.Exit(2) from None
+    rejects_out = rejects.open("w", encoding="utf-8") if rejects else None
+    try:
+        with cli_runtime() as rt:
+            imp = _Importer(rt, kind.value if kind else None, rejects_out)
+            columns = (
+                *Progress.get_default_columns()[:1],
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+            )
+            with Progress(*columns, console=console) as progress:
+                bar = progress.add_task(f"importing {file.name}", total=total)
+                for line, raw in rows:
+                    imp.add(line, raw)
+                    progress.update(bar, completed=line)
+                imp.finish()
+                progress.update(bar, completed=total)
+    finally:
+        if rejects_out is not None:
+            rejects_out.close()
+    _import_report(imp)
+    if imp.valid == 0:
+        err_console.print("[red]error:[/red] no valid row in the file; nothing imported")
+        raise typer.Exit(1)
+
+
+# -- looking at jobs ---------------------------------------------------------------------------
+
+
+def _problem_rows(rt: Runtime, now: datetime) -> Iterator[dict[str, Any]]:
+    for collection in JOB_COLLECTIONS:
+        store = rt.jobs(collection)
+        for doc in store.problems():
+            problem = doc.get("problem")
+            reason = problem.get("reason") if isinstance(problem, dict) else str(problem)
+            yield {
+                "collection": collection,
+                "job_id": str(doc["_id"]),
+                "target": doc.get("target"),
+                "task": doc.get("task"),
+                "reason": reason,
+                "status": "set aside",
+            }
+        waiting = [(row, diagnose(row)) for row in store.audit(now)]
+        waiting = [(row, p) for row, p in waiting if not p.set_aside]
+        # The audit rows carry no target: read the targets of these jobs in one query.
+        ids = [row["_id"] for row, _ in waiting]
+        targets = (
+            {d["_id"]: d.get("target") for d in rt.db[collection].find({"_id": {"$in": ids}})}
+            if ids
+            else {}
+        )
+        for row, p in waiting:
+            yield {
+                "collection": collection,
+                "job_id": str(p.job_id),
+                "target": targets.get(row["_id"]),
+                "task": row.get("task"),
+                "reason": p.reason,
+                "status": "waiting",
+            }
+
+
+@app.command("problems")
+def problems(
+    as_json: bool = typer.Option(False, "--json", help="One JSON document per line."),
+    limit: int = typer.Option(100, min=1, help="Rows shown in the table (--json shows all)."),
+) -> None:
+    """Jobs set aside (fix them, then retry-problems) and jobs waiting on an operator."""
+    with cli_runtime() as rt:
+        rows = list(_problem_rows(rt, rt.now()))
+    if as_json:
+        for row in rows:
+            typer.echo(json.dumps(row, default=str))
+        return
+    if not rows:
+        console.print("no problems: every enabled job can be planned")
+        return
+    table = Table(title="Job problems")
+    for column in ("collection", "job id", "target", "task", "reason", "status"):
+        table.add_column(column, overflow="fold")
+    for row in rows[:limit]:
+        table.add_row(
+            *(str(row[k]) for k in ("collection", "job_id", "target", "task")),
+            row["reason"],
+            row["status"],
+        )
+    console.print(table)
+    if len(rows) > limit:
+        console.print(f"… and {len(rows) - limit} more (--limit, or --json for all)")
+    aside = sum(1 for r in rows if r["status"] == "set aside")
+    console.print(
+        f"{aside} set aside (fix the job, then `crawlsched jobs retry-problems`); "
+        f"{len(rows) - aside} waiting on an operator (enable the media or task)"
+    )
+
+
+@app.command("retry-problems")
+def retry_problems() -> None:
+    """Clear the problem flag of set-aside jobs: the next sweep audits them again."""
+    with cli_runtime() as rt:
+        cleared = {c: rt.jobs(c).clear_problems() for c in JOB_COLLECTIONS}
+    detail = ", ".join(f"{c}: {n}" for c, n in cleared.items())
+    console.print(f"cleared {sum(cleared.values())} set-aside job(s) ({detail})")
+
+
+@app.command("summary")
+def summary() -> None:
+    """How many jobs each collection holds, by state."""
+    states = [s.name.lower() for s in JobState]
+    with cli_runtime() as rt:
+        counts = {c: rt.jobs(c).summary() for c in JOB_COLLECTIONS}
+    table = Table(title="Jobs by state")
+    for column in ("collection", *states, "other", "total"):
+        table.add_column(column, justify="left" if column == "collection" else "right")
+    for collection, by_state in counts.items():
+        named = {str(int(s)): by_state.get(str(int(s)), 0) for s in JobState}
+        other = sum(n for key, n in by_state.items() if key not in named)
+        table.add_row(
+            collection, *map(str, named.values()), str(other), str(sum(by_state.values()))
+        )
+    console.print(table)

@@ -101,7 +101,8 @@ def crawl_batch(
                     return {}
                 updates, found, _ = _run_driver(rt, message, jobs, context)
             sink = TASK_RESULTS[message.task]
-            rt.results.save(message.task, rt.model_ids().get(sink.model), found, rt.now())
+            model_id = rt.model_ids().get(sink.model)
+            rt.results.save(message.task, model_id, found, rt.now(), rt.worker_id)
             store.record(message.dispatch_id, updates, rt.now())
     finally:
         rt.pools.release(message.lease_ids)

@@ -28,6 +28,7 @@ class MongoResultStore:
         model_id: Any,
         found: Sequence[tuple[Any, dict[str, Any]]],
         now: datetime,
+        worker_id: str = "",
     ) -> int:
         """Upsert (job id, item) pairs of one batch in one command; returns items written."""
         ops = []
@@ -37,7 +38,13 @@ class MongoResultStore:
                 UpdateOne(
                     {"model_id": model_id, "key": item["key"]},
                     {
-                        "$set": {**data, "job_id": job_id, "task": task, "crawled_at": now},
+                        "$set": {
+                            **data,
+                            "job_id": job_id,
+                            "task": task,
+                            "crawled_at": now,
+                            "crawled_by": worker_id,
+                        },
                         "$setOnInsert": {"first_seen_at": now},
                     },
                     upsert=True,

@@ -1,0 +1,258 @@
+"""Jobs as an operator gives them (command line, import file), checked and turned into documents.
+
+Pure: no pymongo, no dramatiq, no clock (`now` is an argument). The caller resolves the media
+row and the tasks it offers; this module decides what to insert and why a row is refused.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, BinaryIO, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from crawlsched.catalog import TARGET_KINDS, JobState
+from crawlsched.errors import BadJobInput
+
+DEFAULT_INTERVAL_S = 24 * 3600  # a recurring job is crawled again daily unless told otherwise
+MAX_INTERVAL_S = 366 * 24 * 3600  # at least yearly; larger values would overflow date maths
+DEFAULT_WEBSITE_MEDIA = "web"
+MIN_TASKS = {"profile": 2, "website": 1}  # a profile: `profile` plus one more (DESIGN.md §1)
+JSON_LINES_SUFFIXES = (".jsonl", ".ndjson")
+CSV_SUFFIXES = (".csv",)
+CSV_TASK_SEPARATOR = ";"
+
+
+class JobInput(BaseModel):
+    """One target to crawl with its tasks; a `tasks` of None means the kind's default tasks."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: Literal["profile", "website"]
+    media: str | None = Field(None, min_length=1)
+    target: str
+    url: str | None = None
+    tasks: list[str] | None = None
+    interval_s: int | None = Field(None, gt=0, le=MAX_INTERVAL_S)
+    one_off: bool = False
+    human_validation: bool = False
+    certitude: float = Field(0.5, ge=0.0, le=1.0)
+    start_at: datetime | None = None  # naive means UTC
+
+    @model_validator(mode="after")
+    def _one_schedule(self) -> JobInput:
+        if self.one_off and self.interval_s is not None:
+            raise ValueError("give either interval_s or one_off, not both")
+        return self
+
+    @property
+    def media_name(self) -> str:
+        if self.media is not None:
+            return self.media
+        if self.kind == "website":
+            return DEFAULT_WEBSITE_MEDIA
+        raise BadJobInput("a profile needs a media (e.g. twitter)")
+
+
+def job_input_from_row(row: Mapping[str, Any], kind: str | None = None) -> JobInput:
+    """Validate one raw row; `kind` fills in a row without one (a different one is refused)."""
+    data = dict(row)
+    if kind is not None:
+        given = data.setdefault("kind", kind)
+        if given != kind:
+            raise BadJobInput(f"row kind {given!r} differs from the --kind {kind!r} asked for")
+    try:
+        return JobInput.model_validate(data)
+    except ValidationError as e:
+        raise BadJobInput(_describe(e)) from None
+
+
+def _describe(error: ValidationError) -> str:
+    parts = []
+    for item in error.errors(include_url=False, include_input=False):
+        where = ".".join(str(p) for p in item["loc"])
+        message = item["msg"].removeprefix("Value error, ")
+        parts.append(f"{where}: {message}" if where else message)
+    return "; ".join(parts)
+
+
+def _is_web_url(value: str) -> bool:
+    if any(c.isspace() for c in value):
+        return False
+    try:
+        parts = urlsplit(value)
+    except ValueError:  # e.g. an unclosed IPv6 bracket
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+def _clean_target(job: JobInput) -> str:
+    target = job.target.strip()
+    if job.kind == "website":
+        if not _is_web_url(target):
+            raise BadJobInput(f"website target must be an http(s) URL, got {job.target!r}")
+        return target
+    # "@alice" and "alice" are one profile: url templates add the "@" where the media wants it.
+    handle = target.removeprefix("@")
+    if not handle:
+        raise BadJobInput("profile handle is empty")
+    if any(c.isspace() for c in handle) or "/" in handle:
+        raise BadJobInput(f"profile handle must not contain spaces or '/', got {job.target!r}")
+    return handle
+
+
+def _chosen_tasks(job: JobInput, media_name: str, media_tasks: set[str]) -> list[str]:
+    kind = TARGET_KINDS[job.kind]
+    asked = list(kind.default_tasks) if job.tasks is None else list(job.tasks)
+    if job.kind == "profile" and "profile" not in asked:
+        asked.insert(0, "profile")  # the profile task runs first: it gets the profile's info
+    unknown = [t for t in asked if t not in kind.tasks]
+    if unknown:
+        raise BadJobInput(
+            f"unknown task(s) {', '.join(map(repr, unknown))} for a {job.kind}; "
+            f"known: {', '.join(kind.tasks)}"
+        )
+    chosen = [t for t in kind.tasks if t in asked]  # catalog order, duplicates dropped
+    missing = [t for t in chosen if t not in media_tasks]
+    if missing:
+        offered = ", ".join(t for t in kind.tasks if t in media_tasks) or "none"
+        raise BadJobInput(
+            f"media {media_name} does not offer task(s) {', '.join(missing)}; "
+            f"it offers for a {job.kind}: {offered}"
+        )
+    if len(chosen) < MIN_TASKS[job.kind]:
+        need = "the profile task and at least one more" if job.kind == "profile" else "a task"
+        raise BadJobInput(f"a {job.kind} needs {need}; got {', '.join(chosen) or 'none'}")
+    return chosen
+
+
+def build_job_docs(
+    job: JobInput, media_row: Mapping[str, Any], media_tasks: set[str], now: datetime
+) -> list[dict[str, Any]]:
+    """One pending job document per task, or BadJobInput saying what to change."""
+    if now.tzinfo is None:
+        raise ValueError("now must be timezone-aware")
+    media_name = str(media_row.get("media_name") or job.media or "?")
+    target = _clean_target(job)
+    if job.url is not None and (job.kind == "website" or not _is_web_url(job.url)):
+        raise BadJobInput(
+            "url is for a profile whose address the media's template can't build, and must be "
+            f"an http(s) URL; got {job.url!r} for a {job.kind}"
+        )
+    tasks = _chosen_tasks(job, media_name, media_tasks)
+    start = job.start_at or now
+    try:
+        start = start.replace(tzinfo=UTC) if start.tzinfo is None else start.astimezone(UTC)
+    except OverflowError:
+        raise BadJobInput(f"start_at {job.start_at} is out of range") from None
+    interval_s = None if job.one_off else (job.interval_s or DEFAULT_INTERVAL_S)
+    common: dict[str, Any] = {
+        "target": target,
+        "media_name_id": media_row["_id"],
+        "state": int(JobState.PENDING),
+        "enabled": True,
+        "execution_date": start,
+        "human_validation": int(job.human_validation),
+        "certitude": float(job.certitude),
+        "modified_at": now,
+        "created_at": now,
+        "attempt_count": 0,
+        "interval_s": interval_s,
+    }
+    if job.url is not None:
+        common["url"] = job.url
+    return [{**common, "task": task} for task in tasks]
+
+
+# -- import files ----------------------------------------------------------------------------
+
+
+def parse_import_file(path: Path | str) -> Iterator[tuple[int, dict[str, Any] | Exception]]:
+    """Rows of a JSON-lines or CSV file as (line number, raw row or why it can't be read).
+
+    Opens the file now (OSError and an unknown extension raise here); a bad line never raises,
+    it is yielded as an exception for the caller to report. Blank lines are skipped.
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix in JSON_LINES_SUFFIXES:
+        parse = _json_lines
+    elif suffix in CSV_SUFFIXES:
+        parse = _csv_rows
+    else:
+        known = ", ".join(JSON_LINES_SUFFIXES + CSV_SUFFIXES)
+        raise BadJobInput(f"cannot import {path.name}: unknown extension; use one of {known}")
+    stream = path.open("rb")
+
+    def rows() -> Iterator[tuple[int, dict[str, Any] | Exception]]:
+        with stream:
+            yield from parse(stream)
+
+    return rows()
+
+
+def _decode(raw: bytes, number: int) -> str:
+    text = raw.decode("utf-8", errors="surrogateescape")
+    return text.removeprefix("\ufeff") if number == 1 else text
+
+
+def _json_lines(stream: BinaryIO) -> Iterator[tuple[int, dict[str, Any] | Exception]]:
+    for number, raw in enumerate(stream, start=1):
+        if not raw.strip():
+            continue
+        try:
+            value = json.loads(raw.decode("utf-8").removeprefix("\ufeff"))
+        except (UnicodeDecodeError, ValueError, RecursionError) as e:
+            yield number, BadJobInput(f"not valid JSON: {e}")
+            continue
+        if isinstance(value, dict):
+            yield number, value
+        else:
+            yield number, BadJobInput(f"expected a JSON object, got {type(value).__name__}")
+
+
+def _csv_rows(stream: BinaryIO) -> Iterator[tuple[int, dict[str, Any] | Exception]]:
+    lines = (_decode(raw, n) for n, raw in enumerate(stream, start=1))
+    reader = csv.reader(lines)
+    header: list[str] | None = None
+    while True:
+        start = reader.line_num + 1
+        try:
+            cells = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:
+            yield reader.line_num, BadJobInput(f"not valid CSV: {e}")
+            continue
+        if not any(cell.strip() for cell in cells):
+            continue
+        if any(_undecodable(cell) for cell in cells):
+            yield start, BadJobInput("not valid UTF-8")
+            continue
+        if header is None:
+            header = [cell.strip() for cell in cells]
+            continue
+        yield start, _csv_row(header, cells)
+
+
+def _undecodable(text: str) -> bool:
+    return any("\udc80" <= c <= "\udcff" for c in text)
+
+
+def _csv_row(header: list[str], cells: list[str]) -> dict[str, Any] | Exception:
+    if len(cells) > len(header):
+        return BadJobInput(f"{len(cells)} cells but the header names {len(header)} columns")
+    row: dict[str, Any] = {}
+    for name, cell in zip(header, cells, strict=False):
+        value = cell.strip()
+        if not value:
+            continue  # an empty cell means "use the default"
+        if name == "tasks":
+            row[name] = [t.strip() for t in value.split(CSV_TASK_SEPARATOR) if t.strip()]
+        else:
+            row[name] = value
+    return row

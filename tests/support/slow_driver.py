@@ -1,0 +1,26 @@
+"""A test driver plug-in (CRAWLSCHED_DRIVER_MODULES=tests.support.slow_driver).
+
+`slow`: sleeps per job, so a test can kill a worker in the middle of a batch.
+`boom`: fails every job whose target contains "boom", so failures and retries can be seen.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from crawlsched.drivers.base import CrawlContext, CrawlJob, CrawlResult, DriverError
+from crawlsched.drivers.registry import register
+
+DELAY_S = float(os.environ.get("CRAWLSCHED_TEST_SLOW_DRIVER_S", "0.2"))
+
+
+class SlowDriver:
+    def crawl(self, job: CrawlJob, context: CrawlContext) -> CrawlResult:
+        time.sleep(DELAY_S)
+        if "boom" in job.target:
+            raise DriverError(f"{job.target} always fails")
+        return CrawlResult(items=[{"key": job.url, "url": job.url, "target": job.target}])
+
+
+register("slow", SlowDriver)

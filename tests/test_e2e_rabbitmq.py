@@ -1,0 +1,191 @@
+"""The whole flow on the real RabbitMQ: in-process worker threads, and `dramatiq` CLI workers."""
+
+from __future__ import annotations
+
+import pytest
+
+from crawlsched.catalog import JOB_COLLECTIONS, JobState
+from crawlsched.cli.demo import losses
+from crawlsched.demo.site import DemoSite
+from crawlsched.runtime import Runtime, get_runtime
+from crawlsched.settings import Settings
+from tests.support.rabbit import publish_raw, queue_depth
+from tests.support.seeding import all_runs_finished, fire_all_now, seed
+from tests.support.waiting import wait_for
+from tests.support.workers import DramatiqWorkers, crawlsched_env
+
+pytestmark = pytest.mark.rabbitmq
+
+
+def assert_nothing_lost(rt: Runtime, runs: list[dict]) -> None:
+    assert losses(rt, runs) == []
+    for run in runs:
+        assert run["planned"] > 0
+        assert sum(run["counts"].values()) == run["planned"], run
+
+
+def test_pipeline_in_process_worker_on_rabbitmq(rabbitmq_broker, rabbitmq_worker):
+    # Given the demo's jobs in all four categories and a local site
+    from crawlsched.actors import ticker
+
+    rt = get_runtime()
+    with DemoSite() as site:
+        seeded = seed(rt, site.base_url)
+        fire_all_now(rt)
+        # When one tick goes through RabbitMQ
+        ticker.tick.send()
+        runs = wait_for(lambda: all_runs_finished(rt), 60, "both sweeps to finish")
+    # Then every planned job ended once, results were stored, and no lease is held
+    assert_nothing_lost(rt, runs)
+    planned = sum(r["planned"] for r in runs)
+    assert planned == seeded["profiles"] + seeded["websites"]
+    succeeded = sum(r["counts"].get("succeeded", 0) for r in runs)
+    assert succeeded > 0
+    assert rt.db.profile_data.count_documents({}) + rt.db.articles.count_documents({}) > 0
+    categories = {k for r in runs for k in r["plan_stats"] if k.startswith("jobs.")}
+    assert len(categories) == 4
+
+
+def _mongo_runtime(mongo_url: str, db_name: str, broker_url: str) -> Runtime:
+    return Runtime(Settings(mongo_url=mongo_url, mongo_db=db_name, broker_url=broker_url))
+
+
+@pytest.mark.multiprocess
+def test_pipeline_cli_workers_two_processes(
+    rabbitmq_broker, rabbitmq_url, multiprocess_mongo_url, mongo_database_name
+):
+    from crawlsched.actors import ticker
+
+    rt = _mongo_runtime(multiprocess_mongo_url, mongo_database_name, rabbitmq_url)
+    env = crawlsched_env(rabbitmq_url, multiprocess_mongo_url, mongo_database_name)
+    with DemoSite() as site, DramatiqWorkers(env, processes=2, threads=2) as workers:
+        seed(rt, site.base_url)
+        fire_all_now(rt)
+        ticker.tick.send()
+        try:
+            runs = wait_for(lambda: all_runs_finished(rt), 90, "both sweeps to finish")
+        except AssertionError:
+            print(workers.output()[-5000:])
+            raise
+    assert_nothing_lost(rt, runs)
+    # Both forked worker processes crawled: results name the host:pid that stored them.
+    crawled_by = set(rt.db.profile_data.distinct("crawled_by")) | set(
+        rt.db.articles.distinct("crawled_by")
+    )
+    assert len(crawled_by) == 2, crawled_by
+
+
+@pytest.mark.multiprocess
+def test_sigkill_worker_mid_run_loses_nothing(
+    rabbitmq_broker, rabbitmq_url, multiprocess_mongo_url, mongo_database_name
+):
+    # Given two independent worker groups and a driver slow enough to be killed mid-batch
+    from crawlsched.actors import ticker
+
+    rt = _mongo_runtime(multiprocess_mongo_url, mongo_database_name, rabbitmq_url)
+    env = crawlsched_env(
+        rabbitmq_url,
+        multiprocess_mongo_url,
+        mongo_database_name,
+        CRAWLSCHED_DRIVER_MODULES='["tests.support.slow_driver"]',
+        CRAWLSCHED_TEST_SLOW_DRIVER_S="0.15",
+    )
+    with DemoSite() as site:
+        seed(rt, site.base_url, driver_class="slow")
+        fire_all_now(rt)
+        victim = DramatiqWorkers(env, processes=1, threads=4).start()
+        survivor = DramatiqWorkers(env, processes=1, threads=4).start()
+        try:
+            ticker.tick.send()
+            # When some results exist but the runs are not finished, SIGKILL one group
+            wait_for(lambda: rt.db.profile_data.count_documents({}) > 0, 60, "crawling to start")
+            assert all_runs_finished(rt) is None, "too fast to kill anything mid-run"
+            victim.kill()
+            # Then the other group finishes everything: redelivered batches are re-run
+            runs = wait_for(lambda: all_runs_finished(rt), 120, "runs to finish after SIGKILL")
+        finally:
+            victim.kill()
+            survivor.stop()
+    assert_nothing_lost(rt, runs)
+    for collection in JOB_COLLECTIONS:
+        running = rt.jobs(collection).summary().get(str(int(JobState.RUNNING)), 0)
+        assert running == 0
+
+
+@pytest.mark.multiprocess
+def test_two_clocks_never_plan_a_fire_time_twice(
+    rabbitmq_broker, rabbitmq_url, multiprocess_mongo_url, mongo_database_name
+):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    # Given sweeps that fire every second and two clocks ticking five times a second
+    rt = _mongo_runtime(multiprocess_mongo_url, mongo_database_name, rabbitmq_url)
+    rt.create_indexes()
+    rt.schedules.ensure_defaults(rt.now())
+    rt.db.schedules.update_many({}, {"$set": {"interval_s": 1, "anchor": rt.now()}})
+    env = crawlsched_env(rabbitmq_url, multiprocess_mongo_url, mongo_database_name)
+    cli = str(Path(sys.executable).parent / "crawlsched")
+    queues = ("crawlsched.ticks", "crawlsched.plan")
+    with DramatiqWorkers(env, processes=2, threads=4, queues=queues):
+        clocks = [
+            subprocess.Popen(
+                [cli, "clock", "--interval", "0.2", "--count", "20"],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            for _ in range(2)
+        ]
+        for clock in clocks:
+            assert clock.wait(timeout=60) == 0, clock.stderr.read().decode()[-2000:]
+        fired = wait_for(
+            lambda: sum(s.get("fired", 0) for s in rt.schedules.all()) >= 4,
+            30,
+            "several fire times",
+        )
+        assert fired
+        # Let the last plan messages drain.
+        wait_for(lambda: queue_depth(rabbitmq_url, "crawlsched.plan") == 0, 30, "plan queue empty")
+    # Then each fire time was won by exactly one ticker and planned exactly once
+    total_fired = sum(s["fired"] for s in rt.schedules.all())
+    runs = list(rt.db.runs.find({}, {"schedule_id": 1, "fire_at": 1}))
+    assert len(runs) == total_fired
+    assert len({(r["schedule_id"], r["fire_at"]) for r in runs}) == len(runs)
+
+
+def test_malformed_messages_are_dead_lettered_and_worker_goes_on(
+    rabbitmq_broker, rabbitmq_url, embedded_mongo_url
+):
+    from dramatiq import Worker
+
+    from crawlsched.actors import planner, ticker
+
+    # Given an undecodable body on a crawl queue and a plan message with a bad argument
+    rt = get_runtime()
+    rt.create_indexes()
+    rt.schedules.ensure_defaults(rt.now())
+    publish_raw(rabbitmq_url, "crawlsched.crawl.profile", b"\x00 not a dramatiq message")
+    planner.plan_crawls.send("sweep-profiles", "not-a-date")
+    worker = Worker(rabbitmq_broker, worker_timeout=100, worker_threads=2)
+    worker.start()
+    try:
+        # When the worker has consumed both (and a good tick after them)
+        wait_for(
+            lambda: queue_depth(rabbitmq_url, "crawlsched.crawl.profile.XQ") == 1,
+            30,
+            "the undecodable message in crawlsched.crawl.profile.XQ",
+        )
+        wait_for(
+            lambda: queue_depth(rabbitmq_url, "crawlsched.plan.XQ") == 1,
+            30,
+            "the bad plan message in crawlsched.plan.XQ",
+        )
+        ticker.tick.send()
+        runs = wait_for(lambda: all_runs_finished(rt), 30, "the sweeps after the bad messages")
+    finally:
+        worker.stop()
+    # Then both were dead-lettered once (no retries of bad input) and good work still flows
+    assert {r["schedule_id"] for r in runs} == {"sweep-profiles", "sweep-websites"}
+    assert queue_depth(rabbitmq_url, "crawlsched.plan.XQ") == 1
