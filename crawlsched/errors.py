@@ -25,8 +25,9 @@ class BadJobInput(CrawlschedError, ValueError):
 
 
 class UnknownMedia(CrawlschedError, LookupError):
-    def __init__(self, media_name: str) -> None:
-        super().__init__(f"unknown media {media_name!r} (see `crawlsched media`)")
+    def __init__(self, media_name: str, known: list[str] | None = None) -> None:
+        hint = f"; known: {', '.join(known)}" if known else ""
+        super().__init__(f"unknown media {media_name!r}{hint}")
         self.media_name = media_name
 
 

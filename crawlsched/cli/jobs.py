@@ -341,18 +341,11 @@ def _problem_rows(rt: Runtime, now: datetime) -> Iterator[dict[str, Any]]:
             }
         waiting = [(row, diagnose(row)) for row in store.audit(now)]
         waiting = [(row, p) for row, p in waiting if not p.set_aside]
-        # The audit rows carry no target: read the targets of these jobs in one query.
-        ids = [row["_id"] for row, _ in waiting]
-        targets = (
-            {d["_id"]: d.get("target") for d in rt.db[collection].find({"_id": {"$in": ids}})}
-            if ids
-            else {}
-        )
         for row, p in waiting:
             yield {
                 "collection": collection,
                 "job_id": str(p.job_id),
-                "target": targets.get(row["_id"]),
+                "target": row.get("target"),
                 "task": row.get("task"),
                 "reason": p.reason,
                 "status": "waiting",

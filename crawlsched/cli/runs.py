@@ -47,7 +47,7 @@ def register(app: typer.Typer) -> None:
             runs = rt.runs.recent(limit)
             if as_json:
                 for run in runs:
-                    console.print_json(json.dumps(run, default=str))
+                    print(json.dumps(run, default=str))
                 return
             console.print(runs_table(runs))
 
@@ -65,7 +65,7 @@ def status(
         if run is None:
             raise RunNotFound(run_id)
         if as_json:
-            console.print_json(json.dumps(run, default=str))
+            print(json.dumps(run, default=str))
             return
         console.print(runs_table([run], title=f"Run {run_id}"))
         stages = run.get("stages_ms", {})

@@ -239,7 +239,7 @@ class MongoJobStore:
     def insert_new(self, docs: Sequence[Mapping[str, Any]]) -> tuple[int, list[Any]]:
         """Insert jobs; a (media, target, task) that exists already is skipped, not duplicated.
 
-        Returns (inserted, ids of the skipped duplicates' documents as given).
+        Returns (how many were inserted, the targets of the skipped duplicates).
         """
         if not docs:
             return 0, []

@@ -157,6 +157,7 @@ def audit_pipeline(now: datetime) -> list[dict[str, Any]]:
         {
             "$project": {
                 "_id": 1,
+                "target": 1,
                 "task": 1,
                 "media_name_id": 1,
                 "execution_date": 1,
