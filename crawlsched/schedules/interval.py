@@ -12,9 +12,14 @@ class IntervalSchedule:
     anchor: datetime  # fire times are anchor + k·interval
     interval_s: float
 
+    # Below a millisecond the datetime arithmetic (µs resolution, ms in MongoDB) cannot step.
+    MIN_INTERVAL_S = 0.001
+
     def __post_init__(self) -> None:
-        if self.interval_s <= 0:
-            raise ValueError(f"interval_s must be > 0, got {self.interval_s}")
+        if not math.isfinite(self.interval_s) or self.interval_s < self.MIN_INTERVAL_S:
+            raise ValueError(
+                f"interval_s must be finite and >= {self.MIN_INTERVAL_S}, got {self.interval_s}"
+            )
         if self.anchor.tzinfo is None:
             raise ValueError("anchor must be timezone-aware")
 

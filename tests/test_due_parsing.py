@@ -1,0 +1,157 @@
+"""parse_due_job: a pipeline row becomes a DueJob, or BadJobDocument with a readable reason."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from crawlsched.errors import BadJobDocument
+from crawlsched.planning.due import Category, DueJob, parse_due_job
+from tests.support.factories import utc_datetimes
+
+names = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1).filter(
+    str.strip
+)
+valid_docs = st.fixed_dictionaries(
+    {
+        "_id": st.integers(0, 10**9) | st.uuids().map(str),
+        "target": names,
+        "task": st.sampled_from(["profile", "publication", "article"]),
+        "media_name": names,
+        "media_id": st.integers(0, 10**6),
+        "driver_class": names,
+        "need_login": st.booleans(),
+        "need_selenium": st.booleans(),
+        "crawl_limit": st.integers(1, 10**6),
+        "batch_limit": st.none() | st.integers(1, 1000),
+    },
+    optional={"used_tool": st.none() | st.text(max_size=10)},
+)
+
+MISSING = object()
+# Field -> values that must be refused. Booleans for counts and counts for flags are the trap:
+# `bool` is an `int` subclass, so a bare isinstance check would let them through.
+BAD_VALUES = {
+    "target": [MISSING, None, 7, True, b"x", ["x"], "", "   ", "\t\n"],
+    "media_name": [MISSING, None, 3, False, ["x"]],
+    "media_id": [MISSING, None, True, False, 1.0, "1", [1]],
+    "driver_class": [MISSING, None, 0, True, {"x": 1}],
+    "need_login": [MISSING, None, 0, 1, 1.0, "true", "false", []],
+    "need_selenium": [MISSING, None, 0, 1, 0.0, "yes"],
+    "crawl_limit": [MISSING, None, True, False, 0, -5, 2.5, 10.0, "10"],
+    "batch_limit": [True, False, 0, -1, 2.5, "10", [10]],
+}
+bad_fields = st.sampled_from(sorted(BAD_VALUES)).flatmap(
+    lambda f: st.tuples(st.just(f), st.sampled_from(BAD_VALUES[f]))
+)
+garbage = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),
+    st.text(max_size=5),
+    st.binary(max_size=3),
+    utc_datetimes(),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
+)
+
+
+def corrupt(doc, field, value):
+    doc = dict(doc)
+    if value is MISSING:
+        doc.pop(field, None)
+    else:
+        doc[field] = value
+    return doc
+
+
+@settings(max_examples=100)
+@given(valid_docs)
+def test_parse_due_job_accepts_a_valid_row(doc):
+    due = parse_due_job(doc)
+
+    assert due == DueJob(
+        id=doc["_id"],
+        target=doc["target"],
+        media_name=doc["media_name"],
+        media_id=doc["media_id"],
+        driver_class=doc["driver_class"],
+        used_tool=doc.get("used_tool") or "",
+        need_login=doc["need_login"],
+        need_selenium=doc["need_selenium"],
+        crawl_limit=doc["crawl_limit"],
+        batch_limit=doc["batch_limit"],
+    )
+    assert due.category == Category.of(doc["need_login"], doc["need_selenium"])
+
+
+@settings(max_examples=100)
+@given(valid_docs, bad_fields)
+def test_parse_due_job_refuses_a_bad_field_naming_it(doc, bad):
+    field, value = bad
+    with pytest.raises(BadJobDocument) as caught:
+        parse_due_job(corrupt(doc, field, value))
+    assert field in caught.value.reason
+    assert caught.value.job_id == doc["_id"]
+
+
+@settings(max_examples=100)
+@given(valid_docs, st.lists(bad_fields, min_size=2, max_size=4))
+def test_parse_due_job_refuses_several_bad_fields_with_one_reason(doc, bads):
+    for field, value in bads:
+        doc = corrupt(doc, field, value)
+    with pytest.raises(BadJobDocument) as caught:
+        parse_due_job(doc)
+    assert any(field in caught.value.reason for field, _ in bads)
+
+
+@settings(max_examples=100)
+@given(
+    valid_docs,
+    st.dictionaries(st.sampled_from(sorted(BAD_VALUES)), garbage, min_size=1),
+)
+def test_parse_due_job_never_raises_anything_but_bad_job_document(doc, overrides):
+    # Arbitrary values in the checked fields: either a DueJob or BadJobDocument, nothing else.
+    doc = {**doc, **overrides}
+    try:
+        due = parse_due_job(doc)
+    except BadJobDocument as e:
+        assert e.reason
+        return
+    assert isinstance(due.target, str) and due.target.strip()
+    assert type(due.need_login) is bool and type(due.need_selenium) is bool
+    assert type(due.crawl_limit) is int and due.crawl_limit > 0
+    assert type(due.media_id) is int
+    assert due.batch_limit is None or (type(due.batch_limit) is int and due.batch_limit > 0)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "reason"),
+    [
+        (
+            "crawl_limit",
+            True,
+            "core_tasks row (twitter, profile): crawl_limit must not be a boolean",
+        ),
+        ("need_login", 1, "core_tasks row (twitter, profile): need_login has type int"),
+        ("media_id", None, "childs_socialmedia row: missing media_id"),
+        ("target", " ", "job: target is empty"),
+    ],
+)
+def test_parse_due_job_reason_table(field, value, reason):
+    doc = {
+        "_id": "j1",
+        "target": "alice",
+        "task": "profile",
+        "media_name": "twitter",
+        "media_id": 1,
+        "driver_class": "http",
+        "need_login": True,
+        "need_selenium": False,
+        "crawl_limit": 1,
+        "batch_limit": 25,
+    }
+    with pytest.raises(BadJobDocument) as caught:
+        parse_due_job({**doc, field: value})
+    assert caught.value.reason.startswith(reason)
+    assert str(caught.value).startswith("job j1: ")

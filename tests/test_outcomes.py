@@ -1,0 +1,138 @@
+"""RetryPolicy and what a finished attempt does to a job (planning.outcomes)."""
+
+import math
+from datetime import timedelta
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from crawlsched.catalog import JobState
+from crawlsched.planning.outcomes import (
+    Outcome,
+    RetryPolicy,
+    after_failure,
+    after_success,
+)
+from tests.support.factories import NOW, utc_datetimes
+
+
+@st.composite
+def policies(draw):
+    base = draw(st.floats(0.001, 3600, allow_nan=False))
+    cap = draw(st.floats(base, 30 * 24 * 3600, allow_nan=False))
+    return RetryPolicy(draw(st.integers(1, 20)), base, cap)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"max_attempts": 0}, "max_attempts"),
+        ({"max_attempts": -3}, "max_attempts"),
+        ({"backoff_base_s": 0}, "backoff_base_s"),
+        ({"backoff_base_s": -1.0}, "backoff_base_s"),
+        ({"backoff_base_s": 10.0, "backoff_max_s": 9.0}, "backoff_max_s"),
+    ],
+)
+def test_retry_policy_rejects_bad_fields_naming_them(kwargs, field):
+    with pytest.raises(ValueError, match=field):
+        RetryPolicy(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"backoff_base_s": math.nan}, "backoff_base_s"),
+        ({"backoff_max_s": math.nan}, "backoff_max_s"),
+        ({"backoff_max_s": math.inf}, "backoff_max_s"),
+    ],
+)
+def test_retry_policy_rejects_non_finite_backoff(kwargs, field):
+    with pytest.raises(ValueError, match=field):
+        RetryPolicy(**kwargs)
+
+
+def test_retry_policy_delay_table():
+    policy = RetryPolicy(max_attempts=5, backoff_base_s=60, backoff_max_s=300)
+    assert [policy.delay_s(a) for a in range(1, 6)] == [60, 120, 240, 300, 300]
+    with pytest.raises(ValueError, match="attempt"):
+        policy.delay_s(0)
+
+
+@settings(max_examples=100)
+@given(policies(), st.integers(1, 10_000))
+def test_retry_policy_delay_is_monotone_capped_and_starts_at_base(policy, attempt):
+    delay = policy.delay_s(attempt)
+    assert policy.delay_s(1) == policy.backoff_base_s
+    assert policy.backoff_base_s <= delay <= policy.backoff_max_s
+    assert policy.delay_s(attempt + 1) >= delay
+    assert math.isfinite(delay)
+
+
+@given(policies(), st.integers(10**3, 10**18))
+def test_retry_policy_delay_of_huge_attempts_is_the_cap(policy, attempt):
+    assert policy.delay_s(attempt) == pytest.approx(policy.backoff_max_s)
+
+
+@given(utc_datetimes(), st.floats(1, 30 * 24 * 3600))
+def test_after_success_of_recurring_job_is_due_one_interval_later(now, interval_s):
+    update = after_success("job-1", interval_s, now)
+    assert (update.job_id, update.outcome) == ("job-1", Outcome.SUCCEEDED)
+    assert (update.state, update.attempt_count, update.exhausted) == (JobState.PENDING, 0, False)
+    assert update.execution_date == now + timedelta(seconds=interval_s)
+
+
+@pytest.mark.parametrize("interval_s", [None, 0])
+def test_after_success_of_one_off_job_is_done_and_keeps_its_date(interval_s):
+    update = after_success("job-1", interval_s, NOW)
+    assert (update.outcome, update.state) == (Outcome.SUCCEEDED, JobState.DONE)
+    assert (update.attempt_count, update.exhausted, update.execution_date) == (0, False, None)
+
+
+@settings(max_examples=100)
+@given(policies(), st.integers(0, 30), utc_datetimes(), st.sampled_from(["x", ""]))
+def test_after_failure_counts_the_attempt_and_backs_off_or_exhausts(policy, before, now, error):
+    update = after_failure("job-1", before, now, policy, error)
+
+    assert update.attempt_count == before + 1
+    assert update.state == JobState.FAILED
+    assert update.error == error
+    if before + 1 >= policy.max_attempts:
+        assert update.exhausted
+        assert update.outcome == Outcome.EXHAUSTED
+        assert update.execution_date is None
+    else:
+        assert not update.exhausted
+        assert update.outcome == Outcome.FAILED
+        assert update.execution_date == now + timedelta(seconds=policy.delay_s(before + 1))
+
+
+def test_after_failure_table():
+    policy = RetryPolicy(max_attempts=3, backoff_base_s=60, backoff_max_s=3600)
+    first = after_failure("j", 0, NOW, policy, "boom")
+    second = after_failure("j", first.attempt_count, NOW, policy, "boom")
+    third = after_failure("j", second.attempt_count, NOW, policy, "boom")
+
+    assert [(u.attempt_count, u.exhausted) for u in (first, second, third)] == [
+        (1, False),
+        (2, False),
+        (3, True),
+    ]
+    assert first.execution_date == NOW + timedelta(seconds=60)
+    assert second.execution_date == NOW + timedelta(seconds=120)
+    # A negative count in a damaged document still counts as no attempt yet.
+    assert after_failure("j", -4, NOW, policy, "boom").attempt_count == 1
+
+
+@given(policies(), st.integers(0, 30))
+def test_after_failure_keeps_the_expired_label_even_when_exhausted(policy, before):
+    update = after_failure("j", before, NOW, policy, "lease ran out", outcome=Outcome.EXPIRED)
+    assert update.outcome == Outcome.EXPIRED
+    assert update.exhausted == (before + 1 >= policy.max_attempts)
+
+
+@given(st.integers(10**6, 10**15))
+def test_after_failure_with_huge_attempt_count_does_not_overflow(before):
+    policy = RetryPolicy(max_attempts=10**16)
+    update = after_failure("j", before, NOW, policy, "boom")
+    assert update.execution_date == NOW + timedelta(seconds=policy.backoff_max_s)

@@ -1,0 +1,121 @@
+"""MongoRunStore: reports applied once, discovered children counted first, finish exactly once."""
+
+import threading
+from datetime import timedelta
+
+import pytest
+
+from crawlsched.store.runs import FINISHED, RUNNING, MongoRunStore, is_done, run_id_for
+from tests.support.factories import NOW, STORE_BACKENDS, open_store
+
+FIRE_AT = NOW - timedelta(minutes=1)
+
+
+@pytest.fixture(params=STORE_BACKENDS)
+def store(request):
+    yield from open_store(request)
+
+
+@pytest.fixture
+def runs(store):
+    return MongoRunStore(store.db)
+
+
+def opened(runs, planned):
+    run_id = run_id_for("sched-1", FIRE_AT)
+    runs.open(run_id, "sched-1", FIRE_AT, NOW)
+    runs.close_planning(run_id, planned, {"claimed": planned}, NOW)
+    return run_id
+
+
+def test_runs_report_is_applied_once_per_key(runs):
+    run_id = opened(runs, planned=3)
+
+    first = runs.report(run_id, "d1:crawl", {"succeeded": 1, "failed": 1}, stages_ms={"crawl": 5})
+    again = runs.report(run_id, "d1:crawl", {"succeeded": 1, "failed": 1}, stages_ms={"crawl": 5})
+
+    assert first is not None
+    assert again is None
+    run = runs.get(run_id)
+    assert run["outstanding"] == 1
+    assert run["counts"] == {"succeeded": 1, "failed": 1}
+    assert run["stages_ms"] == {"crawl": 5}
+    assert "reports" not in run
+    assert runs.report("no-such-run", "d1:crawl", {"succeeded": 1}) is None
+
+
+def test_runs_open_and_close_planning_are_idempotent(runs):
+    run_id = opened(runs, planned=2)
+    assert runs.open(run_id, "sched-1", FIRE_AT, NOW + timedelta(hours=1))["created_at"] == NOW
+    assert runs.close_planning(run_id, 2, {}, NOW) is None
+    assert runs.get(run_id)["outstanding"] == 2
+
+
+def test_runs_discovered_children_keep_the_run_outstanding_until_reported(runs):
+    # Given a run of one job, whose crawl discovers two children as it finishes
+    run_id = opened(runs, planned=1)
+    parent = runs.report(run_id, "parent", {"succeeded": 1}, discovered=2)
+
+    # Then the run is not done, and cannot finish, while the children are out
+    assert parent["outstanding"] == 2
+    assert not is_done(parent)
+    assert not runs.finish(run_id, NOW)
+
+    # When the first child reports a final failure and discovers one more
+    child = runs.report(run_id, "child-1", {"exhausted": 1}, discovered=1)
+    assert child["outstanding"] == 2
+    assert not runs.finish(run_id, NOW)
+
+    # Then only the last report brings it to zero, and the run finishes
+    assert runs.report(run_id, "child-2", {"succeeded": 1})["outstanding"] == 1
+    last = runs.report(run_id, "grandchild", {"succeeded": 1})
+    assert last["outstanding"] == 0
+    assert is_done(last)
+    assert last["discovered"] == 3
+    assert last["counts"] == {"succeeded": 3, "exhausted": 1}
+    assert runs.finish(run_id, NOW)
+
+
+def test_runs_finish_is_true_exactly_once_across_racing_threads(runs):
+    run_id = opened(runs, planned=1)
+    runs.report(run_id, "only", {"succeeded": 1})
+    barrier = threading.Barrier(8)
+    wins, errors = [], []
+
+    def finisher():
+        try:
+            barrier.wait(timeout=10)
+            wins.append(runs.finish(run_id, NOW))
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=finisher) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+
+    assert not errors
+    assert sorted(wins) == [False] * 7 + [True]
+    run = runs.get(run_id)
+    assert (run["state"], run["finished_at"]) == (FINISHED, NOW)
+    assert not runs.finish(run_id, NOW)
+
+
+def test_runs_with_nothing_planned_finishes_when_planning_closes(runs):
+    run_id = run_id_for("sched-1", FIRE_AT)
+    runs.open(run_id, "sched-1", FIRE_AT, NOW)
+    # Still planning: not finished yet, even at zero outstanding.
+    assert not runs.finish(run_id, NOW)
+
+    closed = runs.close_planning(run_id, 0, {}, NOW)
+
+    assert (closed["state"], closed["outstanding"]) == (RUNNING, 0)
+    assert is_done(closed)
+    assert runs.finish(run_id, NOW)
+    assert [r["_id"] for r in runs.unfinished()] == []
+
+
+def test_runs_run_id_is_deterministic_per_schedule_and_fire_time():
+    assert run_id_for("s", FIRE_AT) == run_id_for("s", FIRE_AT) == "s@20240601T115900Z"
+    assert run_id_for("s", FIRE_AT + timedelta(seconds=1)) != run_id_for("s", FIRE_AT)
