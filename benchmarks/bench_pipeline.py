@@ -556,7 +556,7 @@ def main() -> int:
             "    run state / planned / counts",
             f"{run.get('state')} / {run.get('planned')} / {counts}",
         ),
-        (f"ratio = (b) jobs/s / (a) msgs/s  (aim >= {TARGET_RATIO})", round(ratio, 2)),
+        (f"ratio = (b) jobs/s / (a) msgs/s  (aim >= {TARGET_RATIO})", round(ratio, 4)),
         (f"broker messages per job (target <= {TARGET_MESSAGES_PER_JOB})", round(msgs_per_job, 4)),
         ("    messages by actor", b["messages_by_actor"]),
         (f"MongoDB commands per job (target <= {TARGET_COMMANDS_PER_JOB})", round(cmds_per_job, 4)),
