@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 from pymongo.errors import PyMongoError
 
+from tests.support.factories import STORE_BACKENDS, open_store
 from tests.support.mongo_server import (
     MongoecoServer,
     drop_session_databases,
@@ -128,3 +129,9 @@ def rabbitmq_worker(rabbitmq_broker) -> Iterator:
     worker.start()
     yield worker
     worker.stop()
+
+
+@pytest.fixture(params=STORE_BACKENDS)
+def store(request):
+    """A job store on each backend in turn: embedded (mongomock) and the multi-process server."""
+    yield from open_store(request)

@@ -12,7 +12,7 @@ import pytest
 from crawlsched.planning.outcomes import Outcome, RetryPolicy, after_failure, after_success
 from crawlsched.store.jobs import ClaimRequest, MongoJobStore
 from tests.support.claim_worker import claim_rounds
-from tests.support.factories import NOW, STORE_BACKENDS, open_store
+from tests.support.factories import NOW, open_store
 from tests.support.mongo_server import REPO_ROOT
 
 N_JOBS = 60
@@ -49,11 +49,6 @@ def assert_each_job_claimed_once(results, docs):
         else:
             assert doc["state"] == 1 and "dispatch_id" not in doc
     return owner
-
-
-@pytest.fixture(params=STORE_BACKENDS)
-def store(request):
-    yield from open_store(request)
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from crawlsched.reference import ReferenceData
 from crawlsched.store.jobs import MongoJobStore
 from crawlsched.store.pipeline import PROJECTED_FIELDS
 from crawlsched.store.reference import MongoReferenceStore
-from tests.support.factories import NOW, STORE_BACKENDS, open_store
+from tests.support.factories import NOW
 
 
 def _task(login, selenium, batch_limit=None, enabled=True):
@@ -149,11 +149,6 @@ def job_sets(draw, max_size):
                 job[field] = value
         jobs.append(job)
     return jobs
-
-
-@pytest.fixture(params=STORE_BACKENDS)
-def store(request):
-    yield from open_store(request)
 
 
 @pytest.fixture
