@@ -41,3 +41,39 @@ class RunNotFound(CrawlschedError, LookupError):
     def __init__(self, run_id: str) -> None:
         super().__init__(f"no run with id {run_id!r}")
         self.run_id = run_id
+
+
+class SecretKeyMissing(CrawlschedError, ValueError):
+    """Account secrets are encrypted at rest and no key was configured."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "CRAWLSCHED_SECRET_KEY is not set: account secrets are encrypted at rest. "
+            "Create a key with `crawlsched accounts keygen` and set it on every CLI and worker"
+        )
+
+
+class SecretKeyInvalid(CrawlschedError, ValueError):
+    """The configured key is malformed, or is not the key the stored secrets were written with."""
+
+
+class AccountNotFound(CrawlschedError, LookupError):
+    def __init__(self, media_name: str, username: str) -> None:
+        super().__init__(f"no account {username!r} for media {media_name!r}")
+        self.media_name = media_name
+        self.username = username
+
+
+class NodeNotFound(CrawlschedError, LookupError):
+    def __init__(self, url: str) -> None:
+        super().__init__(f"no Selenium node {url!r} (see `crawlsched nodes list`)")
+        self.url = url
+
+
+class NodeUnreachable(CrawlschedError):
+    """A Selenium node's /status could not be read (down, refused, or an HTTP error)."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"Selenium node {url} unreachable: {reason}")
+        self.url = url
+        self.reason = reason

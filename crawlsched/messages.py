@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -36,6 +37,9 @@ class BatchMessage(BaseModel):
     # Time spent in earlier stages (e.g. admission), carried along so that the crawl's report
     # adds it to the run without a write of its own.
     stages_ms: dict[str, float] = Field(default_factory=dict)
+    # When the batch first waited for a resource: its wait bound counts from here, also for the
+    # rest of a batch that was interrupted and waits again.
+    first_parked_at: datetime | None = None
 
     @field_validator("collection")
     @classmethod
@@ -49,6 +53,13 @@ class BatchMessage(BaseModel):
     def _known_task(cls, value: str) -> str:
         if value not in ALL_TASKS:
             raise ValueError(f"unknown task {value!r}")
+        return value
+
+    @field_validator("first_parked_at")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("first_parked_at must carry a time zone")
         return value
 
     @field_validator("job_ids")
@@ -113,6 +124,36 @@ class ReportMessage(BaseModel):
             return cls.model_validate(payload)
         except ValidationError as e:
             raise BadMessage(f"malformed report message: {e}") from e
+
+    def payload(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+class WakeMessage(BaseModel):
+    """Pools whose leases were released: the waiting batches that need them get a pass."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    pool_keys: list[str] = Field(min_length=1, max_length=8)
+
+    @field_validator("pool_keys")
+    @classmethod
+    def _known_keys(cls, value: list[str]) -> list[str]:
+        for key in value:
+            pool, _, media = key.partition(":")
+            if pool == "selenium" and not media:
+                continue
+            if pool == "account" and 0 < len(media) <= 100:
+                continue
+            raise ValueError(f"not a pool key: {key[:100]!r}")
+        return value
+
+    @classmethod
+    def parse(cls, payload: Any) -> WakeMessage:
+        try:
+            return cls.model_validate(payload)
+        except ValidationError as e:
+            raise BadMessage(f"malformed wake message: {e}") from e
 
     def payload(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

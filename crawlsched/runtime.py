@@ -18,8 +18,11 @@ from crawlsched.catalog import JOB_COLLECTIONS
 from crawlsched.drivers import registry
 from crawlsched.planning.outcomes import RetryPolicy
 from crawlsched.resources.backends.mongo import MongoLeaseBackend
+from crawlsched.resources.inventory import MongoPoolInventory
 from crawlsched.resources.pools import ResourcePools
+from crawlsched.resources.secrets import SecretBox
 from crawlsched.settings import Settings
+from crawlsched.store.assignments import MongoAssignmentStore
 from crawlsched.store.client import open_database
 from crawlsched.store.counting import CommandCounter, CountingDatabase
 from crawlsched.store.jobs import MongoJobStore
@@ -27,6 +30,10 @@ from crawlsched.store.reference import MongoReferenceStore
 from crawlsched.store.results import MongoResultStore
 from crawlsched.store.runs import MongoRunStore
 from crawlsched.store.schedules import MongoScheduleStore
+from crawlsched.store.waiting import MongoWaitingStore
+
+# How long a batch waits for a resource when neither the settings nor its schedule say.
+FALLBACK_WAIT_S = 300.0
 
 
 def utc_now() -> datetime:
@@ -45,6 +52,7 @@ class Runtime:
         self.now = clock
         self._model_ids: dict[str, Any] | None = None
         self._media: dict[str, dict[str, Any]] = {}
+        self._wait_by_schedule: dict[str | None, float] = {}
         registry.load_plugins(settings.driver_modules)
 
     @property
@@ -78,8 +86,36 @@ class Runtime:
         return MongoResultStore(self.db)
 
     @cached_property
+    def secrets(self) -> SecretBox:
+        key = self.settings.secret_key
+        return SecretBox(key.get_secret_value() if key else None)
+
+    @cached_property
     def leases(self) -> MongoLeaseBackend:
-        return MongoLeaseBackend(self.db)
+        return MongoLeaseBackend(self.db, self.secrets)
+
+    @cached_property
+    def inventory(self) -> MongoPoolInventory:
+        return MongoPoolInventory(self.db, self.secrets)
+
+    @cached_property
+    def waiting(self) -> MongoWaitingStore:
+        return MongoWaitingStore(self.db)
+
+    @cached_property
+    def assignments(self) -> MongoAssignmentStore:
+        return MongoAssignmentStore(self.db)
+
+    def max_wait_s(self, schedule_id: str | None) -> float:
+        """How long a batch of this schedule may wait for a resource before it starves."""
+        if self.settings.admission_wait_s is not None:
+            return self.settings.admission_wait_s
+        if schedule_id not in self._wait_by_schedule:
+            schedule = self.schedules.get(schedule_id) if schedule_id else None
+            interval = (schedule or {}).get("interval_s")
+            ok = isinstance(interval, int | float) and 0 < interval <= 7 * 86400
+            self._wait_by_schedule[schedule_id] = float(interval) if ok else FALLBACK_WAIT_S
+        return self._wait_by_schedule[schedule_id]
 
     @cached_property
     def pools(self) -> ResourcePools:
@@ -112,6 +148,8 @@ class Runtime:
         self.reference.create_indexes()
         self.results.create_indexes()
         self.leases.create_indexes()
+        self.waiting.create_indexes()
+        self.assignments.create_indexes()
 
 
 _runtime: Runtime | None = None

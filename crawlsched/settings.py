@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -46,6 +46,34 @@ class Settings(BaseSettings):
     driver_modules: list[str] = Field(
         default_factory=list,
         description="Extra modules imported at start-up that register crawl drivers (plug-ins).",
+    )
+    secret_key: SecretStr | None = Field(
+        None,
+        description="Fernet key that encrypts account secrets at rest "
+        "(`crawlsched accounts keygen` makes one). Needed by commands and workers that touch "
+        "a secret.",
+    )
+    admission_wait_s: float | None = Field(
+        None,
+        gt=0,
+        le=7 * 86400,
+        allow_inf_nan=False,
+        description="How long a batch may wait for an account or node before it is starved; "
+        "unset: its schedule's interval.",
+    )
+    node_probe_interval_s: float = Field(
+        15.0, gt=0, le=3600, allow_inf_nan=False, description="Seconds between node health probes."
+    )
+    node_probe_timeout_s: float = Field(
+        5.0, gt=0, le=120, allow_inf_nan=False, description="Timeout of one node probe."
+    )
+    browser_host_resolver_rules: str | None = Field(
+        None,
+        description="Chrome --host-resolver-rules for crawl sessions, e.g. "
+        "'MAP * ~NOTFOUND , EXCLUDE 127.0.0.1' to let a test browser resolve loopback only.",
+    )
+    page_load_timeout_s: float = Field(
+        30.0, gt=0, le=600, allow_inf_nan=False, description="A browser page's load timeout."
     )
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: str = "INFO"

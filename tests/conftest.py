@@ -17,6 +17,7 @@ from tests.support.mongo_server import (
 )
 from tests.support.rabbit import TestVhost
 from tests.support.services import service_unavailable
+from tests.support.workers import TEST_HOST_RULES, TEST_SECRET_KEY
 
 TEST_MONGO_URL_ENV = "CRAWLSCHED_TEST_MONGO_URL"
 
@@ -65,6 +66,17 @@ def embedded_mongo_url(request: pytest.FixtureRequest) -> Iterator[str]:
     drop_embedded(url)
 
 
+def settings_for_tests(**fields):
+    from crawlsched.settings import Settings
+
+    return Settings(
+        log_format="json",
+        secret_key=TEST_SECRET_KEY,
+        browser_host_resolver_rules=TEST_HOST_RULES,
+        **fields,
+    )
+
+
 def _broker_for(settings):
     from crawlsched.brokers import setup_broker
 
@@ -77,11 +89,7 @@ def _broker_for(settings):
 
 @pytest.fixture
 def stub_broker(embedded_mongo_url: str) -> Iterator:
-    from crawlsched.settings import Settings
-
-    broker = _broker_for(
-        Settings(mongo_url=embedded_mongo_url, broker_url="stub://", log_format="json")
-    )
+    broker = _broker_for(settings_for_tests(mongo_url=embedded_mongo_url, broker_url="stub://"))
     yield broker
     broker.flush_all()
     broker.close()
@@ -111,11 +119,7 @@ def rabbitmq_url() -> Iterator[str]:
 
 @pytest.fixture
 def rabbitmq_broker(rabbitmq_url: str, embedded_mongo_url: str) -> Iterator:
-    from crawlsched.settings import Settings
-
-    broker = _broker_for(
-        Settings(mongo_url=embedded_mongo_url, broker_url=rabbitmq_url, log_format="json")
-    )
+    broker = _broker_for(settings_for_tests(mongo_url=embedded_mongo_url, broker_url=rabbitmq_url))
     yield broker
     broker.flush_all()
     broker.close()
@@ -135,3 +139,19 @@ def rabbitmq_worker(rabbitmq_broker) -> Iterator:
 def store(request):
     """A job store on each backend in turn: embedded (mongomock) and the multi-process server."""
     yield from open_store(request)
+
+
+@pytest.fixture(scope="session")
+def chromedriver_node() -> Iterator[str]:
+    """A real chromedriver on a loopback port for the whole session: a Selenium node."""
+    from crawlsched.demo.node import LocalChromedriver
+
+    if not LocalChromedriver.available():
+        service_unavailable("chromedriver is not installed (Debian: chromium chromium-driver)")
+    node = LocalChromedriver()
+    try:
+        node.start()
+    except RuntimeError as exc:
+        service_unavailable(f"chromedriver did not start: {exc}")
+    yield node.url
+    node.stop()

@@ -12,7 +12,7 @@ from crawlsched.settings import Settings
 from tests.support.rabbit import publish_raw, queue_depth
 from tests.support.seeding import all_runs_finished, fire_all_now, seed
 from tests.support.waiting import wait_for
-from tests.support.workers import DramatiqWorkers, crawlsched_env
+from tests.support.workers import TEST_SECRET_KEY, DramatiqWorkers, crawlsched_env
 
 pytestmark = pytest.mark.rabbitmq
 
@@ -24,13 +24,15 @@ def assert_nothing_lost(rt: Runtime, runs: list[dict]) -> None:
         assert sum(run["counts"].values()) == run["planned"], run
 
 
-def test_pipeline_in_process_worker_on_rabbitmq(rabbitmq_broker, rabbitmq_worker):
+def test_pipeline_in_process_worker_on_rabbitmq(
+    rabbitmq_broker, rabbitmq_worker, chromedriver_node
+):
     # Given the demo's jobs in all four categories and a local site
     from crawlsched.actors import ticker
 
     rt = get_runtime()
     with DemoSite() as site:
-        seeded = seed(rt, site.base_url)
+        seeded = seed(rt, site.base_url, node_url=chromedriver_node)
         fire_all_now(rt)
         # When one tick goes through RabbitMQ
         ticker.tick.send()
@@ -47,19 +49,26 @@ def test_pipeline_in_process_worker_on_rabbitmq(rabbitmq_broker, rabbitmq_worker
 
 
 def _mongo_runtime(mongo_url: str, db_name: str, broker_url: str) -> Runtime:
-    return Runtime(Settings(mongo_url=mongo_url, mongo_db=db_name, broker_url=broker_url))
+    return Runtime(
+        Settings(
+            mongo_url=mongo_url,
+            mongo_db=db_name,
+            broker_url=broker_url,
+            secret_key=TEST_SECRET_KEY,
+        )
+    )
 
 
 @pytest.mark.multiprocess
 def test_pipeline_cli_workers_two_processes(
-    rabbitmq_broker, rabbitmq_url, multiprocess_mongo_url, mongo_database_name
+    rabbitmq_broker, rabbitmq_url, multiprocess_mongo_url, mongo_database_name, chromedriver_node
 ):
     from crawlsched.actors import ticker
 
     rt = _mongo_runtime(multiprocess_mongo_url, mongo_database_name, rabbitmq_url)
     env = crawlsched_env(rabbitmq_url, multiprocess_mongo_url, mongo_database_name)
     with DemoSite() as site, DramatiqWorkers(env, processes=2, threads=2) as workers:
-        seed(rt, site.base_url)
+        seed(rt, site.base_url, node_url=chromedriver_node)
         fire_all_now(rt)
         ticker.tick.send()
         try:
@@ -77,7 +86,7 @@ def test_pipeline_cli_workers_two_processes(
 
 @pytest.mark.multiprocess
 def test_sigkill_worker_mid_run_loses_nothing(
-    rabbitmq_broker, rabbitmq_url, multiprocess_mongo_url, mongo_database_name
+    rabbitmq_broker, rabbitmq_url, multiprocess_mongo_url, mongo_database_name, chromedriver_node
 ):
     # Given two independent worker groups and a driver slow enough to be killed mid-batch
     from crawlsched.actors import ticker
@@ -91,7 +100,7 @@ def test_sigkill_worker_mid_run_loses_nothing(
         CRAWLSCHED_TEST_SLOW_DRIVER_S="0.15",
     )
     with DemoSite() as site:
-        seed(rt, site.base_url, driver_class="slow")
+        seed(rt, site.base_url, driver_class="slow", node_url=chromedriver_node)
         fire_all_now(rt)
         victim = DramatiqWorkers(env, processes=1, threads=4).start()
         survivor = DramatiqWorkers(env, processes=1, threads=4).start()

@@ -1,4 +1,10 @@
-"""Leases: a state machine over ResourcePools, and one contract run over every lease backend."""
+"""Leases: a state machine over the MongoDB lease backend, and a contract on every store backend.
+
+The state machine drives acquire / release / renew / time passing / node down and up / account
+ban, cooldown and rate limits against the real backend (on the embedded store), and checks after
+every step: leases held ≤ capacity on every resource, an account never over max_concurrent, and
+a cooling, banned or disabled account or a down or draining node never leased.
+"""
 
 from datetime import timedelta
 
@@ -7,53 +13,58 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, multiple, rule
 
-from crawlsched.resources.backends.memory import MemoryLeaseBackend
+from crawlsched.resources import rules
 from crawlsched.resources.backends.mongo import MongoLeaseBackend
+from crawlsched.resources.inventory import MongoPoolInventory
 from crawlsched.resources.pools import Need, ResourcePools
-from crawlsched.resources.rules import ACCOUNT_POOL, POOLS, SELENIUM_POOL
+from crawlsched.resources.rules import ACCOUNT_POOL, SELENIUM_POOL, AccountLimits
+from crawlsched.resources.secrets import SecretBox, generate_key
+from crawlsched.store.client import drop_embedded, open_database
 from tests.support.factories import EMBEDDED, MONGOECO, NOW, open_store
 
 TTL_S = 30
-ACCOUNTS = {"twitter": 2, "instagram": 1}  # "tiktok" has none
-NODES = 2
+KEY = generate_key()
+ACCOUNTS = {  # media -> [(username, limits)]; "tiktok" has none
+    "twitter": [("t1", AccountLimits()), ("t2", AccountLimits(max_concurrent=2, cooldown_s=5))],
+    "instagram": [("i1", AccountLimits(rate_uses=2, rate_window_s=20))],
+}
+NODES = {"http://node-a": 2, "http://node-b": 1}
+
+
+def at(seconds: float):
+    return NOW + timedelta(seconds=seconds)
+
+
+def make_pools(db, now=NOW):
+    secrets = SecretBox(KEY)
+    backend = MongoLeaseBackend(db, secrets)
+    backend.create_indexes()
+    inventory = MongoPoolInventory(db, secrets)
+    for media, accounts in ACCOUNTS.items():
+        for username, limits in accounts:
+            inventory.add_account(media, username, f"pw-{username}", limits, now)
+    for url, capacity in NODES.items():
+        inventory.add_node(url, "chromedriver", capacity, now)
+    return backend, inventory
 
 
 class LeasePoolMachine(RuleBasedStateMachine):
-    """The model: for each resource, which lease (if any) was granted it last and until when."""
-
     leases = Bundle("leases")
 
     def __init__(self):
         super().__init__()
-        self.backend = MemoryLeaseBackend()
-        self.media_of = {}
-        for media, n in ACCOUNTS.items():
-            for i in range(n):
-                rid = f"{media}/{i}"
-                self.backend.add(ACCOUNT_POOL, rid, media_name=media, secret=f"pw-{rid}")
-                self.media_of[rid] = media
-        for i in range(NODES):
-            self.backend.add(SELENIUM_POOL, f"node#{i}")
-        self.capacity = {ACCOUNT_POOL: sum(ACCOUNTS.values()), SELENIUM_POOL: NODES}
+        self.url = "mongomock://lease-machine"
+        drop_embedded(self.url)
+        self.db = open_database(self.url, "crawlsched")
+        self.backend, self.inventory = make_pools(self.db)
         self.pools = ResourcePools(self.backend, ttl_s=TTL_S)
         self.now = NOW
-        self.holder_count = 0
-        self.current = {}  # (pool, resource id) -> lease id of its last, unreleased grant
-        self.expires = {}  # lease id -> expiry
+        self.holders = 0
 
-    def live(self):
-        return {
-            key: lease_id
-            for key, lease_id in self.current.items()
-            if self.expires[lease_id] > self.now
-        }
+    def teardown(self):
+        drop_embedded(self.url)
 
-    def free_accounts(self, media):
-        held = {rid for (pool, rid) in self.live() if pool == ACCOUNT_POOL}
-        return sum(1 for rid, m in self.media_of.items() if m == media and rid not in held)
-
-    def free_nodes(self):
-        return NODES - sum(1 for (pool, _) in self.live() if pool == SELENIUM_POOL)
+    # -- rules ------------------------------------------------------------------------------
 
     @rule(
         target=leases,
@@ -62,244 +73,201 @@ class LeasePoolMachine(RuleBasedStateMachine):
         media=st.sampled_from([*ACCOUNTS, "tiktok"]),
     )
     def acquire(self, login, selenium, media):
-        self.holder_count += 1
-        holder = f"dispatch-{self.holder_count}"
-        held_before = {pool: self.backend.held(pool, self.now) for pool in POOLS}
-        could = (not login or self.free_accounts(media) > 0) and (
-            not selenium or self.free_nodes() > 0
+        self.holders += 1
+        before = self._docs()
+        could_login = any(
+            rules.refusal(ACCOUNT_POOL, a, self.now) is None
+            for a in before["accounts"]
+            if a["media_name"] == media
         )
+        could_node = any(rules.refusal(SELENIUM_POOL, n, self.now) is None for n in before["nodes"])
+        could = (not login or could_login) and (not selenium or could_node)
 
-        granted = self.pools.acquire(Need(login, selenium, media), holder, self.now)
+        grant = self.pools.acquire(Need(login, selenium, media), f"h{self.holders}", self.now)
 
-        if granted is None:
-            # Refused only when something needed is really taken, and then nothing is held.
-            assert not could
-            assert {pool: self.backend.held(pool, self.now) for pool in POOLS} == held_before
+        if grant.leases is None:
+            assert not could, "refused although every pool it needs had room"
+            assert grant.short in {f"account:{media}", "selenium"}
             return multiple()
-        assert could
-        assert sorted(lease.pool for lease in granted) == sorted(
+        assert could, "granted although a pool it needs had no room"
+        assert sorted(lease.pool for lease in grant.leases) == sorted(
             [ACCOUNT_POOL] * login + [SELENIUM_POOL] * selenium
         )
-        live = self.live()
-        for lease in granted:
-            assert (lease.pool, lease.resource_id) not in live, "a resource with two holders"
-            assert lease.holder == holder
-            assert lease.expires_at == self.now + timedelta(seconds=TTL_S)
-            if lease.pool == ACCOUNT_POOL:
-                assert self.media_of[lease.resource_id] == media
-            self.current[(lease.pool, lease.resource_id)] = lease.lease_id
-            self.expires[lease.lease_id] = lease.expires_at
-        return multiple(*(lease.lease_id for lease in granted))
-
-    def holds(self, lease_id):
-        return lease_id in self.current.values()
-
-    def key_of(self, lease_id):
-        return next(key for key, held in self.current.items() if held == lease_id)
+        # Every resource granted was usable just before: never a cooling, banned, disabled or
+        # rate-limited account, never a down or draining node, never one already full.
+        by_id = {d["_id"]: d for docs in before.values() for d in docs}
+        for lease in grant.leases:
+            assert rules.refusal(lease.pool, by_id[lease.resource_id], self.now) is None
+        return multiple(*(lease.lease_id for lease in grant.leases))
 
     @rule(lease_id=leases)
     def release(self, lease_id):
-        expected = self.holds(lease_id)
-        assert self.pools.release([lease_id]) == int(expected)
-        if expected:
-            del self.current[self.key_of(lease_id)]
+        self.backend.release(lease_id, self.now)
+        assert self.backend.resource_of(lease_id, self.now) is None
 
     @rule(lease_id=leases)
     def renew(self, lease_id):
-        expected = self.holds(lease_id) and self.expires[lease_id] > self.now
-        assert self.backend.renew(lease_id, TTL_S, self.now) == expected
-        if expected:
-            self.expires[lease_id] = self.now + timedelta(seconds=TTL_S)
+        live = self.backend.resource_of(lease_id, self.now) is not None
+        assert self.backend.renew(lease_id, TTL_S, self.now) == live
+
+    @rule(seconds=st.sampled_from([1, 5, 15, 31]))
+    def time_passes(self, seconds):
+        self.now = at((self.now - NOW).total_seconds() + seconds)
+
+    @rule(url=st.sampled_from(sorted(NODES)), healthy=st.booleans())
+    def probe(self, url, healthy):
+        _, revoked = self.inventory.mark_node(url, healthy, "probe", self.now, None)
+        if not healthy:
+            assert not rules.live_leases(self.inventory.node(url), self.now)
+        assert all(lease["expires_at"] > self.now for lease in revoked)
+
+    @rule(url=st.sampled_from(sorted(NODES)), draining=st.booleans())
+    def drain(self, url, draining):
+        self.inventory.set_draining(url, draining)
+
+    @rule(
+        account=st.sampled_from([(m, u) for m, accts in ACCOUNTS.items() for u, _ in accts]),
+        status=st.sampled_from(rules.ACCOUNT_STATUSES),
+    )
+    def operator_sets(self, account, status):
+        self.inventory.set_account_status(*account, status, "test", self.now)
 
     @rule(lease_id=leases)
-    def secret(self, lease_id):
-        pool = lease_id.split(".")[0]
-        live = self.holds(lease_id) and self.expires[lease_id] > self.now
-        expected = f"pw-{self.key_of(lease_id)[1]}" if live and pool == ACCOUNT_POOL else None
-        assert self.backend.secret(lease_id, self.now) == expected
+    def site_rejects_login(self, lease_id):
+        if rules.pool_of(lease_id) == ACCOUNT_POOL:
+            self.inventory.ban_by_lease(lease_id, "login rejected", self.now)
 
-    @rule(seconds=st.sampled_from([1, 10, TTL_S - 1, TTL_S, 2 * TTL_S]))
-    def advance(self, seconds):
-        self.now += timedelta(seconds=seconds)
+    @rule(lease_id=leases, seconds=st.sampled_from([3, 40]))
+    def site_rate_limits(self, lease_id, seconds):
+        if rules.pool_of(lease_id) == ACCOUNT_POOL:
+            self.inventory.cool_by_lease(lease_id, at(seconds), "429")
 
-    @rule()
-    def expire(self):
-        gone = [key for key, lease_id in self.current.items() if self.expires[lease_id] <= self.now]
-        assert self.backend.expire(self.now) == len(gone)
-        for key in gone:
-            del self.current[key]
+    # -- invariants -------------------------------------------------------------------------
+
+    def _docs(self):
+        return {
+            "accounts": list(self.db.accounts.find({})),
+            "nodes": list(self.db.selenium_nodes.find({})),
+        }
 
     @invariant()
-    def held_never_exceeds_capacity_and_matches_the_model(self):
-        live = self.live()
-        for pool in POOLS:
-            held = self.backend.held(pool, self.now)
-            assert held <= self.capacity[pool]
-            assert held == sum(1 for (p, _) in live if p == pool)
+    def never_over_capacity(self):
+        docs = self._docs()
+        for account in docs["accounts"]:
+            assert len(rules.live_leases(account, self.now)) <= account["max_concurrent"]
+        for node in docs["nodes"]:
+            assert len(rules.live_leases(node, self.now)) <= node["capacity"]
+
+    @invariant()
+    def a_down_node_holds_no_lease(self):
+        for node in self._docs()["nodes"]:
+            if node["health"] == rules.DOWN:
+                assert not rules.live_leases(node, self.now)
 
 
-LeasePoolMachine.TestCase.settings = settings(
-    max_examples=60, stateful_step_count=30, deadline=None
-)
+LeasePoolMachine.TestCase.settings = settings(max_examples=40, stateful_step_count=30)
 test_lease_pools_state_machine = LeasePoolMachine.TestCase
 
 
-# -- one contract, three backends ----------------------------------------------------------
+def test_a_banned_cooling_or_rate_limited_account_is_not_leased():
+    url = "mongomock://banned-cooling"
+    try:
+        backend, inventory = make_pools(open_database(url, "crawlsched"))
+        pools = ResourcePools(backend, TTL_S)
+        twitter = Need(login=True, selenium=False, media_name="twitter")
+
+        # Given t1 banned and t2 (max 2) leased twice
+        inventory.set_account_status("twitter", "t1", rules.BANNED, "test", NOW)
+        first = pools.acquire(twitter, "h1", NOW)
+        second = pools.acquire(twitter, "h2", NOW)
+        assert [lease.label for lease in first.leases + second.leases] == ["t2", "t2"]
+        # Then nothing is left for a third
+        assert pools.acquire(twitter, "h3", NOW).short == "account:twitter"
+        # When one is released, t2 cools for 5 s, so still nothing
+        pools.release(first.leases, NOW)
+        assert pools.acquire(twitter, "h3", at(4.9)).leases is None
+        # And after the cooldown it is leased again
+        assert pools.acquire(twitter, "h3", at(5)).leases is not None
+
+        # A rate window: 2 uses per 20 s on i1, whatever the releases in between
+        insta = Need(login=True, selenium=False, media_name="instagram")
+        for t in (0, 1):
+            pools.release(pools.acquire(insta, f"i{t}", at(t)).leases, at(t))
+        assert pools.acquire(insta, "i2", at(2)).short == "account:instagram"
+        assert pools.acquire(insta, "i3", at(20)).leases is not None
+    finally:
+        drop_embedded(url)
 
 
-class MemoryPool:
-    def __init__(self):
-        self.backend = MemoryLeaseBackend()
-
-    def add_account(self, media, username, secret):
-        self.backend.add(
-            ACCOUNT_POOL, f"{media}/{username}", media_name=media, username=username, secret=secret
-        )
-
-    def add_node(self, url):
-        self.backend.add(SELENIUM_POOL, f"{url}#0", url=url, slot=0)
-
-    def username(self, resource_id):
-        return resource_id.split("/")[1]
+# -- one contract, two store backends -----------------------------------------------------
 
 
-class MongoPool:
-    def __init__(self, db):
-        self.db = db
-        self.backend = MongoLeaseBackend(db)
-        self.backend.create_indexes()
-
-    def add_account(self, media, username, secret):
-        self.backend.add_account(media, username, secret)
-
-    def add_node(self, url):
-        self.backend.add_node(url)
-
-    def username(self, resource_id):
-        return self.db.accounts.find_one({"_id": resource_id})["username"]
-
-
-@pytest.fixture(
-    params=[
-        "memory",
-        "mongo-embedded",
-        pytest.param("mongo-mongoeco", marks=pytest.mark.multiprocess),
-    ]
-)
-def pool(request):
-    if request.param == "memory":
-        yield MemoryPool()
-        return
-    request.param = EMBEDDED if request.param == "mongo-embedded" else MONGOECO
+@pytest.fixture(params=[EMBEDDED, pytest.param(MONGOECO, marks=pytest.mark.multiprocess)])
+def pools(request):
     for store in open_store(request):
-        yield MongoPool(store.db)
-
-
-def at(seconds):
-    return NOW + timedelta(seconds=seconds)
+        backend, inventory = make_pools(store.db)
+        yield backend, inventory, store.db
 
 
 class TestLeaseBackendContract:
-    def test_acquire_until_exhausted(self, pool):
-        for user in ("a", "b", "c"):
-            pool.add_account("twitter", user, "pw")
-        pool.add_account("instagram", "d", "pw")
-        backend = pool.backend
+    def test_acquire_until_exhausted_and_release_frees(self, pools):
+        backend, _, _ = pools
+        grants = [backend.try_acquire(SELENIUM_POOL, {}, f"h{i}", TTL_S, NOW) for i in range(4)]
+        assert grants[3] is None  # 2 + 1 slots
+        assert sorted(g.label for g in grants[:3]) == ["http://node-a"] * 2 + ["http://node-b"]
+        assert backend.held(SELENIUM_POOL, NOW) == 3
 
-        leases = [backend.try_acquire(ACCOUNT_POOL, {"media_name": "twitter"}, "h", TTL_S, NOW)]
-        leases += [backend.try_acquire(ACCOUNT_POOL, {"media_name": "twitter"}, "h", TTL_S, NOW)]
-        leases += [backend.try_acquire(ACCOUNT_POOL, {"media_name": "twitter"}, "h", TTL_S, NOW)]
+        assert backend.release(grants[0].lease_id, NOW)
+        assert not backend.release(grants[0].lease_id, NOW)
+        assert backend.held(SELENIUM_POOL, NOW) == 2
+        again = backend.try_acquire(SELENIUM_POOL, {}, "h9", TTL_S, NOW)
+        assert again is not None and again.label == grants[0].label
 
-        assert None not in leases
-        assert len({lease.resource_id for lease in leases}) == 3
-        assert len({lease.lease_id for lease in leases}) == 3
-        assert backend.try_acquire(ACCOUNT_POOL, {"media_name": "twitter"}, "h", TTL_S, NOW) is None
-        assert backend.held(ACCOUNT_POOL, NOW) == 3
-        assert backend.try_acquire(ACCOUNT_POOL, {"media_name": "instagram"}, "h", TTL_S, NOW)
-        assert backend.held(ACCOUNT_POOL, NOW) == 4
-        assert backend.held(SELENIUM_POOL, NOW) == 0
-        assert backend.try_acquire(SELENIUM_POOL, {}, "h", TTL_S, NOW) is None
-
-    def test_release_frees(self, pool):
-        pool.add_node("http://node-1")
-        backend = pool.backend
+    def test_least_loaded_node_first(self, pools):
+        backend, _, _ = pools
         first = backend.try_acquire(SELENIUM_POOL, {}, "h1", TTL_S, NOW)
-        assert backend.try_acquire(SELENIUM_POOL, {}, "h2", TTL_S, NOW) is None
+        second = backend.try_acquire(SELENIUM_POOL, {}, "h2", TTL_S, at(1))
+        # Both nodes empty at first: one each, never both on the same node while one is idle.
+        assert {first.label, second.label} == set(NODES)
 
-        assert backend.release(first.lease_id)
-        assert not backend.release(first.lease_id)
-
-        assert backend.held(SELENIUM_POOL, NOW) == 0
-        second = backend.try_acquire(SELENIUM_POOL, {}, "h2", TTL_S, NOW)
-        assert second.resource_id == first.resource_id
-        assert not backend.release(first.lease_id)  # the old lease cannot free the new holder
-        assert backend.held(SELENIUM_POOL, NOW) == 1
-
-    def test_expired_lease_frees(self, pool):
-        pool.add_account("twitter", "a", "pw")
-        backend = pool.backend
-        first = backend.try_acquire(ACCOUNT_POOL, {}, "h1", TTL_S, NOW)
-        almost = at(TTL_S) - timedelta(milliseconds=1)
-        assert backend.try_acquire(ACCOUNT_POOL, {}, "h2", TTL_S, almost) is None
-        assert backend.held(ACCOUNT_POOL, almost) == 1
-        assert backend.held(ACCOUNT_POOL, at(TTL_S)) == 0
-
-        second = backend.try_acquire(ACCOUNT_POOL, {}, "h2", TTL_S, at(TTL_S))
-
-        assert second is not None and second.resource_id == first.resource_id
-        assert not backend.release(first.lease_id)
-        assert backend.held(ACCOUNT_POOL, at(TTL_S)) == 1
-
-    def test_renew_extends_a_live_lease_and_fails_on_an_expired_one(self, pool):
-        pool.add_node("http://node-1")
-        backend = pool.backend
-        lease = backend.try_acquire(SELENIUM_POOL, {}, "h1", TTL_S, NOW)
-
-        assert backend.renew(lease.lease_id, TTL_S, at(25))  # now until 55 s
-        assert backend.try_acquire(SELENIUM_POOL, {}, "h2", TTL_S, at(40)) is None
-        assert not backend.renew(lease.lease_id, TTL_S, at(55))  # expired at 55 s exactly
-        assert backend.held(SELENIUM_POOL, at(55)) == 0
-        assert backend.expire(at(55)) == 1
+    def test_expired_lease_frees_and_cannot_be_renewed(self, pools):
+        backend, _, _ = pools
+        lease = backend.try_acquire(ACCOUNT_POOL, {"media_name": "instagram"}, "h", TTL_S, NOW)
+        assert backend.renew(lease.lease_id, TTL_S, at(25))  # until 55 s
+        assert (
+            backend.try_acquire(ACCOUNT_POOL, {"media_name": "instagram"}, "x", TTL_S, at(40))
+            is None
+        )
         assert not backend.renew(lease.lease_id, TTL_S, at(55))
-        assert not backend.renew("selenium.unknown", TTL_S, NOW)
+        assert backend.held(ACCOUNT_POOL, at(55)) == 0
+        assert backend.expire(at(55)) == 1
 
-    def test_secret_only_for_a_live_account_lease(self, pool):
-        pool.add_account("twitter", "a", "s3cret")
-        pool.add_node("http://node-1")
-        backend = pool.backend
-        account = backend.try_acquire(ACCOUNT_POOL, {"media_name": "twitter"}, "h", TTL_S, NOW)
+    def test_secret_is_encrypted_at_rest_and_given_only_to_a_live_lease(self, pools):
+        backend, _, db = pools
+        stored = db.accounts.find_one({"username": "i1"})
+        assert "pw-i1" not in repr(stored)
+        lease = backend.try_acquire(ACCOUNT_POOL, {"media_name": "instagram"}, "h", TTL_S, NOW)
         node = backend.try_acquire(SELENIUM_POOL, {}, "h", TTL_S, NOW)
-
-        assert backend.secret(account.lease_id, at(1)) == "s3cret"
+        assert backend.secret(lease.lease_id, at(1)) == "pw-i1"
         assert backend.secret(node.lease_id, at(1)) is None
-        assert backend.secret(account.lease_id, at(TTL_S)) is None  # expired
-        assert backend.secret("account.unknown", at(1)) is None
-        backend.release(account.lease_id)
-        assert backend.secret(account.lease_id, at(1)) is None
+        assert backend.secret(lease.lease_id, at(TTL_S)) is None
+        backend.release(lease.lease_id, at(1))
+        assert backend.secret(lease.lease_id, at(1)) is None
 
-    def test_least_recently_leased_first(self, pool):
-        for user in ("u1", "u2", "u3"):
-            pool.add_account("twitter", user, "pw")
-        backend = pool.backend
+    def test_node_down_revokes_its_leases(self, pools):
+        backend, inventory, _ = pools
+        lease = backend.try_acquire(SELENIUM_POOL, {}, "h", TTL_S, NOW)
+        _, revoked = inventory.mark_node(lease.label, False, "connection refused", at(1), None)
+        assert [r["id"] for r in revoked] == [lease.lease_id]
+        assert not backend.renew(lease.lease_id, TTL_S, at(2))
+        others = [backend.try_acquire(SELENIUM_POOL, {}, f"o{i}", TTL_S, at(2)) for i in range(3)]
+        assert all(o is None or o.label != lease.label for o in others)
 
-        def lease_and_release(seconds):
-            lease = backend.try_acquire(ACCOUNT_POOL, {}, "h", TTL_S, at(seconds))
-            backend.release(lease.lease_id)
-            return pool.username(lease.resource_id)
-
-        # Given each account leased once, at 1, 2 and 3 s (never-leased ones first)
-        first_round = [
-            pool.username(backend.try_acquire(ACCOUNT_POOL, {}, "h", TTL_S, at(s)).resource_id)
-            for s in (1, 2, 3)
-        ]
-        assert sorted(first_round) == ["u1", "u2", "u3"]
-        assert backend.expire(at(100)) == 3
-
-        # Then the next leases go round in the same order: least recently leased first
-        assert [lease_and_release(s) for s in (101, 102, 103, 104)] == [
-            *first_round,
-            first_round[0],
-        ]
-        # And an account never leased goes before all of them
-        pool.add_account("twitter", "u4", "pw")
-        assert lease_and_release(105) == "u4"
+    def test_release_holder_frees_what_a_crashed_admission_left(self, pools):
+        backend, _, _ = pools
+        backend.try_acquire(SELENIUM_POOL, {}, "dispatch-1", TTL_S, NOW)
+        backend.try_acquire(ACCOUNT_POOL, {"media_name": "twitter"}, "dispatch-1", TTL_S, NOW)
+        backend.try_acquire(SELENIUM_POOL, {}, "dispatch-2", TTL_S, NOW)
+        assert backend.release_holder("dispatch-1", NOW) == 2
+        assert backend.held(SELENIUM_POOL, NOW) == 1
+        assert backend.held(ACCOUNT_POOL, NOW) == 0

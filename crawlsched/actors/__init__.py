@@ -24,6 +24,8 @@ def all_actors() -> list:
         planner.plan_crawls,
         gatekeepers.admit_login,
         gatekeepers.admit_selenium,
+        gatekeepers.wake_login,
+        gatekeepers.wake_selenium,
         *crawl.CRAWL_ACTORS.values(),
         coordinator.record_finished,
     ]

@@ -13,7 +13,10 @@ from crawlsched.runtime import get_runtime
 
 
 def _crawl(batch: dict) -> None:
-    crawl_batch(get_runtime(), BatchMessage.parse(batch), send_report)
+    # Imported here: the gatekeepers import this module to forward admitted batches.
+    from crawlsched.actors.gatekeepers import send_wake
+
+    crawl_batch(get_runtime(), BatchMessage.parse(batch), send_report, send_wake)
 
 
 CRAWL_ACTORS: dict[str, dramatiq.Actor] = {

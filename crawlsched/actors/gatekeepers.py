@@ -1,25 +1,55 @@
-"""admit_login / admit_selenium: lease what a batch needs, then forward it to its crawl actor."""
+"""The gatekeepers: park batches that need an account or a node, admit them as leases free up.
+
+`admit_login` / `admit_selenium` take new batches from the planner; `wake_login` /
+`wake_selenium` run an admission pass when leases of those pools are released. Each pair shares
+its pool's queue, so the RabbitMQ management UI shows one queue per pool.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import dramatiq
 
-from crawlsched.actors.coordinator import send_report
 from crawlsched.actors.crawl import send_crawl
-from crawlsched.flow.admission import admit
-from crawlsched.messages import BadMessage, BatchMessage
+from crawlsched.flow.admission import admit, admit_waiting
+from crawlsched.messages import BadMessage, BatchMessage, WakeMessage
 from crawlsched.runtime import get_runtime
 
+LOGIN_QUEUE = "crawlsched.admit.login"
+SELENIUM_QUEUE = "crawlsched.admit.selenium"
 
-@dramatiq.actor(actor_name="admit_login", queue_name="crawlsched.admit.login", throws=(BadMessage,))
+
+@dramatiq.actor(actor_name="admit_login", queue_name=LOGIN_QUEUE, throws=(BadMessage,))
 def admit_login(batch: dict) -> None:
     """Batches that need an account (and maybe a node too: then both, all or nothing)."""
-    admit(get_runtime(), BatchMessage.parse(batch), send_crawl, send_report)
+    admit(get_runtime(), BatchMessage.parse(batch), send_crawl)
+
+
+@dramatiq.actor(actor_name="admit_selenium", queue_name=SELENIUM_QUEUE, throws=(BadMessage,))
+def admit_selenium(batch: dict) -> None:
+    """Batches that need a Selenium node and no account."""
+    admit(get_runtime(), BatchMessage.parse(batch), send_crawl)
+
+
+# A lost wake-up costs only time (the ticker's sweep runs the same pass), so never retry one.
+@dramatiq.actor(
+    actor_name="wake_login", queue_name=LOGIN_QUEUE, max_retries=0, throws=(BadMessage,)
+)
+def wake_login(wake: dict) -> None:
+    admit_waiting(get_runtime(), WakeMessage.parse(wake).pool_keys, send_crawl)
 
 
 @dramatiq.actor(
-    actor_name="admit_selenium", queue_name="crawlsched.admit.selenium", throws=(BadMessage,)
+    actor_name="wake_selenium", queue_name=SELENIUM_QUEUE, max_retries=0, throws=(BadMessage,)
 )
-def admit_selenium(batch: dict) -> None:
-    """Batches that need a Selenium node and no account."""
-    admit(get_runtime(), BatchMessage.parse(batch), send_crawl, send_report)
+def wake_selenium(wake: dict) -> None:
+    admit_waiting(get_runtime(), WakeMessage.parse(wake).pool_keys, send_crawl)
+
+
+def send_wake(keys: Iterable[str]) -> None:
+    keys = sorted(keys)
+    if not keys:
+        return
+    actor = wake_login if any(k.startswith("account:") for k in keys) else wake_selenium
+    actor.send(WakeMessage(pool_keys=keys).payload())

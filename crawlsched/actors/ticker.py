@@ -1,14 +1,20 @@
-"""tick: fire due schedules and reclaim expired holds (crawlsched.ticks)."""
+"""tick: fire due schedules, reclaim expired holds, keep the pools honest (crawlsched.ticks)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
 import dramatiq
+import httpx
 
 from crawlsched.actors.coordinator import send_report
+from crawlsched.actors.crawl import send_crawl
+from crawlsched.actors.gatekeepers import send_wake
 from crawlsched.actors.planner import plan_crawls
+from crawlsched.flow.admission import admit_waiting, starve_overdue
+from crawlsched.flow.nodes import probe_nodes
 from crawlsched.flow.ticking import fire_due, reclaim_expired
+from crawlsched.resources.node_probe import probe_node
 from crawlsched.runtime import get_runtime
 
 
@@ -22,3 +28,8 @@ def tick() -> None:
     runtime = get_runtime()
     fire_due(runtime, _send_plan)
     reclaim_expired(runtime, send_report)
+    with httpx.Client(timeout=runtime.settings.node_probe_timeout_s) as http:
+        probe_nodes(runtime, lambda url: probe_node(url, http), send_wake)
+    starve_overdue(runtime, send_report)
+    # The sweep that covers lost wake-ups: one read when nothing waits.
+    admit_waiting(runtime, None, send_crawl)

@@ -1,4 +1,4 @@
-"""Operator commands: init-db, pools, schedules now, the clock process, drivers."""
+"""Operator commands: init-db, sweep-now, the clock process, drivers."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import threading
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
 from crawlsched.cli.common import cli_runtime, console, load_settings
 from crawlsched.drivers import registry
@@ -38,51 +37,6 @@ def register(app: typer.Typer) -> None:
                 f"indexes ready; loaded {loaded['models']} models, {loaded['media']} media, "
                 f"{loaded['tasks']} tasks; {added} default sweeps added"
             )
-
-    @app.command("account-add")
-    def account_add(
-        media: str = typer.Argument(..., help="Media name, e.g. twitter."),
-        username: str = typer.Argument(...),
-        secret_env: str = typer.Option(
-            ...,
-            help="Name of an environment variable holding the secret (never pass it as an "
-            "argument: it would land in shell history and process lists).",
-        ),
-    ) -> None:
-        """Add (or update) a login account in the account pool."""
-        import os
-
-        secret = os.environ.get(secret_env)
-        if not secret:
-            raise typer.BadParameter(f"environment variable {secret_env} is empty or unset")
-        with cli_runtime() as rt:
-            if rt.reference.media_by_name(media) is None:
-                raise typer.BadParameter(f"unknown media {media!r}")
-            rt.leases.add_account(media, username, secret)
-            console.print(f"account {username} ready for {media}")
-
-    @app.command("node-add")
-    def node_add(
-        url: str = typer.Argument(
-            ..., help="Selenium node or Grid URL, e.g. http://127.0.0.1:4444"
-        ),
-        slots: int = typer.Option(1, min=1, help="Browsers this node runs at once."),
-    ) -> None:
-        """Add (or update) a Selenium node in the node pool."""
-        with cli_runtime() as rt:
-            rt.leases.add_node(url, slots)
-            console.print(f"node {url} ready with {slots} slot(s)")
-
-    @app.command("pools")
-    def pools() -> None:
-        """How many accounts and node slots exist, are enabled, and are held right now."""
-        with cli_runtime() as rt:
-            table = Table(title="Resource pools")
-            for column in ("pool", "total", "enabled", "held"):
-                table.add_column(column)
-            for pool, row in rt.leases.overview(rt.now()).items():
-                table.add_row(pool, str(row["total"]), str(row["enabled"]), str(row["held"]))
-            console.print(table)
 
     @app.command("sweep-now")
     def sweep_now(

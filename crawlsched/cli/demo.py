@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from datetime import datetime
 from typing import Any
@@ -18,6 +19,7 @@ from crawlsched.settings import Settings
 from crawlsched.store.runs import FINISHED
 
 DEMO_STORE = "mongomock://demo"
+DEMO_WAIT_S = 5.0
 
 
 def _queues_table(broker: Any) -> Table:
@@ -32,7 +34,7 @@ def _queues_table(broker: Any) -> Table:
 
 def _stages_table(runs: list[dict]) -> Table:
     table = Table(title="Time per stage (ms)")
-    for column in ("run", "plan", "admit (sum)", "crawl (sum)", "wall: plan→finish"):
+    for column in ("run", "plan", "wait (sum)", "crawl (sum)", "wall: plan→finish"):
         table.add_column(column, justify="left" if column == "run" else "right")
     for run in runs:
         stages = run.get("stages_ms", {})
@@ -44,7 +46,7 @@ def _stages_table(runs: list[dict]) -> Table:
         table.add_row(
             run["_id"],
             f"{stages.get('plan', 0):.0f}",
-            f"{stages.get('admit', 0):.0f}",
+            f"{stages.get('wait', 0):.0f}",
             f"{stages.get('crawl', 0):.0f}",
             wall,
         )
@@ -81,9 +83,11 @@ def losses(rt: Any, runs: list[dict]) -> list[str]:
         stuck = rt.jobs(collection).summary().get(str(int(JobState.RUNNING)), 0)
         if stuck:
             problems.append(f"{stuck} {collection} jobs still running")
-    for pool, row in rt.leases.overview(rt.now()).items():
+    for pool, row in rt.inventory.overview(rt.now()).items():
         if row["held"]:
             problems.append(f"{row['held']} {pool} leases still held")
+    if waiting := rt.waiting.all():
+        problems.append(f"{len(waiting)} batches still waiting for a resource")
     return problems
 
 
@@ -102,13 +106,23 @@ def register(app: typer.Typer) -> None:
         from dramatiq import Worker
 
         from crawlsched.brokers import setup_broker
+        from crawlsched.demo.node import LocalChromedriver
         from crawlsched.demo.seed import seed
         from crawlsched.demo.site import DemoSite
+        from crawlsched.resources.secrets import generate_key
         from crawlsched.runtime import get_runtime
         from crawlsched.store.client import drop_embedded
 
         settings = Settings(
-            mongo_url=DEMO_STORE, broker_url="stub://", log_format="console", log_level="ERROR"
+            mongo_url=DEMO_STORE,
+            broker_url="stub://",
+            log_format="console",
+            log_level="ERROR",
+            # A throw-away key: the demo's store lives only as long as this process.
+            secret_key=generate_key(),
+            # Batches that find no free account or node wait this long, then starve.
+            admission_wait_s=DEMO_WAIT_S,
+            browser_host_resolver_rules="MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
         )
         drop_embedded(DEMO_STORE)
         broker = setup_broker(settings)
@@ -116,8 +130,14 @@ def register(app: typer.Typer) -> None:
 
         rt = get_runtime()
         started = time.perf_counter()
-        with DemoSite() as site:
-            seeded = seed(rt, site.base_url)
+        node = LocalChromedriver() if LocalChromedriver.available() else None
+        if node is None:
+            console.print(
+                "chromedriver not found: batches that need a Selenium node will wait "
+                f"{DEMO_WAIT_S:.0f} s and starve (Debian: apt-get install chromium chromium-driver)"
+            )
+        with DemoSite() as site, node or contextlib.nullcontext():
+            seeded = seed(rt, site.base_url, node.url if node else None)
             console.print(
                 f"demo site at {site.base_url}; seeded {seeded['profiles']} profile jobs and "
                 f"{seeded['websites']} website jobs; firing both sweeps"
@@ -128,6 +148,7 @@ def register(app: typer.Typer) -> None:
             worker.start()
             try:
                 ticker.tick.send()
+                last_tick = time.perf_counter()
                 with Live(console=console, refresh_per_second=8) as live:
                     while True:
                         runs = rt.runs.recent()
@@ -138,6 +159,9 @@ def register(app: typer.Typer) -> None:
                         done = runs and all(r["state"] == FINISHED for r in runs)
                         if done or time.perf_counter() - started > timeout:
                             break
+                        if time.perf_counter() - last_tick > 1:
+                            ticker.tick.send()  # the clock: starves overdue waits
+                            last_tick = time.perf_counter()
                         time.sleep(0.1)
             finally:
                 worker.stop()

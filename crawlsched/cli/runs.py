@@ -65,12 +65,54 @@ def status(
         if run is None:
             raise RunNotFound(run_id)
         if as_json:
+            waiting = rt.waiting.for_run(run_id)
+            run["waiting"] = {
+                "batches": len(waiting),
+                "jobs": sum(d.get("jobs", 0) for d in waiting),
+            }
             print(json.dumps(run, default=str))
             return
         console.print(runs_table([run], title=f"Run {run_id}"))
+        from crawlsched.cli.pools import waiting_table
+
+        waiting = rt.waiting.for_run(run_id)
+        if waiting:
+            jobs = sum(doc.get("jobs", 0) for doc in waiting)
+            console.print(waiting_table(rt, waiting, title=f"Waiting: {jobs} jobs"))
+        for shortage in run.get("shortages", []):
+            console.print(f"starved: {shortage['jobs']} jobs: {shortage['reason']}")
         stages = run.get("stages_ms", {})
         if stages:
             console.print(
                 "time per stage (ms, summed over workers): "
                 + ", ".join(f"{k}={v:.0f}" for k, v in stages.items())
             )
+
+
+@run_app.command("resources")
+def resources(
+    run_id: str = typer.Argument(..., help="As shown by `crawlsched runs`."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Which account and which node served each batch of a run, and how long it waited."""
+    with cli_runtime() as rt:
+        if rt.runs.get(run_id) is None:
+            raise RunNotFound(run_id)
+        rows = rt.assignments.for_run(run_id)
+        if as_json:
+            for row in rows:
+                print(json.dumps(row, default=str))
+            return
+        table = Table(title=f"Resources of run {run_id}")
+        for column in ("task", "media", "jobs", "account", "node", "waited"):
+            table.add_column(column)
+        for row in rows:
+            table.add_row(
+                row["task"],
+                row["media_name"],
+                str(row["jobs"]),
+                row.get("account") or "-",
+                row.get("node") or "-",
+                f"{row.get('waited_s', 0):.1f}s",
+            )
+        console.print(table)

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from crawlsched.catalog import JobState
 from crawlsched.demo.site import MISSING_PREFIX
 from crawlsched.reference import ReferenceData, load_reference
+from crawlsched.resources.rules import AccountLimits
 from crawlsched.runtime import Runtime
 
 PROFILES_PER_MEDIA = {"twitter": 12, "instagram": 6, "tiktok": 8, "youtube": 10}
@@ -42,7 +43,7 @@ def _job(target: str, media_id: int, task: str, now: datetime, n: int) -> dict:
     }
 
 
-def seed(rt: Runtime, base_url: str) -> dict[str, int]:
+def seed(rt: Runtime, base_url: str, node_url: str | None = None) -> dict[str, int]:
     now = rt.now()
     rt.create_indexes()
     rt.reference.load(demo_reference(base_url))
@@ -65,9 +66,20 @@ def seed(rt: Runtime, base_url: str) -> dict[str, int]:
         websites.append(_job(f"{base_url}{path}", media_ids["web"], "article", now, i))
     inserted_profiles, _ = rt.jobs("profiles").insert_new(profiles)
     inserted_websites, _ = rt.jobs("websites").insert_new(websites)
-    # Fewer resources than batches ask for at once: some batches starve, as in production.
-    for media in ("twitter", "instagram"):
-        rt.leases.add_account(media, f"demo_{media}_1", f"demo-secret-{media}-1")
-    rt.leases.add_account("twitter", "demo_twitter_2", "demo-secret-twitter-2")
-    rt.leases.add_node("http://127.0.0.1:4444", slots=2)
+    # Fewer resources than batches ask for at once: batches wait their turn, as in production.
+    add_demo_pools(rt, node_url)
     return {"profiles": inserted_profiles, "websites": inserted_websites}
+
+
+def add_demo_pools(rt: Runtime, node_url: str | None, node_slots: int = 2) -> None:
+    """Three accounts on two media, and the local node when there is one."""
+    now = rt.now()
+    for media in ("twitter", "instagram"):
+        rt.inventory.add_account(
+            media, f"demo_{media}_1", f"demo-secret-{media}-1", AccountLimits(), now
+        )
+    rt.inventory.add_account(
+        "twitter", "demo_twitter_2", "demo-secret-twitter-2", AccountLimits(), now
+    )
+    if node_url is not None:
+        rt.inventory.add_node(node_url, "chromedriver", node_slots, now)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol
 
 import httpx
@@ -27,6 +28,7 @@ class CrawlContext:
     http: httpx.Client
     secret: str | None = None  # the leased account's credential; never log it
     selenium_url: str | None = None  # the leased node, when the task needs a browser
+    browser: Any = None  # the batch's WebDriver session on that node (selenium.webdriver.Remote)
 
 
 @dataclass
@@ -38,3 +40,21 @@ class CrawlResult:
 
 class Driver(Protocol):
     def crawl(self, job: CrawlJob, context: CrawlContext) -> CrawlResult: ...
+
+
+class LoginRejected(DriverError):
+    """The site refused the leased account's login: the account is banned until re-enabled.
+
+    The batch stops and its remaining jobs wait for another account; they have not failed.
+    """
+
+
+class RateLimited(DriverError):
+    """The site rate-limited the leased account until `until` (an aware datetime).
+
+    The account cools down until then; the batch's remaining jobs wait for another account.
+    """
+
+    def __init__(self, until: datetime, message: str = "rate-limited") -> None:
+        super().__init__(f"{message} until {until.isoformat()}")
+        self.until = until

@@ -26,6 +26,7 @@ def load_plugins(modules: Iterable[str] = ()) -> None:
     # Built-ins register themselves on import.
     importlib.import_module("crawlsched.drivers.http")
     importlib.import_module("crawlsched.drivers.noop")
+    importlib.import_module("crawlsched.drivers.browser")
     for module in modules:
         importlib.import_module(module)
     for entry in entry_points(group="crawlsched.drivers"):

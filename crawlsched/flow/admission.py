@@ -1,66 +1,225 @@
-"""The gatekeepers: lease what a batch needs, all or nothing, or give its jobs back (starved)."""
+"""The gatekeepers: batches wait for the accounts and nodes they need, and are admitted in order.
+
+Every batch that needs a resource is *parked* first (its jobs stay claimed) and then an
+admission pass runs over the waiting batches of the pools it needs. A pass admits batches in
+the order of `resources.queueing` until a pool runs short; what it cannot admit keeps waiting.
+Passes are woken by a new batch, by every lease release (the crawl actor sends a wake-up for
+the pools it frees) and by the ticker's sweep, which also starves batches waiting past their
+bound. Waiting is a document, never a delayed message: RabbitMQ would redeliver a message left
+unacked past its consumer timeout.
+"""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterable
+from datetime import datetime
 
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage, ReportMessage
 from crawlsched.planning.outcomes import Outcome
 from crawlsched.resources.pools import Need
+from crawlsched.resources.queueing import (
+    Load,
+    describe_keys,
+    next_to_admit,
+    pool_keys,
+    wait_deadline,
+)
 from crawlsched.runtime import Runtime
+from crawlsched.store.jobs import expiry_deadline
+from crawlsched.store.waiting import as_waiting_batch
 
 log = get_logger(__name__)
+
+
+def keys_of(message: BatchMessage) -> frozenset[str]:
+    return pool_keys(message.need_login, message.need_selenium, message.media_name)
+
+
+def park(rt: Runtime, message: BatchMessage, now: datetime) -> dict:
+    """Make a batch wait. Idempotent per dispatch id (a redelivery finds the first park)."""
+    store = rt.jobs(message.collection)
+    schedule_id = message.run_id.rpartition("@")[0] or None
+    max_wait_s = rt.max_wait_s(schedule_id)
+    first = message.first_parked_at or now
+    # Never later than a fresh wait would end: the date comes from a message.
+    wait_until = min(wait_deadline(first, max_wait_s), wait_deadline(now, max_wait_s))
+    message = message.model_copy(update={"first_parked_at": first})
+    doc = rt.waiting.park(
+        {
+            "_id": message.dispatch_id,
+            "run_id": message.run_id,
+            "collection": message.collection,
+            "task": message.task,
+            "media_name": message.media_name,
+            "category": message.category.value,
+            "needs": sorted(keys_of(message)),
+            "jobs": len(message.job_ids),
+            "enqueued_at": min(first, now),
+            "wait_until": wait_until,
+            "message": message.payload(),
+            **store.priority_of(message.dispatch_id),
+        }
+    )
+    # The wait bound governs a waiting batch, not the dispatch lease: push the jobs' deadline
+    # past it so the expiry sweep never reclaims a batch that is only waiting its turn.
+    store.extend_lease(
+        message.dispatch_id, expiry_deadline(doc["wait_until"], rt.settings.dispatch_lease_s)
+    )
+    return doc
+
+
+def admit(rt: Runtime, message: BatchMessage, forward: Callable[[BatchMessage], None]) -> int:
+    """A new batch from the planner: park it, then admit what can be admitted now."""
+    park(rt, message, rt.now())
+    return admit_waiting(rt, keys_of(message), forward)
+
+
+def admit_waiting(
+    rt: Runtime, keys: Iterable[str] | None, forward: Callable[[BatchMessage], None]
+) -> int:
+    """One admission pass over the batches waiting for any of `keys` (None: all of them)."""
+    now = rt.now()
+    waiting = [as_waiting_batch(doc) for doc in rt.waiting.candidates(keys, now)]
+    if not waiting:
+        return 0
+    load = Load.of(rt.leases.live_leases(now))
+    short: set[str] = set()
+    admitted = 0
+    while (batch := next_to_admit(waiting, load, short)) is not None:
+        waiting.remove(batch)
+        token = uuid.uuid4().hex
+        doc = rt.waiting.take(batch.dispatch_id, token, now)
+        if doc is None:
+            continue  # another pass has it
+        message = BatchMessage.parse(doc["message"])
+        # Leases left by an earlier pass that died between granting and forwarding.
+        rt.leases.release_holder(message.dispatch_id, now)
+        need = Need(message.need_login, message.need_selenium, message.media_name)
+        grant = rt.pools.acquire(need, message.dispatch_id, now, message.run_id)
+        if grant.leases is None:
+            short.add(grant.short or "")
+            rt.waiting.untake(batch.dispatch_id, token, grant.short)
+            continue
+        waited_s = (now - batch.enqueued_at).total_seconds()
+        try:
+            rt.jobs(message.collection).extend_lease(
+                message.dispatch_id, expiry_deadline(now, rt.settings.dispatch_lease_s)
+            )
+            rt.assignments.record(
+                message.run_id,
+                message.dispatch_id,
+                message.task,
+                message.media_name,
+                len(message.job_ids),
+                grant.leases,
+                waited_s,
+                now,
+            )
+            forward(
+                message.model_copy(
+                    update={
+                        "lease_ids": [lease.lease_id for lease in grant.leases],
+                        "stages_ms": {**message.stages_ms, "wait": round(waited_s * 1000, 1)},
+                    }
+                )
+            )
+        except BaseException:
+            rt.pools.release(grant.leases, now)
+            rt.waiting.untake(batch.dispatch_id, token, None)
+            raise
+        # A crash right here re-admits the batch later: the crawl actor then finds its jobs
+        # already recorded and its report already counted, so nothing runs or counts twice.
+        rt.waiting.remove(batch.dispatch_id, token)
+        load = load.plus(batch, len(grant.leases))
+        admitted += 1
+        log.info(
+            "batch_admitted",
+            dispatch_id=message.dispatch_id,
+            run_id=message.run_id,
+            waited_s=round(waited_s, 3),
+            leases=len(grant.leases),
+        )
+    return admitted
 
 
 def starve(
     rt: Runtime,
     message: BatchMessage,
     report: Callable[[ReportMessage], None],
-    stages_ms: dict[str, float] | None = None,
+    reason: str,
 ) -> None:
-    """Give the jobs back untouched and tell the coordinator they are finished for this run."""
+    """Give the jobs back untouched (pending, same attempt count) and count them starved."""
     store = rt.jobs(message.collection)
     store.release(message.dispatch_id)
     # Read back rather than trust our own count: a redelivery must report the same numbers.
     counts = store.outcomes_of(message.dispatch_id, {Outcome.STARVED})
-    log.info("batch_starved", dispatch_id=message.dispatch_id, jobs=counts.get(Outcome.STARVED, 0))
+    jobs = counts.get(Outcome.STARVED, 0)
+    log.warning("batch_starved", dispatch_id=message.dispatch_id, jobs=jobs, reason=reason)
     if counts:
+        rt.runs.record_shortage(message.run_id, message.dispatch_id, jobs, reason, rt.now())
         report(
             ReportMessage(
                 run_id=message.run_id,
                 report_key=f"{message.dispatch_id}:admit",
                 counts=counts,
-                stages_ms={**message.stages_ms, **(stages_ms or {})},
+                stages_ms=dict(message.stages_ms),
             )
         )
 
 
-def admit(
+def starve_overdue(rt: Runtime, report: Callable[[ReportMessage], None]) -> int:
+    """Batches that waited past their bound give their jobs back, with the pool that ran short."""
+    now = rt.now()
+    starved = 0
+    for doc in rt.waiting.overdue(now):
+        token = uuid.uuid4().hex
+        taken = rt.waiting.take(doc["_id"], token, now)
+        if taken is None:
+            continue
+        waited = (now - taken["enqueued_at"]).total_seconds()
+        short = [taken["last_short"]] if taken.get("last_short") else taken["needs"]
+        reason = f"waited {waited:.0f}s for the {describe_keys(short)}"
+        starve(rt, BatchMessage.parse(taken["message"]), report, reason)
+        rt.waiting.remove(doc["_id"], token)
+        starved += 1
+    return starved
+
+
+def requeue(
     rt: Runtime,
     message: BatchMessage,
-    forward: Callable[[BatchMessage], None],
-    report: Callable[[ReportMessage], None],
-) -> bool:
-    started = time.perf_counter()
-    need = Need(message.need_login, message.need_selenium, message.media_name)
-    leases = rt.pools.acquire(need, holder=message.dispatch_id, now=rt.now())
-    elapsed = {"admit": round((time.perf_counter() - started) * 1000, 2)}
-    if leases is None:
-        starve(rt, message, report, elapsed)
-        return False
-    try:
-        forward(
-            message.model_copy(
-                update={
-                    "lease_ids": [lease.lease_id for lease in leases],
-                    "stages_ms": {**message.stages_ms, **elapsed},
-                }
-            )
-        )
-    except BaseException:
-        rt.pools.release(leases)
-        raise
-    log.info("leases_granted", dispatch_id=message.dispatch_id, leases=len(leases))
-    return True
+    job_ids: list,
+    reason: str,
+) -> BatchMessage | None:
+    """Put the rest of an interrupted batch back to wait, under a dispatch id of its own.
+
+    A new id because the interrupted dispatch still reports the jobs it finished, under its own
+    report key; the rest will be reported by the new dispatch once it runs.
+    """
+    if not job_ids:
+        return None
+    new_dispatch = uuid.uuid4().hex
+    store = rt.jobs(message.collection)
+    moved = store.reassign(message.dispatch_id, new_dispatch, job_ids)
+    if moved == 0:
+        return None
+    kept = set(store.claimed_ids(new_dispatch))
+    pairs = zip(message.job_ids, message.decoded_job_ids(), strict=True)
+    rest = message.model_copy(
+        update={
+            "dispatch_id": new_dispatch,
+            "job_ids": [text for text, job_id in pairs if job_id in kept],
+            "lease_ids": [],
+        }
+    )
+    park(rt, rest, rt.now())
+    log.warning(
+        "batch_requeued",
+        dispatch_id=message.dispatch_id,
+        new_dispatch_id=new_dispatch,
+        jobs=moved,
+        reason=reason,
+    )
+    return rest

@@ -1,21 +1,31 @@
-"""The crawl of one batch: load what this dispatch still holds, run the driver, record, report."""
+"""The crawl of one batch: load what this dispatch still holds, run the driver, record, report.
+
+A batch that needs a Selenium node runs in one browser session on the leased node, opened for
+the whole batch and quit at the end. Leases are renewed while the batch runs. When the batch
+loses what it runs on — a lease revoked or expired, the node's session gone, the account
+rejected or rate-limited by the site — the jobs it has not crawled are not failed: they go back
+to wait for another resource (`admission.requeue`), and the resource is marked accordingly.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
 from crawlsched.catalog import TASK_RESULTS
 from crawlsched.drivers import registry
-from crawlsched.drivers.base import CrawlContext, CrawlJob
-from crawlsched.flow.admission import starve
+from crawlsched.drivers.base import CrawlContext, CrawlJob, LoginRejected, RateLimited
+from crawlsched.drivers.browser_session import is_session_lost, open_browser
+from crawlsched.flow.admission import keys_of, requeue
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage, ReportMessage
 from crawlsched.planning.outcomes import JobUpdate, Outcome, after_failure, after_success
-from crawlsched.resources.rules import SELENIUM_POOL, pool_of
+from crawlsched.resources.rules import ACCOUNT_POOL, SELENIUM_POOL, pool_of
 from crawlsched.runtime import Runtime
 
 log = get_logger(__name__)
@@ -32,30 +42,85 @@ def job_url(job: dict[str, Any], media: dict[str, Any] | None) -> str:
     return job["target"]
 
 
-def _context(rt: Runtime, message: BatchMessage, http: httpx.Client) -> CrawlContext | None:
-    """Renew every lease for the crawl ahead and fetch what it unlocks; None if one is gone."""
-    now = rt.now()
-    context = CrawlContext(http=http)
-    for lease_id in message.lease_ids:
-        if not rt.leases.renew(lease_id, rt.settings.resource_lease_s, now):
-            return None
-        if pool_of(lease_id) == SELENIUM_POOL:
-            node = rt.db.selenium_nodes.find_one({"lease.id": lease_id}, {"url": 1})
-            context.selenium_url = node and node.get("url")
-        else:
-            context.secret = rt.leases.secret(lease_id, now)
-    return context
+class ResourceLost(Exception):
+    """What the batch runs on is gone; the jobs not yet crawled go back to wait."""
 
 
-def _run_driver(
-    rt: Runtime, message: BatchMessage, jobs: list[dict], context: CrawlContext
-) -> tuple[list[JobUpdate], list[tuple[Any, dict]], int]:
+@dataclass
+class Progress:
+    updates: list[JobUpdate] = field(default_factory=list)
+    found: list[tuple[Any, dict]] = field(default_factory=list)
+    discovered: int = 0
+    unfinished: list[Any] = field(default_factory=list)  # job ids to requeue
+    interruption: str | None = None
+
+
+class Leases:
+    """The batch's leases: renewed at the start and then whenever a third of the TTL has passed."""
+
+    def __init__(self, rt: Runtime, lease_ids: list[str]) -> None:
+        self.rt = rt
+        self.lease_ids = lease_ids
+        self.ttl_s = rt.settings.resource_lease_s
+        self._renewed_at = float("-inf")
+
+    def of_pool(self, pool: str) -> str | None:
+        return next((lid for lid in self.lease_ids if pool_of(lid) == pool), None)
+
+    def keep(self) -> None:
+        if time.monotonic() - self._renewed_at < self.ttl_s / 3:
+            return
+        now = self.rt.now()
+        for lease_id in self.lease_ids:
+            if not self.rt.leases.renew(lease_id, self.ttl_s, now):
+                raise ResourceLost(f"{pool_of(lease_id)} lease revoked or expired")
+        self._renewed_at = time.monotonic()
+
+
+@contextlib.contextmanager
+def _browser(rt: Runtime, leases: Leases, context: CrawlContext) -> Iterator[None]:
+    """One browser session on the leased node for the whole batch (none without a node)."""
+    node_lease = leases.of_pool(SELENIUM_POOL)
+    if node_lease is None:
+        yield
+        return
+    node = rt.leases.resource_of(node_lease, rt.now())
+    if node is None:
+        raise ResourceLost("selenium lease revoked before the browser opened")
+    session = open_browser(
+        node["url"],
+        host_resolver_rules=rt.settings.browser_host_resolver_rules,
+        page_load_timeout_s=rt.settings.page_load_timeout_s,
+    )
+    try:
+        context.browser = session.__enter__()
+    except Exception as e:
+        _node_lost(rt, node["url"], f"could not open a browser session: {type(e).__name__}: {e}")
+        raise ResourceLost(f"node {node['url']} did not open a browser session") from e
+    context.selenium_url = node["url"]
+    try:
+        yield
+    finally:
+        context.browser = None
+        session.__exit__(None, None, None)
+
+
+def _node_lost(rt: Runtime, url: str, reason: str) -> None:
+    rt.inventory.mark_node(url, healthy=False, reason=reason[:300], now=rt.now(), capacity=None)
+    log.warning("node_marked_down", node=url, reason=reason[:300])
+
+
+def _crawl_jobs(
+    rt: Runtime,
+    message: BatchMessage,
+    jobs: list[dict],
+    context: CrawlContext,
+    leases: Leases,
+) -> Progress:
     driver = registry.create(message.driver_class)
     media = rt.media(message.media_name)
-    updates: list[JobUpdate] = []
-    found: list[tuple[Any, dict]] = []
-    discovered = 0
-    for doc in jobs:
+    progress = Progress()
+    for index, doc in enumerate(jobs):
         job = CrawlJob(
             doc["_id"],
             doc["target"],
@@ -64,48 +129,75 @@ def _run_driver(
             message.media_name,
             message.crawl_limit,
         )
-        now = rt.now()
         try:
+            leases.keep()
             result = driver.crawl(job, context)
+        except ResourceLost as e:
+            progress.interruption = str(e)
+        except LoginRejected as e:
+            rt.inventory.ban_by_lease(leases.of_pool(ACCOUNT_POOL) or "", str(e), rt.now())
+            progress.interruption = f"account rejected by the site: {e}"
+        except RateLimited as e:
+            rt.inventory.cool_by_lease(leases.of_pool(ACCOUNT_POOL) or "", e.until, str(e))
+            progress.interruption = f"account rate-limited: {e}"
         except Exception as e:  # one job's failure is that job's, never the batch's
-            log.warning("job_failed", job_id=str(doc["_id"]), error=f"{type(e).__name__}: {e}")
-            updates.append(
-                after_failure(
-                    doc["_id"],
-                    doc.get("attempt_count") or 0,
-                    now,
-                    rt.retry_policy,
-                    f"{type(e).__name__}: {e}"[:500],
+            if context.browser is not None and is_session_lost(e):
+                node = rt.leases.resource_of(leases.of_pool(SELENIUM_POOL) or "", rt.now())
+                if node is not None:
+                    _node_lost(rt, node["url"], f"browser session lost: {type(e).__name__}")
+                progress.interruption = f"browser session lost: {type(e).__name__}"
+            else:
+                error = f"{type(e).__name__}: {e}"[:500]
+                log.warning("job_failed", job_id=str(doc["_id"]), error=error)
+                attempts = doc.get("attempt_count") or 0
+                progress.updates.append(
+                    after_failure(doc["_id"], attempts, rt.now(), rt.retry_policy, error)
                 )
-            )
-            continue
-        found.extend((doc["_id"], item) for item in result.items)
-        discovered += len(result.discovered)
-        updates.append(after_success(doc["_id"], doc.get("interval_s"), now))
-    return updates, found, discovered
+                continue
+        if progress.interruption:
+            progress.unfinished = [d["_id"] for d in jobs[index:]]
+            return progress
+        progress.found.extend((doc["_id"], item) for item in result.items)
+        progress.discovered += len(result.discovered)
+        progress.updates.append(after_success(doc["_id"], doc.get("interval_s"), rt.now()))
+    return progress
+
+
+def _run(rt: Runtime, message: BatchMessage, jobs: list[dict], leases: Leases) -> Progress:
+    with httpx.Client(timeout=rt.settings.http_timeout_s) as http:
+        try:
+            leases.keep()
+            context = CrawlContext(http=http)
+            if account_lease := leases.of_pool(ACCOUNT_POOL):
+                context.secret = rt.leases.secret(account_lease, rt.now())
+            with _browser(rt, leases, context):
+                return _crawl_jobs(rt, message, jobs, context, leases)
+        except ResourceLost as e:
+            return Progress(unfinished=[doc["_id"] for doc in jobs], interruption=str(e))
 
 
 def crawl_batch(
-    rt: Runtime, message: BatchMessage, report: Callable[[ReportMessage], None]
+    rt: Runtime,
+    message: BatchMessage,
+    report: Callable[[ReportMessage], None],
+    wake: Callable[[frozenset[str]], None] = lambda keys: None,
 ) -> dict[str, int]:
     started = time.perf_counter()
     store = rt.jobs(message.collection)
     try:
         jobs = store.load_claimed(message.dispatch_id, message.decoded_job_ids())
         if jobs:
-            with httpx.Client(timeout=rt.settings.http_timeout_s) as http:
-                context = _context(rt, message, http)
-                if context is None:
-                    log.warning("lease_lost_before_crawl", dispatch_id=message.dispatch_id)
-                    starve(rt, message, report)
-                    return {}
-                updates, found, _ = _run_driver(rt, message, jobs, context)
+            progress = _run(rt, message, jobs, Leases(rt, message.lease_ids))
             sink = TASK_RESULTS[message.task]
             model_id = rt.model_ids().get(sink.model)
-            rt.results.save(message.task, model_id, found, rt.now(), rt.worker_id)
-            store.record(message.dispatch_id, updates, rt.now())
+            rt.results.save(message.task, model_id, progress.found, rt.now(), rt.worker_id)
+            store.record(message.dispatch_id, progress.updates, rt.now())
+            if progress.interruption:
+                requeue(rt, message, progress.unfinished, progress.interruption)
     finally:
-        rt.pools.release(message.lease_ids)
+        if message.lease_ids:
+            rt.pools.release(message.lease_ids, rt.now())
+            wake(keys_of(message))
     # Read back rather than count here: a redelivery after a crash between recording and
     # reporting must send the same report again (the coordinator drops the duplicate).
     counts = store.outcomes_of(message.dispatch_id, CRAWL_OUTCOMES)

@@ -262,6 +262,48 @@ class MongoJobStore:
             counts[str(row["_id"])] = row["n"]
         return counts
 
+    # -- admission ------------------------------------------------------------------------
+
+    def priority_of(self, dispatch_id: str) -> dict[str, Any]:
+        """The best priority among a dispatch's jobs, read from the jobs themselves."""
+        best: dict[str, Any] = {}
+        for doc in self._jobs.find(
+            {"dispatch_id": dispatch_id, "state": int(JobState.RUNNING)},
+            {"human_validation": 1, "certitude": 1, "modified_at": 1},
+        ):
+            key = (_number(doc.get("human_validation")), _number(doc.get("certitude")))
+            if not best or key > (best["human_validation"], best["certitude"]):
+                best = {"human_validation": key[0], "certitude": key[1]}
+            modified = doc.get("modified_at")
+            if isinstance(modified, datetime):
+                current = best.get("oldest_modified_at")
+                best["oldest_modified_at"] = modified if current is None else min(current, modified)
+        return best
+
+    def claimed_ids(self, dispatch_id: str) -> list[Any]:
+        return [
+            doc["_id"]
+            for doc in self._jobs.find(
+                {"dispatch_id": dispatch_id, "state": int(JobState.RUNNING)}, {"_id": 1}
+            )
+        ]
+
+    def reassign(self, dispatch_id: str, new_dispatch_id: str, job_ids: Sequence[Any]) -> int:
+        """Move jobs a dispatch still holds to a new dispatch (the rest of an interrupted batch)."""
+        return self._jobs.update_many(
+            {
+                "_id": {"$in": list(job_ids)},
+                "dispatch_id": dispatch_id,
+                "state": int(JobState.RUNNING),
+            },
+            {"$set": {"dispatch_id": new_dispatch_id}},
+        ).modified_count
+
+
+def _number(value: Any) -> float:
+    """A sort key's value as a number: booleans and numbers as they are, anything else 0."""
+    return float(value) if isinstance(value, int | float) else 0.0
+
 
 def expiry_deadline(now: datetime, lease_s: float) -> datetime:
     return now + timedelta(seconds=lease_s)

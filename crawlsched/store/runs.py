@@ -98,6 +98,24 @@ class MongoRunStore:
             return_document=ReturnDocument.AFTER,
         )
 
+    def record_shortage(
+        self, run_id: str, dispatch_id: str, jobs: int, reason: str, now: datetime
+    ) -> None:
+        """A batch of this run starved: which pool ran short, for `run status` and alerts."""
+        self._runs.update_one(
+            {"_id": run_id, "shortages.dispatch_id": {"$ne": dispatch_id}},
+            {
+                "$push": {
+                    "shortages": {
+                        "dispatch_id": dispatch_id,
+                        "jobs": jobs,
+                        "reason": reason,
+                        "at": now,
+                    }
+                }
+            },
+        )
+
     def add_stage_time(self, run_id: str, stage: str, ms: float) -> None:
         self._runs.update_one({"_id": run_id}, {"$inc": {f"stages_ms.{stage}": ms}})
 

@@ -8,7 +8,9 @@ from crawlsched.runtime import Runtime
 from crawlsched.store.runs import FINISHED
 
 
-def seed(rt: Runtime, base_url: str, driver_class: str | None = None) -> dict[str, int]:
+def seed(
+    rt: Runtime, base_url: str, driver_class: str | None = None, node_url: str | None = None
+) -> dict[str, int]:
     """The demo's jobs and pools; with `driver_class`, every media uses that driver instead."""
     if driver_class is not None:
         original = demo_seed.demo_reference
@@ -20,10 +22,10 @@ def seed(rt: Runtime, base_url: str, driver_class: str | None = None) -> dict[st
 
         demo_seed.demo_reference = with_driver
         try:
-            return demo_seed.seed(rt, base_url)
+            return demo_seed.seed(rt, base_url, node_url)
         finally:
             demo_seed.demo_reference = original
-    return demo_seed.seed(rt, base_url)
+    return demo_seed.seed(rt, base_url, node_url)
 
 
 def fire_all_now(rt: Runtime) -> None:

@@ -9,7 +9,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+from crawlsched.resources.secrets import generate_key
+
 REPO = Path(__file__).resolve().parents[2]
+# One key for the whole test session: in-process runtimes and CLI workers must agree on it.
+TEST_SECRET_KEY = generate_key()
+# Only loopback resolves in test browsers: a crawl can never leave the machine.
+TEST_HOST_RULES = "MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"
 
 
 def crawlsched_env(broker_url: str, mongo_url: str, mongo_db: str, **extra: str) -> dict[str, str]:
@@ -19,6 +25,8 @@ def crawlsched_env(broker_url: str, mongo_url: str, mongo_db: str, **extra: str)
         CRAWLSCHED_MONGO_URL=mongo_url,
         CRAWLSCHED_MONGO_DB=mongo_db,
         CRAWLSCHED_LOG_FORMAT="json",
+        CRAWLSCHED_SECRET_KEY=TEST_SECRET_KEY,
+        CRAWLSCHED_BROWSER_HOST_RESOLVER_RULES=TEST_HOST_RULES,
         PYTHONPATH=str(REPO),
         **extra,
     )

@@ -1,138 +1,172 @@
-"""MongoLeaseBackend: resources as documents, each lease a conditional update on its resource.
+"""MongoLeaseBackend: resources as documents holding their live leases, changed by compare-and-set.
 
-Collections: `accounts` (media_name, username, secret, enabled) and `selenium_nodes` (url, slot,
-enabled), each with an embedded `lease` {id, holder, expires_at} or null. Holding the lease on
-the resource document itself makes acquire a single atomic find-and-modify.
+Collections: `accounts` (one document per login) and `selenium_nodes` (one per node URL). Each
+holds `leases: [{id, holder, run_id, media_name, expires_at}]` and a `version`. Every decision is
+taken by the pure rules in `resources/rules.py` on a snapshot and written back only if the
+version is unchanged, so two workers can never both fill the last slot. A conflict means someone
+else changed that resource: read again and decide again (bounded).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
 from pymongo import ASCENDING, ReturnDocument
 
-from crawlsched.resources.rules import (
-    ACCOUNT_POOL,
-    SELENIUM_POOL,
-    Lease,
-    expiry,
-    new_lease_id,
-    pool_of,
-)
+from crawlsched.resources import rules
+from crawlsched.resources.rules import ACCOUNT_POOL, SELENIUM_POOL, Lease
+from crawlsched.resources.secrets import SecretBox
 from crawlsched.store.counting import CountingDatabase
 
 POOL_COLLECTIONS = {ACCOUNT_POOL: "accounts", SELENIUM_POOL: "selenium_nodes"}
-
-
-def _free(now: datetime) -> dict[str, Any]:
-    return {"$or": [{"lease": None}, {"lease.expires_at": {"$lte": now}}]}
+# Re-reads after a lost compare-and-set. Each loss means another worker made progress, so a
+# small bound is enough; past it the caller treats the pool as short and waits for a wake-up.
+CAS_ATTEMPTS = 16
+POOLS_ALL = tuple(POOL_COLLECTIONS)
 
 
 class MongoLeaseBackend:
-    def __init__(self, db: CountingDatabase) -> None:
+    def __init__(self, db: CountingDatabase, secrets: SecretBox | None = None) -> None:
         self._db = db
+        self.secrets = secrets or SecretBox(None)
 
-    def _collection(self, pool: str):
+    def collection(self, pool: str):
         return self._db[POOL_COLLECTIONS[pool]]
 
     def create_indexes(self) -> None:
         for pool in POOL_COLLECTIONS:
-            coll = self._collection(pool)
-            coll.create_index([("lease.id", ASCENDING)], name="lease_id", sparse=True)
-            coll.create_index(
-                [("enabled", ASCENDING), ("last_leased_at", ASCENDING)], name="free_lru"
-            )
+            self.collection(pool).create_index([("leases.id", ASCENDING)], name="lease_id")
+            self.collection(pool).create_index([("leases.holder", ASCENDING)], name="holder")
         self._db.accounts.create_index(
             [("media_name", ASCENDING), ("username", ASCENDING)], unique=True, name="media_user"
         )
 
-    def try_acquire(
-        self, pool: str, selector: Mapping[str, Any], holder: str, ttl_s: float, now: datetime
-    ) -> Lease | None:
-        lease_id = new_lease_id(pool)
-        expires_at = expiry(now, ttl_s)
-        doc = self._collection(pool).find_one_and_update(
-            {**selector, "enabled": True, **_free(now)},
-            {
-                "$set": {
-                    "lease": {"id": lease_id, "holder": holder, "expires_at": expires_at},
-                    "last_leased_at": now,
-                }
-            },
-            sort=[("last_leased_at", ASCENDING)],
-            projection={"_id": 1},
+    # -- the compare-and-set every change goes through -------------------------------------
+
+    def _cas(self, pool: str, doc: Mapping[str, Any], fields: Mapping[str, Any]) -> dict | None:
+        return self.collection(pool).find_one_and_update(
+            {"_id": doc["_id"], "version": doc.get("version")},
+            {"$set": dict(fields), "$inc": {"version": 1}},
             return_document=ReturnDocument.AFTER,
         )
-        if doc is None:
-            return None
-        return Lease(lease_id, pool, doc["_id"], holder, expires_at)
 
-    def release(self, lease_id: str) -> bool:
-        result = self._collection(pool_of(lease_id)).update_one(
-            {"lease.id": lease_id}, {"$set": {"lease": None}}
+    def _change_lease(
+        self, lease_id: str, decide: Callable[[str, dict], dict | None]
+    ) -> dict | None:
+        """Apply `decide(pool, doc)` to the resource holding `lease_id`; the new doc or None."""
+        pool = rules.pool_of(lease_id)
+        for _ in range(CAS_ATTEMPTS):
+            doc = self.collection(pool).find_one({"leases.id": lease_id})
+            if doc is None:
+                return None
+            fields = decide(pool, doc)
+            if fields is None:
+                return None
+            if (after := self._cas(pool, doc, fields)) is not None:
+                return after
+        raise RuntimeError(f"lease {lease_id}: gave up after {CAS_ATTEMPTS} conflicting writes")
+
+    # -- leases -----------------------------------------------------------------------------
+
+    def try_acquire(
+        self,
+        pool: str,
+        selector: Mapping[str, Any],
+        holder: str,
+        ttl_s: float,
+        now: datetime,
+        run_id: str = "",
+        media_name: str = "",
+    ) -> Lease | None:
+        """Lease the best free resource of `pool` matching `selector`, or None if none is free."""
+        for _ in range(CAS_ATTEMPTS):
+            docs = list(self.collection(pool).find(dict(selector), {"secret_enc": 0}))
+            candidates = rules.choose(pool, docs, now)
+            if not candidates:
+                return None
+            for doc in candidates:
+                lease = {
+                    "id": rules.new_lease_id(pool),
+                    "holder": holder,
+                    "run_id": run_id,
+                    "media_name": media_name,
+                    "expires_at": rules.expiry(now, ttl_s),
+                }
+                if self._cas(pool, doc, rules.grant_fields(pool, doc, lease, now)) is not None:
+                    label = doc.get("username") or doc.get("url") or str(doc["_id"])
+                    return Lease(
+                        lease["id"], pool, doc["_id"], holder, lease["expires_at"], run_id, label
+                    )
+        return None
+
+    def release(self, lease_id: str, now: datetime) -> bool:
+        """Free the slot if this lease still holds it; False if it had already gone."""
+        return (
+            self._change_lease(
+                lease_id, lambda pool, doc: rules.release_fields(pool, doc, lease_id, now)
+            )
+            is not None
         )
-        return result.modified_count == 1
 
     def renew(self, lease_id: str, ttl_s: float, now: datetime) -> bool:
-        result = self._collection(pool_of(lease_id)).update_one(
-            {"lease.id": lease_id, "lease.expires_at": {"$gt": now}},
-            {"$set": {"lease.expires_at": expiry(now, ttl_s)}},
+        """Push the expiry back if this lease still holds the resource and has not expired."""
+        return (
+            self._change_lease(
+                lease_id, lambda _pool, doc: rules.renew_fields(doc, lease_id, ttl_s, now)
+            )
+            is not None
         )
-        return result.modified_count == 1
+
+    def release_holder(self, holder: str, now: datetime) -> int:
+        """Free every lease `holder` still has (what a crashed admission may have left)."""
+        released = 0
+        for pool in POOL_COLLECTIONS:
+            for doc in self.collection(pool).find({"leases.holder": holder}, {"leases": 1}):
+                for lease in doc["leases"]:
+                    if lease["holder"] == holder:
+                        released += self.release(lease["id"], now)
+        return released
+
+    def resource_of(self, lease_id: str, now: datetime) -> dict | None:
+        """The resource a live lease holds (without its secret), or None."""
+        doc = self.collection(rules.pool_of(lease_id)).find_one(
+            {"leases.id": lease_id}, {"secret_enc": 0}
+        )
+        if doc is None or not any(lease["id"] == lease_id for lease in rules.live_leases(doc, now)):
+            return None
+        return doc
 
     def secret(self, lease_id: str, now: datetime) -> str | None:
-        doc = self._db.accounts.find_one(
-            {"lease.id": lease_id, "lease.expires_at": {"$gt": now}}, {"secret": 1}
-        )
-        return None if doc is None else doc.get("secret")
+        """The decrypted credential behind a live account lease, or None."""
+        if rules.pool_of(lease_id) != ACCOUNT_POOL:
+            return None
+        doc = self._db.accounts.find_one({"leases.id": lease_id})
+        if doc is None or not any(lease["id"] == lease_id for lease in rules.live_leases(doc, now)):
+            return None
+        token = doc.get("secret_enc")
+        return None if token is None else self.secrets.decrypt(token)
+
+    def live_leases(self, now: datetime, pools=POOLS_ALL) -> list[dict[str, Any]]:
+        out = []
+        for pool in pools:
+            for doc in self.collection(pool).find({"leases.0": {"$exists": True}}, {"leases": 1}):
+                out.extend(rules.live_leases(doc, now))
+        return out
 
     def held(self, pool: str, now: datetime) -> int:
-        return self._collection(pool).count_documents({"lease.expires_at": {"$gt": now}})
+        docs = self.collection(pool).find({"leases.0": {"$exists": True}}, {"leases": 1})
+        return rules.held_by(list(docs), now)
 
     def expire(self, now: datetime) -> int:
-        cleared = 0
+        """Drop expired leases from the documents (they are already free: this tidies the view)."""
+        dropped = 0
         for pool in POOL_COLLECTIONS:
-            cleared += (
-                self._collection(pool)
-                .update_many({"lease.expires_at": {"$lte": now}}, {"$set": {"lease": None}})
-                .modified_count
-            )
-        return cleared
-
-    # -- managing the pools -----------------------------------------------------------------
-
-    def add_account(self, media_name: str, username: str, secret: str) -> None:
-        self._db.accounts.update_one(
-            {"media_name": media_name, "username": username},
-            {
-                "$set": {"secret": secret, "enabled": True},
-                "$setOnInsert": {"lease": None, "last_leased_at": None},
-            },
-            upsert=True,
-        )
-
-    def add_node(self, url: str, slots: int = 1) -> None:
-        if slots < 1:
-            raise ValueError(f"slots must be >= 1, got {slots}")
-        for slot in range(slots):
-            self._db.selenium_nodes.update_one(
-                {"_id": f"{url}#{slot}"},
-                {
-                    "$set": {"url": url, "slot": slot, "enabled": True},
-                    "$setOnInsert": {"lease": None, "last_leased_at": None},
-                },
-                upsert=True,
-            )
-
-    def overview(self, now: datetime) -> dict[str, dict[str, int]]:
-        out = {}
-        for pool in POOL_COLLECTIONS:
-            coll = self._collection(pool)
-            out[pool] = {
-                "total": coll.count_documents({}),
-                "enabled": coll.count_documents({"enabled": True}),
-                "held": self.held(pool, now),
-            }
-        return out
+            for doc in self.collection(pool).find(
+                {"leases.expires_at": {"$lte": now}}, {"leases": 1, "version": 1}
+            ):
+                live = rules.live_leases(doc, now)
+                if self._cas(pool, doc, {"leases": live}) is not None:
+                    dropped += len(doc["leases"]) - len(live)
+        return dropped

@@ -1,0 +1,281 @@
+"""`crawlsched accounts …`, `crawlsched nodes …` and `crawlsched pools`: the resource pools."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import typer
+from rich.table import Table
+
+from crawlsched.cli.common import cli_runtime, console, load_settings
+from crawlsched.errors import UnknownMedia
+from crawlsched.resources import rules
+from crawlsched.resources.node_probe import probe_node
+from crawlsched.resources.queueing import describe_keys
+from crawlsched.resources.rules import AccountLimits
+from crawlsched.resources.secrets import generate_key
+
+accounts_app = typer.Typer(help="Login accounts, per media (secrets encrypted at rest).")
+nodes_app = typer.Typer(help="Selenium nodes: Grid 4 hubs/standalones or plain chromedrivers.")
+
+
+def _when(value: Any) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S") if value else "-"
+
+
+def _read_secret(secret_file: Path | None, secret_env: str | None) -> str:
+    if secret_file is not None and secret_env is not None:
+        raise typer.BadParameter("give --secret-file or --secret-env, not both")
+    if secret_file is not None:
+        secret = secret_file.read_text().strip()
+    elif secret_env is not None:
+        secret = os.environ.get(secret_env, "")
+        if not secret:
+            raise typer.BadParameter(f"environment variable {secret_env} is empty or unset")
+    elif sys.stdin.isatty():
+        secret = typer.prompt("secret", hide_input=True, confirmation_prompt=True)
+    else:
+        raise typer.BadParameter(
+            "no secret: use --secret-file FILE or --secret-env VAR (no terminal to prompt on)"
+        )
+    if not secret:
+        raise typer.BadParameter("the secret is empty")
+    return secret
+
+
+@accounts_app.command("add")
+def accounts_add(
+    media: str = typer.Argument(..., help="Media name, e.g. twitter."),
+    username: str = typer.Argument(...),
+    secret_file: Path | None = typer.Option(
+        None, exists=True, dir_okay=False, help="Read the secret from this file."
+    ),
+    secret_env: str | None = typer.Option(
+        None, help="Read the secret from this environment variable."
+    ),
+    max_concurrent: int = typer.Option(1, min=1, max=100, help="Batches using it at once."),
+    cooldown_s: float = typer.Option(0.0, min=0, max=7 * 86400, help="Rest after each use."),
+    rate_uses: int | None = typer.Option(None, min=1, help="At most this many uses per window."),
+    rate_window_s: float | None = typer.Option(None, min=1, max=7 * 86400, help="The window."),
+) -> None:
+    """Add an account (or update its secret and limits). Never pass the secret as an argument:
+    it would land in shell history and process lists; without --secret-file/--secret-env you
+    are prompted."""
+    try:
+        limits = AccountLimits(max_concurrent, cooldown_s, rate_uses, rate_window_s)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    secret = _read_secret(secret_file, secret_env)
+    with cli_runtime() as rt:
+        if rt.reference.media_by_name(media) is None:
+            raise UnknownMedia(media, sorted(m["media_name"] for m in rt.reference.media()))
+        new = rt.inventory.add_account(media, username, secret, limits, rt.now())
+        console.print(f"account {username} {'added' if new else 'updated'} for {media}")
+
+
+@accounts_app.command("list")
+def accounts_list(
+    media: str | None = typer.Option(None, help="Only this media."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Accounts with their state and load (never their secrets)."""
+    with cli_runtime() as rt:
+        now = rt.now()
+        rows = [
+            {
+                "media": a["media_name"],
+                "username": a["username"],
+                "state": rules.account_state(a, now),
+                "held": len(rules.live_leases(a, now)),
+                "max_concurrent": rules.capacity_of(rules.ACCOUNT_POOL, a),
+                "cooling_until": a.get("cooling_until"),
+                "reason": a.get("status_reason"),
+                "last_leased_at": a.get("last_leased_at"),
+            }
+            for a in rt.inventory.accounts(media)
+        ]
+        if as_json:
+            for row in rows:
+                print(json.dumps(row, default=str))
+            return
+        table = Table(title="Accounts")
+        for column in ("media", "username", "state", "held", "until", "reason"):
+            table.add_column(column)
+        for row in rows:
+            table.add_row(
+                row["media"],
+                row["username"],
+                row["state"],
+                f"{row['held']}/{row['max_concurrent']}",
+                _when(row["cooling_until"]) if row["state"] == rules.COOLING else "-",
+                row["reason"] or "-",
+            )
+        console.print(table)
+
+
+def _set_status(media: str, username: str, status: str, reason: str | None) -> None:
+    with cli_runtime() as rt:
+        rt.inventory.set_account_status(media, username, status, reason, rt.now())
+        console.print(f"account {username} ({media}) is now {status}")
+
+
+@accounts_app.command("ban")
+def accounts_ban(
+    media: str, username: str, reason: str = typer.Option("banned by an operator")
+) -> None:
+    """Never lease this account until it is enabled again."""
+    _set_status(media, username, rules.BANNED, reason)
+
+
+@accounts_app.command("disable")
+def accounts_disable(media: str, username: str) -> None:
+    """Take the account out of the pool (current leases finish)."""
+    _set_status(media, username, rules.DISABLED, "disabled by an operator")
+
+
+@accounts_app.command("enable")
+def accounts_enable(media: str, username: str) -> None:
+    """Make a banned, disabled or cooling account usable again now."""
+    _set_status(media, username, rules.ACTIVE, None)
+
+
+@accounts_app.command("keygen")
+def accounts_keygen() -> None:
+    """Print a new CRAWLSCHED_SECRET_KEY (keep it safe: without it secrets cannot be read)."""
+    print(generate_key())
+
+
+@nodes_app.command("add")
+def nodes_add(
+    url: str = typer.Argument(..., help="e.g. http://127.0.0.1:4444 (Grid) or :9515 (driver)"),
+    slots: int | None = typer.Option(
+        None, min=1, max=1000, help="Browsers at once (a plain chromedriver: default 1)."
+    ),
+) -> None:
+    """Probe a node's /status and add it. A Grid's capacity comes from its slots."""
+    settings = load_settings()
+    url = url.rstrip("/")
+    with (
+        httpx.Client(timeout=settings.node_probe_timeout_s) as http,
+        cli_runtime(settings) as rt,
+    ):
+        status = probe_node(url, http)
+        if not status.ready:
+            raise typer.BadParameter(f"{url} is not ready: {status.message}")
+        capacity = slots or status.capacity or 1
+        new = rt.inventory.add_node(url, status.kind, capacity, rt.now())
+        verb = "added" if new else "updated"
+        console.print(f"node {url} {verb}: {status.kind}, {capacity} slot(s)")
+
+
+@nodes_app.command("list")
+def nodes_list(as_json: bool = typer.Option(False, "--json")) -> None:
+    """Nodes with their state, load and last probe."""
+    with cli_runtime() as rt:
+        now = rt.now()
+        rows = [
+            {
+                "url": n["url"],
+                "kind": n.get("kind"),
+                "state": rules.node_state(n),
+                "held": len(rules.live_leases(n, now)),
+                "capacity": rules.capacity_of(rules.SELENIUM_POOL, n),
+                "checked_at": n.get("checked_at"),
+                "reason": n.get("health_reason"),
+            }
+            for n in rt.inventory.nodes()
+        ]
+        if as_json:
+            for row in rows:
+                print(json.dumps(row, default=str))
+            return
+        table = Table(title="Selenium nodes")
+        for column in ("url", "kind", "state", "held", "checked", "reason"):
+            table.add_column(column)
+        for row in rows:
+            table.add_row(
+                row["url"],
+                row["kind"] or "-",
+                row["state"],
+                f"{row['held']}/{row['capacity']}",
+                _when(row["checked_at"]),
+                row["reason"] or "-",
+            )
+        console.print(table)
+
+
+@nodes_app.command("drain")
+def nodes_drain(url: str, undo: bool = typer.Option(False, "--undo", help="Take leases again.")):
+    """No new leases on this node; the batches on it now finish."""
+    with cli_runtime() as rt:
+        rt.inventory.set_draining(url.rstrip("/"), not undo)
+        console.print(f"node {url} {'takes leases again' if undo else 'is draining'}")
+
+
+@nodes_app.command("remove")
+def nodes_remove(url: str) -> None:
+    """Forget a node. Batches running on it stop at their next lease renewal and wait again."""
+    with cli_runtime() as rt:
+        rt.inventory.remove_node(url.rstrip("/"))
+        console.print(f"node {url} removed")
+
+
+def waiting_rows(rt, waiting: list[dict[str, Any]]) -> list[list[str]]:
+    """Waiting batches grouped by what they wait for: batches, jobs, the oldest wait."""
+    now = rt.now()
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for doc in waiting:
+        key = (describe_keys(doc["needs"]), doc["media_name"])
+        group = groups.setdefault(key, {"batches": 0, "jobs": 0, "oldest": now})
+        group["batches"] += 1
+        group["jobs"] += doc.get("jobs", 0)
+        group["oldest"] = min(group["oldest"], doc["enqueued_at"])
+    return [
+        [
+            needs,
+            media,
+            str(g["batches"]),
+            str(g["jobs"]),
+            f"{(now - g['oldest']).total_seconds():.0f}s",
+        ]
+        for (needs, media), g in sorted(groups.items())
+    ]
+
+
+def waiting_table(
+    rt, waiting: list[dict[str, Any]], title: str = "Waiting for a resource"
+) -> Table:
+    table = Table(title=title)
+    for column in ("waits for", "media", "batches", "jobs", "oldest wait"):
+        table.add_column(column)
+    for row in waiting_rows(rt, waiting):
+        table.add_row(*row)
+    return table
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(accounts_app, name="accounts")
+    app.add_typer(nodes_app, name="nodes")
+
+    @app.command("pools")
+    def pools() -> None:
+        """Capacity and use of each pool, and what waits for what."""
+        with cli_runtime() as rt:
+            table = Table(title="Resource pools")
+            for column in ("pool", "resources", "usable", "capacity", "held"):
+                table.add_column(column)
+            for pool, row in rt.inventory.overview(rt.now()).items():
+                table.add_row(
+                    pool, *(str(row[c]) for c in ("resources", "usable", "capacity", "held"))
+                )
+            console.print(table)
+            waiting = rt.waiting.all()
+            if waiting:
+                console.print(waiting_table(rt, waiting))
+            else:
+                console.print("no batch is waiting for a resource")

@@ -1,0 +1,97 @@
+"""A local Selenium node for the demo: Debian's `chromedriver` on a free loopback port.
+
+Started in its own process group so that stopping it also ends every Chrome it started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class LocalChromedriver:
+    """`with LocalChromedriver() as node: node.url` — or `start()` / `stop()` / `kill()`."""
+
+    def __init__(self, binary: str | None = None, port: int | None = None) -> None:
+        self.binary = binary or shutil.which("chromedriver")
+        self.port = port or free_port()
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @classmethod
+    def available(cls) -> bool:
+        return shutil.which("chromedriver") is not None
+
+    def start(self, ready_within_s: float = 30) -> LocalChromedriver:
+        if self.binary is None:
+            raise RuntimeError("chromedriver is not installed (Debian: chromium chromium-driver)")
+        self.process = subprocess.Popen(
+            [self.binary, f"--port={self.port}", "--allowed-ips=127.0.0.1"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + ready_within_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"chromedriver exited at start with {self.process.returncode}")
+            try:
+                if httpx.get(f"{self.url}/status", timeout=1).json()["value"]["ready"]:
+                    return self
+            except (httpx.HTTPError, ValueError, KeyError):
+                pass
+            time.sleep(0.1)
+        self.kill()
+        raise RuntimeError(f"chromedriver on port {self.port} not ready in {ready_within_s}s")
+
+    def _signal_group(self, sig: int) -> None:
+        if self.process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, sig)
+
+    def kill(self) -> None:
+        """SIGKILL chromedriver and every browser it started, as a crashed node would go."""
+        self._signal_group(signal.SIGKILL)
+        if self.process is not None:
+            self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            self._signal_group(signal.SIGKILL)  # browsers it left behind
+            return
+        self._signal_group(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=10)
+        self._signal_group(signal.SIGKILL)
+
+    def group_alive(self) -> bool:
+        """Whether any process of its group (chromedriver or a Chrome) is still running."""
+        if self.process is None:
+            return False
+        try:
+            os.killpg(self.process.pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def __enter__(self) -> LocalChromedriver:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

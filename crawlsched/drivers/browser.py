@@ -1,0 +1,62 @@
+"""The browser driver: load the job's URL in the batch's Chrome session, after JavaScript ran.
+
+Returns the same item shape as the HTTP driver (title, links, size), marked `rendered`, so
+results of either look alike. Session-level errors propagate as they are: the crawl flow tells
+a dead node from a bad page and puts the batch's remaining jobs back to wait.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urldefrag
+
+from selenium.common.exceptions import TimeoutException, WebDriverException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+from crawlsched.drivers.base import CrawlContext, CrawlJob, CrawlResult, DriverError
+from crawlsched.drivers.browser_session import is_session_lost
+from crawlsched.drivers.registry import register
+
+READY_WAIT_S = 10
+
+
+class BrowserPageDriver:
+    def crawl(self, job: CrawlJob, context: CrawlContext) -> CrawlResult:
+        browser = context.browser
+        if browser is None:
+            raise DriverError("this task needs a Selenium node but no browser session was opened")
+        try:
+            browser.get(job.url)
+            WebDriverWait(browser, READY_WAIT_S).until(
+                lambda b: b.execute_script("return document.readyState") == "complete"
+            )
+            hrefs = browser.execute_script(
+                "return Array.from(document.querySelectorAll('a[href]'), a => a.href)"
+            )
+            title = browser.title
+            text = browser.find_element(By.TAG_NAME, "body").text
+            url = browser.current_url
+        except TimeoutException as e:
+            raise DriverError(f"{job.url}: page did not finish loading: {e.msg}") from e
+        except WebDriverException as e:
+            if is_session_lost(e):
+                raise
+            raise DriverError(f"{job.url}: {type(e).__name__}: {e.msg}") from e
+        seen: dict[str, None] = {}
+        for href in hrefs or []:
+            absolute = urldefrag(str(href)).url
+            if absolute.startswith(("http://", "https://")):
+                seen.setdefault(absolute)
+        links = list(seen)[: job.crawl_limit]
+        page = {
+            "key": url,
+            "url": url,
+            "title": title.strip(),
+            "links": links,
+            "text_chars": len(text),
+            "rendered": True,
+        }
+        return CrawlResult(items=[page], discovered=links)
+
+
+register("browser", BrowserPageDriver)
