@@ -1,0 +1,19 @@
+"""The suite's own promises: property tests have no wall-clock deadline."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+
+@settings(max_examples=5)
+@given(st.integers())
+def _a_property_with_its_own_settings(_):
+    pass
+
+
+def test_suite_profile_has_no_deadline():
+    assert settings.default.deadline is None
+
+
+def test_per_test_settings_inherit_no_deadline():
+    # A per-test @settings keeps every profile field it does not name, deadline included.
+    assert _a_property_with_its_own_settings._hypothesis_internal_use_settings.deadline is None
