@@ -102,6 +102,30 @@ def stub_broker(embedded_mongo_url: str) -> Iterator:
 
 
 @pytest.fixture
+def stub_pipeline(embedded_mongo_url: str) -> Iterator:
+    """A factory: `stub_pipeline(**settings)` starts a StubBroker and worker threads on the
+    test's embedded store with those settings, and stops them after the test."""
+    from dramatiq import Worker
+
+    started = []
+
+    def start(threads: int = 4, **fields):
+        broker = _broker_for(
+            settings_for_tests(mongo_url=embedded_mongo_url, broker_url="stub://", **fields)
+        )
+        worker = Worker(broker, worker_timeout=100, worker_threads=threads)
+        worker.start()
+        started.append((broker, worker))
+        return broker, worker
+
+    yield start
+    for broker, worker in started:
+        worker.stop()
+        broker.flush_all()
+        broker.close()
+
+
+@pytest.fixture
 def stub_worker(stub_broker) -> Iterator:
     from dramatiq import Worker
 
