@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import time
+from pathlib import Path
 
 import httpx
 
@@ -80,15 +81,23 @@ class LocalChromedriver:
             self.process.wait(timeout=10)
         self._signal_group(signal.SIGKILL)
 
-    def group_alive(self) -> bool:
-        """Whether any process of its group (chromedriver or a Chrome) is still running."""
+    def live_processes(self) -> list[int]:
+        """Pids of its process group (chromedriver and its Chromes) still running (Linux /proc).
+
+        Zombies are left out: they are dead, only not yet reaped by their new parent.
+        """
         if self.process is None:
-            return False
-        try:
-            os.killpg(self.process.pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
+            return []
+        pids = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # ended while we looked
+            state, pgid = fields[0], int(fields[2])
+            if pgid == self.process.pid and state != "Z":
+                pids.append(int(stat.parent.name))
+        return pids
 
     def __enter__(self) -> LocalChromedriver:
         return self.start()

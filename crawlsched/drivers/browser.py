@@ -18,6 +18,22 @@ from crawlsched.drivers.browser_session import is_session_lost
 from crawlsched.drivers.registry import register
 
 READY_WAIT_S = 10
+# Pages keep writing after `load` (timers, fetches): wait until the DOM has been quiet this long,
+# but no longer than SETTLE_MAX_MS in all.
+SETTLE_QUIET_MS = 250
+SETTLE_MAX_MS = 5000
+_SETTLE_SCRIPT = """
+const done = arguments[arguments.length - 1];
+const quiet = arguments[0], max = arguments[1];
+let timer = setTimeout(finish, quiet);
+const cap = setTimeout(finish, max);
+const observer = new MutationObserver(() => {
+  clearTimeout(timer);
+  timer = setTimeout(finish, quiet);
+});
+observer.observe(document, {subtree: true, childList: true, characterData: true, attributes: true});
+function finish() { observer.disconnect(); clearTimeout(timer); clearTimeout(cap); done(true); }
+"""
 
 
 class BrowserPageDriver:
@@ -30,6 +46,8 @@ class BrowserPageDriver:
             WebDriverWait(browser, READY_WAIT_S).until(
                 lambda b: b.execute_script("return document.readyState") == "complete"
             )
+            browser.set_script_timeout(SETTLE_MAX_MS / 1000 + 5)
+            browser.execute_async_script(_SETTLE_SCRIPT, SETTLE_QUIET_MS, SETTLE_MAX_MS)
             hrefs = browser.execute_script(
                 "return Array.from(document.querySelectorAll('a[href]'), a => a.href)"
             )
