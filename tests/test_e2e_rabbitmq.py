@@ -77,6 +77,12 @@ def test_pipeline_cli_workers_two_processes(
             print(workers.output()[-5000:])
             raise
     assert_nothing_lost(rt, runs)
+    # Scarce pools (3 accounts, 2 browser slots, more batches than that): batches waited, none
+    # starved, and each account or node served several batches of the run.
+    assert all(run["counts"].get("starved", 0) == 0 for run in runs)
+    profiles = next(r for r in runs if r["schedule_id"] == "sweep-profiles")
+    served = rt.assignments.for_run(profiles["_id"])
+    assert len(served) > 3
     # Both forked worker processes crawled: results name the host:pid that stored them.
     crawled_by = set(rt.db.profile_data.distinct("crawled_by")) | set(
         rt.db.articles.distinct("crawled_by")
@@ -198,3 +204,38 @@ def test_malformed_messages_are_dead_lettered_and_worker_goes_on(
     # Then both were dead-lettered once (no retries of bad input) and good work still flows
     assert {r["schedule_id"] for r in runs} == {"sweep-profiles", "sweep-websites"}
     assert queue_depth(rabbitmq_url, "crawlsched.plan.XQ") == 1
+
+
+def test_secrets_appear_in_no_message_log_output_or_result(
+    rabbitmq_broker, rabbitmq_worker, chromedriver_node, capfd
+):
+    # Given the demo's accounts (secrets "demo-secret-…") and every message body recorded
+    import dramatiq
+
+    from crawlsched.actors import ticker
+
+    bodies: list[bytes] = []
+
+    class RecordBodies(dramatiq.Middleware):
+        def before_enqueue(self, broker, message, delay):
+            bodies.append(message.encode())
+
+    rabbitmq_broker.add_middleware(RecordBodies())
+    rt = get_runtime()
+    with DemoSite() as site:
+        seed(rt, site.base_url, node_url=chromedriver_node)
+        fire_all_now(rt)
+        ticker.tick.send()
+        runs = wait_for(lambda: all_runs_finished(rt), 60, "both sweeps to finish")
+    assert_nothing_lost(rt, runs)
+    assert sum(r["counts"].get("succeeded", 0) for r in runs) > 0
+    assert rt.assignments.for_run(runs[0]["_id"]) or rt.assignments.for_run(runs[1]["_id"])
+
+    # Then no secret is in any message, log line or stored document but encrypted
+    output = capfd.readouterr()
+    stored = [repr(list(rt.db[name].find({}))) for name in rt.db.raw.list_collection_names()]
+    assert len(bodies) > 10
+    for secret in ("demo-secret-twitter-1", "demo-secret-twitter-2", "demo-secret-instagram-1"):
+        assert not any(secret.encode() in body for body in bodies)
+        assert secret not in output.out and secret not in output.err
+        assert not any(secret in text for text in stored)

@@ -271,3 +271,56 @@ class TestLeaseBackendContract:
         assert backend.release_holder("dispatch-1", NOW) == 2
         assert backend.held(SELENIUM_POOL, NOW) == 1
         assert backend.held(ACCOUNT_POOL, NOW) == 0
+
+
+@pytest.fixture
+def mongoeco_store(request):
+    request.param = MONGOECO
+    yield from open_store(request)
+
+
+@pytest.mark.multiprocess
+def test_contention_two_processes_of_eight_threads_never_over_allocate(mongoeco_store):
+    # Given a pool of 4 twitter accounts (t1 + t2 x2 + t3) on the shared server
+    import json
+    import subprocess
+    import sys
+    import time
+
+    from tests.support.workers import REPO
+
+    backend, inventory = make_pools(mongoeco_store.db)
+    inventory.add_account("twitter", "t3", "pw", AccountLimits(), NOW)
+    start_at = time.time() + 3
+    processes = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.support.lease_worker",
+                mongoeco_store.url,
+                mongoeco_store.db_name,
+                KEY,
+                f"p{n}",
+                "8",
+                "63",
+                str(start_at),
+            ],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(2)
+    ]
+    results = []
+    for process in processes:
+        stdout, stderr = process.communicate(timeout=300)
+        assert process.returncode == 0, stderr[-3000:]
+        results.append(json.loads(stdout))
+    # When 16 threads lease and release as fast as they can
+    # Then at least 1,000 lease cycles ran, none over capacity, and contention really happened
+    assert sum(r["cycles"] for r in results) >= 1000
+    assert sum(r["over"] for r in results) == 0
+    assert sum(r["refused"] for r in results) > 0
+    assert backend.held(ACCOUNT_POOL, NOW) == 0
