@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
+from collections import Counter
 from datetime import datetime
 from typing import Any
 
+import dramatiq
 import typer
+from dramatiq.common import q_name
 from rich.live import Live
 from rich.table import Table
 
 from crawlsched.catalog import JOB_COLLECTIONS, JobState
 from crawlsched.cli.common import console, err_console
-from crawlsched.cli.runs import runs_table
+from crawlsched.cli.runs import legend, runs_table
 from crawlsched.planning.due import Category
+from crawlsched.planning.outcomes import OUTCOME_MEANINGS
 from crawlsched.settings import Settings
 from crawlsched.store.runs import FINISHED
 
@@ -22,20 +27,52 @@ DEMO_STORE = "mongomock://demo"
 DEMO_WAIT_S = 5.0
 
 
-def _queues_table(broker: Any) -> Table:
-    table = Table(title="Queues (messages waiting)")
+class InFlight(dramatiq.Middleware):
+    """Messages sent and not yet processed, per queue: what the demo's queue panel shows.
+
+    The stub broker's own queues look empty while a worker runs, because the worker takes
+    messages into its own buffer at once; counting sends and completions shows the real load.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.counts: Counter = Counter()
+
+    def before_enqueue(self, broker, message, delay) -> None:
+        # A delayed message is enqueued twice (to the delay queue, then back): count it once.
+        if delay is None and "eta" in message.options:
+            return
+        with self.lock:
+            self.counts[q_name(message.queue_name)] += 1
+
+    def _done(self, message) -> None:
+        with self.lock:
+            self.counts[q_name(message.queue_name)] -= 1
+
+    def after_process_message(self, broker, message, *, result=None, exception=None) -> None:
+        self._done(message)
+
+    def after_skip_message(self, broker, message) -> None:
+        self._done(message)
+
+
+def _queues_table(broker: Any, in_flight: InFlight) -> Table:
+    table = Table(title="Queues (messages not yet processed)")
     table.add_column("queue")
     table.add_column("waiting", justify="right")
-    for name in sorted(broker.queues):
-        if not name.endswith((".DQ", ".XQ")):
-            table.add_row(name, str(broker.queues[name].qsize()))
+    for name in sorted(q for q in broker.queues if not q.endswith((".DQ", ".XQ"))):
+        table.add_row(name, str(max(in_flight.counts[name], 0)))
     return table
 
 
+def _short(run: dict) -> str:
+    return run["_id"].replace("@", "\n@", 1)
+
+
 def _stages_table(runs: list[dict]) -> Table:
-    table = Table(title="Time per stage (ms)")
-    for column in ("run", "plan", "wait (sum)", "crawl (sum)", "wall: plan→finish"):
-        table.add_column(column, justify="left" if column == "run" else "right")
+    table = Table(title="Time per stage (ms, summed over batches)")
+    for column in ("run", "plan", "wait", "crawl", "plan→finish"):
+        table.add_column(column, justify="left" if column == "run" else "right", no_wrap=True)
     for run in runs:
         stages = run.get("stages_ms", {})
         wall = "…"
@@ -44,7 +81,7 @@ def _stages_table(runs: list[dict]) -> Table:
         ):
             wall = f"{(run['finished_at'] - run['created_at']).total_seconds() * 1000:.0f}"
         table.add_row(
-            run["_id"],
+            _short(run),
             f"{stages.get('plan', 0):.0f}",
             f"{stages.get('wait', 0):.0f}",
             f"{stages.get('crawl', 0):.0f}",
@@ -55,19 +92,38 @@ def _stages_table(runs: list[dict]) -> Table:
 
 def _categories_table(runs: list[dict]) -> Table:
     table = Table(title="Planned per category (jobs / batches)")
-    table.add_column("run")
-    for category in Category:
-        table.add_column(category.value, justify="right")
+    table.add_column("category", no_wrap=True)
     for run in runs:
-        stats = run.get("plan_stats", {})
+        table.add_column(run.get("schedule_id") or run["_id"], justify="right", no_wrap=True)
+    for c in Category:
         table.add_row(
-            run["_id"],
+            c.value,
             *(
-                f"{stats.get(f'jobs.{c.value}', 0)} / {stats.get(f'batches.{c.value}', 0)}"
-                for c in Category
+                f"{r.get('plan_stats', {}).get(f'jobs.{c.value}', 0)} / "
+                f"{r.get('plan_stats', {}).get(f'batches.{c.value}', 0)}"
+                for r in runs
             ),
         )
     return table
+
+
+def summary_line(runs: list[dict]) -> str:
+    """One line that accounts for every planned job by its outcome."""
+    totals: Counter = Counter()
+    for run in runs:
+        totals.update(run.get("counts", {}))
+    planned = sum(run.get("planned", 0) for run in runs)
+    parts = ", ".join(f"{totals.get(o, 0)} {o}" for o in OUTCOME_MEANINGS)
+    return f"all {planned} planned jobs ended: {parts}; no lease held, nothing waiting"
+
+
+NEXT_STEPS = """Next: run the real thing (RabbitMQ and MongoDB; see README "Running workers"):
+  export CRAWLSCHED_BROKER_URL=amqp://guest:guest@127.0.0.1:5672/%2F
+  export CRAWLSCHED_MONGO_URL=mongodb://127.0.0.1:27017
+  export CRAWLSCHED_SECRET_KEY=$(crawlsched accounts keygen)
+  crawlsched init-db
+  dramatiq crawlsched.actors --processes 2 --threads 8 --skip-logging
+  crawlsched clock"""
 
 
 def losses(rt: Any, runs: list[dict]) -> list[str]:
@@ -126,6 +182,8 @@ def register(app: typer.Typer) -> None:
         )
         drop_embedded(DEMO_STORE)
         broker = setup_broker(settings)
+        in_flight = InFlight()
+        broker.add_middleware(in_flight)
         from crawlsched.actors import ticker
 
         rt = get_runtime()
@@ -149,13 +207,16 @@ def register(app: typer.Typer) -> None:
             try:
                 ticker.tick.send()
                 last_tick = time.perf_counter()
-                with Live(console=console, refresh_per_second=8) as live:
+                # Live frames only on a terminal: piped, the tables are printed once at the end.
+                live = Live(console=console, refresh_per_second=8, transient=True)
+                with live if console.is_terminal else contextlib.nullcontext():
                     while True:
                         runs = rt.runs.recent()
-                        grid = Table.grid()
-                        grid.add_row(runs_table(runs, title="Runs (live)"))
-                        grid.add_row(_queues_table(broker))
-                        live.update(grid)
+                        if console.is_terminal:
+                            grid = Table.grid()
+                            grid.add_row(runs_table(runs, title="Runs (live)"))
+                            grid.add_row(_queues_table(broker, in_flight))
+                            live.update(grid)
                         done = runs and all(r["state"] == FINISHED for r in runs)
                         if done or time.perf_counter() - started > timeout:
                             break
@@ -167,6 +228,7 @@ def register(app: typer.Typer) -> None:
                 worker.stop()
         runs = rt.runs.recent()
         console.print(runs_table(runs, title="Runs"))
+        console.print(legend())
         console.print(_categories_table(runs))
         console.print(_stages_table(runs))
         console.print(f"elapsed {time.perf_counter() - started:.1f} s")
@@ -175,6 +237,5 @@ def register(app: typer.Typer) -> None:
             for line in lost:
                 err_console.print(f"[red]LOST:[/red] {line}")
             raise typer.Exit(1)
-        console.print(
-            "[green]every planned job ended (succeeded, failed or starved); no lease held[/green]"
-        )
+        console.print(f"[green]{summary_line(runs)}[/green]")
+        console.print(NEXT_STEPS)

@@ -10,16 +10,26 @@ from rich.table import Table
 
 from crawlsched.cli.common import cli_runtime, console
 from crawlsched.errors import RunNotFound
+from crawlsched.planning.outcomes import OUTCOME_MEANINGS
 
 run_app = typer.Typer(help="Look at one run.", no_args_is_help=True)
 
-COUNT_COLUMNS = ("succeeded", "failed", "exhausted", "starved", "expired")
+COUNT_COLUMNS = tuple(OUTCOME_MEANINGS)
+# Short headers so that a runs table fits 80 columns; `legend()` spells them out.
+SHORT = {
+    "succeeded": "ok",
+    "failed": "fail",
+    "exhausted": "exh",
+    "expired": "exp",
+    "starved": "starv",
+}
 
 
 def run_row(run: dict[str, Any]) -> list[str]:
     counts = run.get("counts", {})
     return [
-        run["_id"],
+        # Schedule on one line, fire time on the next: never cut, whatever the width.
+        run["_id"].replace("@", "\n@", 1),
         run["state"],
         str(run.get("planned", 0)),
         str(max(run.get("outstanding", 0), 0) if not run.get("planning") else "…"),
@@ -29,11 +39,22 @@ def run_row(run: dict[str, Any]) -> list[str]:
 
 def runs_table(runs: list[dict[str, Any]], title: str = "Runs") -> Table:
     table = Table(title=title)
-    for column in ("run", "state", "planned", "outstanding", *COUNT_COLUMNS):
-        table.add_column(column, justify="left" if column in ("run", "state") else "right")
+    table.add_column("run", no_wrap=True)
+    table.add_column("state", no_wrap=True)
+    table.add_column("plan", justify="right")
+    table.add_column("left", justify="right")
+    for column in COUNT_COLUMNS:
+        table.add_column(SHORT.get(column, column), justify="right")
     for run in runs:
         table.add_row(*run_row(run))
     return table
+
+
+def legend() -> str:
+    """What every count column means: plan, left and each outcome."""
+    lines = ["plan: jobs claimed for the run; left: jobs not ended yet"]
+    lines += [f"{SHORT.get(o, o)} ({o}): {meaning}" for o, meaning in OUTCOME_MEANINGS.items()]
+    return "\n".join(lines)
 
 
 def register(app: typer.Typer) -> None:

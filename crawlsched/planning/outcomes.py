@@ -47,6 +47,16 @@ class Outcome:
     STARVED = "starved"  # no free resource: released untouched, not a failure
 
 
+# Every outcome a run counts, in display order, with what it means to an operator.
+OUTCOME_MEANINGS: dict[str, str] = {
+    Outcome.SUCCEEDED: "crawled; results stored; the job is due again after its interval",
+    Outcome.FAILED: "the crawl failed; retried later with exponential backoff",
+    Outcome.EXHAUSTED: "failed for the last allowed time; left failed and flagged",
+    Outcome.EXPIRED: "its worker died or hung past the dispatch lease; counts as a failed try",
+    Outcome.STARVED: "waited past the bound for an account or node; given back untouched",
+}
+
+
 @dataclass(frozen=True)
 class JobUpdate:
     job_id: Any
