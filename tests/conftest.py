@@ -185,3 +185,17 @@ def chromedriver_node() -> Iterator[str]:
         service_unavailable(f"chromedriver did not start: {exc}")
     yield node.url
     node.stop()
+
+
+@pytest.fixture(scope="session")
+def selenium_grid() -> Iterator:
+    """A Selenium Grid 4 standalone (2 Chrome slots) on a loopback port, for the session."""
+    from tests.support.grid import SeleniumGrid
+
+    grid = SeleniumGrid(sessions=2)
+    try:
+        grid.start()
+    except (RuntimeError, OSError) as exc:
+        service_unavailable(f"Selenium Grid unavailable: {exc}")
+    yield grid
+    grid.stop()

@@ -174,3 +174,58 @@ def test_node_killed_mid_batch_its_jobs_wait_and_run_on_the_other_node(stub_pipe
     finally:
         first.stop()
         second.stop()
+
+
+def test_a_selenium_grid_is_probed_added_and_crawls_js_pages(selenium_grid, stub_pipeline):
+    # Given a real Grid 4 standalone with two Chrome slots
+    with httpx.Client(timeout=5) as http:
+        status = probe_node(selenium_grid.url, http)
+    assert (status.kind, status.ready, status.capacity, status.busy) == ("grid", True, 2, 0)
+
+    # When it is the only node and 16 TikTok jobs of JavaScript pages are swept
+    stub_pipeline(threads=4)
+    rt = get_runtime()
+    with JsSite() as site:
+        rt.create_indexes()
+        rt.reference.load(demo_reference(f"{site.base_url}/page"))
+        rt.schedules.ensure_defaults(rt.now())
+        rt.inventory.add_node(selenium_grid.url, status.kind, status.capacity, rt.now())
+        tiktok = rt.reference.media_by_name("tiktok")
+        now = rt.now()
+        rt.jobs("profiles").insert_new(
+            [
+                {
+                    "target": f"g{i}",
+                    "media_name_id": tiktok["_id"],
+                    "task": task,
+                    "state": int(JobState.PENDING),
+                    "enabled": True,
+                    "execution_date": now - timedelta(seconds=1),
+                    "modified_at": now,
+                    "attempt_count": 0,
+                }
+                for i in range(8)
+                for task in ("profile", "publication")
+            ]
+        )
+        from crawlsched.actors import ticker
+
+        rt.schedules.fire_now("sweep-profiles", rt.now())
+        ticker.tick.send()
+
+        def finished():
+            run = rt.db.runs.find_one({"schedule_id": "sweep-profiles"})
+            return run if run and run["state"] == FINISHED else None
+
+        run = wait_for(finished, 120, "the run on the Grid to finish")
+
+    # Then every page was rendered by a browser on the Grid, and its sessions were all quit
+    assert run["counts"] == {"succeeded": 16}
+    pages = list(rt.db.profile_data.find({})) + list(rt.db.publications.find({}))
+    assert len(pages) == 16
+    assert all(RENDERED_MARK in p["title"] for p in pages), pages[0]
+    assert {row["node"] for row in rt.assignments.for_run(run["_id"])} == {selenium_grid.url}
+    with httpx.Client(timeout=5) as http:
+        wait_for(lambda: probe_node(selenium_grid.url, http).busy == 0, 30, "sessions to end")
+    # And the Grid never ran Selenium Manager (it would try to download drivers and browsers)
+    assert "SeleniumManager" not in selenium_grid.output()
