@@ -114,6 +114,9 @@ def scarcity(batches: int, jobs: int, hold_s: float) -> dict:
             broker.close()
         ideal = batches * jobs * hold_s / ACCOUNTS
         planned = run["planned"]
+        grants = sorted(row["granted_at"] for row in rt.assignments.for_run(run["_id"]))
+        first_grant_s = (grants[0] - run["created_at"]).total_seconds()
+        planning_s = (run["planned_at"] - run["created_at"]).total_seconds()
         return {
             "planned": planned,
             "starved": run["counts"].get("starved", 0),
@@ -121,6 +124,10 @@ def scarcity(batches: int, jobs: int, hold_s: float) -> dict:
             "wall_s": round(wall, 2),
             "ideal_s": round(ideal, 2),
             "wall_over_ideal": round(wall / ideal, 3),
+            "planning_s": round(planning_s, 3),
+            "first_grant_s": round(first_grant_s, 3),
+            # Summed over batches: time in the crawl actor, and waiting for an account.
+            "crawl_s_per_batch": round(run["stages_ms"].get("crawl", 0) / 1000 / batches, 3),
         }
     finally:
         drop_embedded(url)

@@ -14,9 +14,9 @@ from crawlsched.runtime import get_runtime
 
 def _crawl(batch: dict) -> None:
     # Imported here: the gatekeepers import this module to forward admitted batches.
-    from crawlsched.actors.gatekeepers import send_wake
+    from crawlsched.actors.gatekeepers import wake_after_release
 
-    crawl_batch(get_runtime(), BatchMessage.parse(batch), send_report, send_wake)
+    crawl_batch(get_runtime(), BatchMessage.parse(batch), send_report, wake_after_release)
 
 
 CRAWL_ACTORS: dict[str, dramatiq.Actor] = {

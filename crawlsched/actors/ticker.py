@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import datetime
 
 import dramatiq
-import httpx
 
 from crawlsched.actors.coordinator import send_report
 from crawlsched.actors.crawl import send_crawl
@@ -28,8 +27,7 @@ def tick() -> None:
     runtime = get_runtime()
     fire_due(runtime, _send_plan)
     reclaim_expired(runtime, send_report)
-    with httpx.Client(timeout=runtime.settings.node_probe_timeout_s) as http:
-        probe_nodes(runtime, lambda url: probe_node(url, http), send_wake)
+    probe_nodes(runtime, lambda url: probe_node(url, runtime.probe_http), send_wake)
     starve_overdue(runtime, send_report)
     # The sweep that covers lost wake-ups: one read when nothing waits.
     admit_waiting(runtime, None, send_crawl)

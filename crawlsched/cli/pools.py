@@ -93,7 +93,7 @@ def accounts_list(
                 "state": rules.account_state(a, now),
                 "held": len(rules.live_leases(a, now)),
                 "max_concurrent": rules.capacity_of(rules.ACCOUNT_POOL, a),
-                "cooling_until": a.get("cooling_until"),
+                "cooling_until": rules.cooling_until(a),
                 "reason": a.get("status_reason"),
                 "last_leased_at": a.get("last_leased_at"),
             }

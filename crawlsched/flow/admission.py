@@ -94,8 +94,9 @@ def admit_waiting(
         if doc is None:
             continue  # another pass has it
         message = BatchMessage.parse(doc["message"])
-        # Leases left by an earlier pass that died between granting and forwarding.
-        rt.leases.release_holder(message.dispatch_id, now)
+        if doc.get("takes", 1) > 1:
+            # Taken before: free what an earlier pass may have leased before it died.
+            rt.leases.release_holder(message.dispatch_id, now)
         need = Need(message.need_login, message.need_selenium, message.media_name)
         grant = rt.pools.acquire(need, message.dispatch_id, now, message.run_id)
         if grant.leases is None:

@@ -15,8 +15,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
 from crawlsched.catalog import TASK_RESULTS
 from crawlsched.drivers import registry
 from crawlsched.drivers.base import CrawlContext, CrawlJob, LoginRejected, RateLimited
@@ -164,16 +162,15 @@ def _crawl_jobs(
 
 
 def _run(rt: Runtime, message: BatchMessage, jobs: list[dict], leases: Leases) -> Progress:
-    with httpx.Client(timeout=rt.settings.http_timeout_s) as http:
-        try:
-            leases.keep()
-            context = CrawlContext(http=http)
-            if account_lease := leases.of_pool(ACCOUNT_POOL):
-                context.secret = rt.leases.secret(account_lease, rt.now())
-            with _browser(rt, leases, context):
-                return _crawl_jobs(rt, message, jobs, context, leases)
-        except ResourceLost as e:
-            return Progress(unfinished=[doc["_id"] for doc in jobs], interruption=str(e))
+    try:
+        leases.keep()
+        context = CrawlContext(http=rt.http)
+        if account_lease := leases.of_pool(ACCOUNT_POOL):
+            context.secret = rt.leases.secret(account_lease, rt.now())
+        with _browser(rt, leases, context):
+            return _crawl_jobs(rt, message, jobs, context, leases)
+    except ResourceLost as e:
+        return Progress(unfinished=[doc["_id"] for doc in jobs], interruption=str(e))
 
 
 def crawl_batch(

@@ -22,7 +22,7 @@ ACCOUNT_POOL = "account"
 SELENIUM_POOL = "selenium"
 POOLS = (ACCOUNT_POOL, SELENIUM_POOL)
 
-# Account states an operator sets; "cooling" is derived from `cooling_until`.
+# Account states an operator sets; "cooling" is derived (see `cooling_until`).
 ACTIVE, BANNED, DISABLED, COOLING = "active", "banned", "disabled", "cooling"
 ACCOUNT_STATUSES = (ACTIVE, BANNED, DISABLED)
 # Node health as the probe last saw it.
@@ -70,11 +70,21 @@ def capacity_of(pool: str, resource: Mapping[str, Any]) -> int:
     return int(resource.get("capacity") or 0)
 
 
+def cooling_until(account: Mapping[str, Any]) -> datetime | None:
+    """The later of a cooldown set by the site (rate-limited until T) and the rest after the
+    last use (`cooldown_s` after `last_released_at`)."""
+    ends = [account.get("cooling_until")]
+    released, rest_s = account.get("last_released_at"), account.get("cooldown_s") or 0
+    if released is not None and rest_s > 0:
+        ends.append(released + timedelta(seconds=float(rest_s)))
+    return max((e for e in ends if e is not None), default=None)
+
+
 def account_state(account: Mapping[str, Any], now: datetime) -> str:
     status = account.get("status") or ACTIVE
     if status != ACTIVE:
         return status
-    until = account.get("cooling_until")
+    until = cooling_until(account)
     return COOLING if until is not None and until > now else ACTIVE
 
 
@@ -137,28 +147,6 @@ def grant_fields(
         else:
             fields["window_ends_at"] = now + timedelta(seconds=window_s)
             fields["window_uses"] = 1
-    return fields
-
-
-def release_fields(
-    pool: str, resource: Mapping[str, Any], lease_id: str, now: datetime
-) -> dict[str, Any] | None:
-    """The fields a release writes, or None if that lease is not on the resource any more.
-
-    An account cools down after each use (`cooldown_s`); a later cooling set by the site
-    (rate-limited until T) is never shortened by it.
-    """
-    leases = resource.get("leases") or []
-    if not any(lease["id"] == lease_id for lease in leases):
-        return None
-    fields: dict[str, Any] = {
-        "leases": [lease for lease in live_leases(resource, now) if lease["id"] != lease_id]
-    }
-    cooldown_s = float(resource.get("cooldown_s") or 0) if pool == ACCOUNT_POOL else 0
-    if cooldown_s > 0:
-        until = now + timedelta(seconds=cooldown_s)
-        current = resource.get("cooling_until")
-        fields["cooling_until"] = until if current is None or current < until else current
     return fields
 
 

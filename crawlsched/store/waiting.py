@@ -72,7 +72,8 @@ class MongoWaitingStore:
                 "$set": {
                     "taken_by": token,
                     "taken_until": now + timedelta(seconds=TAKE_HOLD_S),
-                }
+                },
+                "$inc": {"takes": 1},
             },
             return_document=ReturnDocument.AFTER,
         )

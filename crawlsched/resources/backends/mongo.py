@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from pymongo import ASCENDING, ReturnDocument
+from pymongo import ASCENDING
 
 from crawlsched.resources import rules
 from crawlsched.resources.rules import ACCOUNT_POOL, SELENIUM_POOL, Lease
@@ -45,27 +45,25 @@ class MongoLeaseBackend:
 
     # -- the compare-and-set every change goes through -------------------------------------
 
-    def _cas(self, pool: str, doc: Mapping[str, Any], fields: Mapping[str, Any]) -> dict | None:
-        return self.collection(pool).find_one_and_update(
+    def _cas(self, pool: str, doc: Mapping[str, Any], fields: Mapping[str, Any]) -> bool:
+        result = self.collection(pool).update_one(
             {"_id": doc["_id"], "version": doc.get("version")},
             {"$set": dict(fields), "$inc": {"version": 1}},
-            return_document=ReturnDocument.AFTER,
         )
+        return result.modified_count == 1
 
-    def _change_lease(
-        self, lease_id: str, decide: Callable[[str, dict], dict | None]
-    ) -> dict | None:
-        """Apply `decide(pool, doc)` to the resource holding `lease_id`; the new doc or None."""
+    def _change_lease(self, lease_id: str, decide: Callable[[str, dict], dict | None]) -> bool:
+        """Apply `decide(pool, doc)` to the resource holding `lease_id`; False if nothing to do."""
         pool = rules.pool_of(lease_id)
         for _ in range(CAS_ATTEMPTS):
-            doc = self.collection(pool).find_one({"leases.id": lease_id})
+            doc = self.collection(pool).find_one({"leases.id": lease_id}, {"secret_enc": 0})
             if doc is None:
-                return None
+                return False
             fields = decide(pool, doc)
             if fields is None:
-                return None
-            if (after := self._cas(pool, doc, fields)) is not None:
-                return after
+                return False
+            if self._cas(pool, doc, fields):
+                return True
         raise RuntimeError(f"lease {lease_id}: gave up after {CAS_ATTEMPTS} conflicting writes")
 
     # -- leases -----------------------------------------------------------------------------
@@ -94,7 +92,7 @@ class MongoLeaseBackend:
                     "media_name": media_name,
                     "expires_at": rules.expiry(now, ttl_s),
                 }
-                if self._cas(pool, doc, rules.grant_fields(pool, doc, lease, now)) is not None:
+                if self._cas(pool, doc, rules.grant_fields(pool, doc, lease, now)):
                     label = doc.get("username") or doc.get("url") or str(doc["_id"])
                     return Lease(
                         lease["id"], pool, doc["_id"], holder, lease["expires_at"], run_id, label
@@ -102,21 +100,26 @@ class MongoLeaseBackend:
         return None
 
     def release(self, lease_id: str, now: datetime) -> bool:
-        """Free the slot if this lease still holds it; False if it had already gone."""
-        return (
-            self._change_lease(
-                lease_id, lambda pool, doc: rules.release_fields(pool, doc, lease_id, now)
-            )
-            is not None
+        """Free the slot if this lease still holds it; False if it had already gone.
+
+        One atomic write, no read: the lease is pulled, the version bumped (so a grant decided
+        on the old list loses its compare-and-set) and `last_released_at` moved forward, from
+        which the rules derive an account's cooldown.
+        """
+        result = self.collection(rules.pool_of(lease_id)).update_one(
+            {"leases.id": lease_id},
+            {
+                "$pull": {"leases": {"id": lease_id}},
+                "$inc": {"version": 1},
+                "$max": {"last_released_at": now},
+            },
         )
+        return result.modified_count == 1
 
     def renew(self, lease_id: str, ttl_s: float, now: datetime) -> bool:
         """Push the expiry back if this lease still holds the resource and has not expired."""
-        return (
-            self._change_lease(
-                lease_id, lambda _pool, doc: rules.renew_fields(doc, lease_id, ttl_s, now)
-            )
-            is not None
+        return self._change_lease(
+            lease_id, lambda _pool, doc: rules.renew_fields(doc, lease_id, ttl_s, now)
         )
 
     def release_holder(self, holder: str, now: datetime) -> int:
@@ -167,6 +170,6 @@ class MongoLeaseBackend:
                 {"leases.expires_at": {"$lte": now}}, {"leases": 1, "version": 1}
             ):
                 live = rules.live_leases(doc, now)
-                if self._cas(pool, doc, {"leases": live}) is not None:
+                if self._cas(pool, doc, {"leases": live}):
                     dropped += len(doc["leases"]) - len(live)
         return dropped
