@@ -11,6 +11,7 @@ import mongomock
 import pymongo
 from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_exponential
 
+from crawlsched.store import embedded
 from crawlsched.store.counting import CommandCounter, CountingDatabase
 
 # mongomock keeps its data inside the client object, so every part of one process (CLI, planner,
@@ -23,6 +24,7 @@ _embedded_lock = threading.Lock()
 
 
 def _embedded_client(url: str) -> tuple[mongomock.MongoClient, threading.RLock]:
+    embedded.install()  # indexed collections: cost per job stays flat (see embedded.py)
     with _embedded_lock:
         if url not in _embedded_clients:
             _embedded_clients[url] = (mongomock.MongoClient(tz_aware=True), threading.RLock())
