@@ -67,15 +67,16 @@ def reference(driver_class: str = "noop", batch_limit: int = BATCH_LIMIT) -> Ref
 def job_docs(n: int, ref: ReferenceData, now: datetime, seed: int = 42) -> list[dict[str, Any]]:
     """N due jobs spread round-robin over media and the two tasks, random priority fields."""
     rng = random.Random(seed)
-    pairs = [(m.id, task) for m in ref.media for task in TASKS]
+    pairs = [((m.id, m.name), task) for m in ref.media for task in TASKS]
     docs = []
     for i in range(n):
-        media_id, task = pairs[i % len(pairs)]
+        (media_id, media_name), task = pairs[i % len(pairs)]
         docs.append(
             {
                 "_id": ObjectId(),
                 "target": f"handle_{i}",
                 "task": task,
+                "media_name": media_name,
                 "media_name_id": media_id,
                 "enabled": True,
                 "state": 1,

@@ -83,6 +83,7 @@ def scarcity(batches: int, jobs: int, hold_s: float) -> dict:
             [
                 {
                     "target": f"u{i}",
+                    "media_name": "twitter",
                     "media_name_id": twitter["_id"],
                     "task": "profile",
                     "state": int(JobState.PENDING),

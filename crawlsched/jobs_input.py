@@ -152,7 +152,8 @@ def build_job_docs(
     interval_s = None if job.one_off else (job.interval_s or DEFAULT_INTERVAL_S)
     common: dict[str, Any] = {
         "target": target,
-        "media_name_id": media_row["_id"],
+        "media_name": media_name,
+        "media_name_id": media_row.get("media_name_id", media_row["_id"]),
         "state": int(JobState.PENDING),
         "enabled": True,
         "execution_date": start,

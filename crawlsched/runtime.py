@@ -55,6 +55,7 @@ class Runtime:
         self._model_ids: dict[str, Any] | None = None
         self._media: dict[str, dict[str, Any]] = {}
         self._wait_by_schedule: dict[str | None, float] = {}
+        self._target_fields: dict[str, list[str]] | None = None
         registry.load_plugins(settings.driver_modules)
 
     @property
@@ -144,6 +145,12 @@ class Runtime:
         if self._model_ids is None:
             self._model_ids = self.reference.model_ids()
         return self._model_ids
+
+    def target_fields(self, collection: str) -> list[str]:
+        """Fields that name a job's target in `collection` (reference data; cached)."""
+        if self._target_fields is None:
+            self._target_fields = self.reference.target_fields()
+        return self._target_fields.get(collection, [])
 
     def media(self, name: str) -> dict[str, Any] | None:
         if name not in self._media:

@@ -27,6 +27,7 @@ def _twitter_jobs(rt: Runtime, n: int, human_validation: int, prefix: str) -> No
         [
             {
                 "target": f"{prefix}{i}",
+                "media_name": "twitter",
                 "media_name_id": twitter["_id"],
                 "task": "profile",
                 "state": int(JobState.PENDING),

@@ -129,6 +129,7 @@ def test_node_killed_mid_batch_its_jobs_wait_and_run_on_the_other_node(stub_pipe
                 [
                     {
                         "target": f"user{i}",
+                        "media_name": "tiktok",
                         "media_name_id": tiktok["_id"],
                         "task": "profile",
                         "state": int(JobState.PENDING),
@@ -196,6 +197,7 @@ def test_a_selenium_grid_is_probed_added_and_crawls_js_pages(selenium_grid, stub
             [
                 {
                     "target": f"g{i}",
+                    "media_name": "tiktok",
                     "media_name_id": tiktok["_id"],
                     "task": task,
                     "state": int(JobState.PENDING),

@@ -24,6 +24,7 @@ def pending_job(job_id, attempt_count=0):
         "_id": job_id,
         "target": f"t{job_id}",
         "task": "profile",
+        "media_name": "twitter",
         "media_name_id": 1,
         "state": 1,
         "enabled": True,

@@ -275,7 +275,8 @@ def test_problems_lists_set_aside_and_waiting_jobs(invoke: Invoke, rt: Runtime):
     now = rt.now()
     job_id = ObjectId()
     rt.db.profiles.insert_one(
-        {"_id": job_id, "target": "ghost", "media_name_id": 999, "task": "profile", "state": 1,
+        {"_id": job_id, "target": "ghost", "media_name": "myspace", "media_name_id": 999,
+         "task": "profile", "state": 1,
          "enabled": True, "execution_date": now, "human_validation": 0, "certitude": 0.5,
          "modified_at": now, "attempt_count": 0}
     )  # fmt: skip
@@ -293,19 +294,20 @@ def test_problems_lists_set_aside_and_waiting_jobs(invoke: Invoke, rt: Runtime):
     assert sorted((r["target"], r["task"], r["reason"], r["status"]) for r in rows) == [
         ("bob", "profile", "media tiktok is disabled", "waiting"),
         ("bob", "publication", "media tiktok is disabled", "waiting"),
-        ("ghost", "profile", "unknown media id 999", "set aside"),
+        ("ghost", "profile", "unknown media 'myspace'", "set aside"),
     ]
     assert {r["collection"] for r in rows} == {"profiles"}
     assert str(job_id) in {r["job_id"] for r in rows}
     text = words(as_table)
-    assert "unknown media id 999" in text and "media tiktok is disabled" in text
+    assert "unknown media 'myspace'" in text and "media tiktok is disabled" in text
     assert "1 set aside" in text and "2 waiting on an operator" in text
 
 
 def test_retry_problems_clears_set_aside_jobs(invoke: Invoke, rt: Runtime):
     now = rt.now()
     rt.db.websites.insert_one(
-        {"target": "https://a.org", "media_name_id": 100, "task": "article", "state": 1,
+        {"target": "https://a.org", "media_name": "web", "media_name_id": 100,
+         "task": "article", "state": 1,
          "enabled": True, "execution_date": "tomorrow", "modified_at": now}
     )  # fmt: skip
     store = rt.jobs("websites")

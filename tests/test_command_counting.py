@@ -32,7 +32,8 @@ def workload(db) -> None:
             {
                 "target": f"user{i}",
                 "task": "profile",
-                "media_name_id": 1 + i % 4,  # twitter, instagram, tiktok, youtube
+                "media_name": ("twitter", "instagram", "tiktok", "youtube")[i % 4],
+                "media_name_id": 1 + i % 4,
                 "state": 1,
                 "enabled": True,
                 "execution_date": NOW - timedelta(minutes=1),

@@ -31,7 +31,8 @@ MISSING = object()
 # Field -> values that must be refused. Booleans for counts and counts for flags are the trap:
 # `bool` is an `int` subclass, so a bare isinstance check would let them through.
 BAD_VALUES = {
-    "target": [MISSING, None, 7, True, b"x", ["x"], "", "   ", "\t\n"],
+    # A missing or null target is derived (see test_parse_due_job_derives_a_missing_target).
+    "target": [7, True, b"x", ["x"], "", "   ", "\t\n"],
     "media_name": [MISSING, None, 3, False, ["x"]],
     "media_id": [MISSING, None, True, False, 1.0, "1", [1]],
     "driver_class": [MISSING, None, 0, True, {"x": 1}],
@@ -155,3 +156,15 @@ def test_parse_due_job_reason_table(field, value, reason):
         parse_due_job({**doc, field: value})
     assert caught.value.reason.startswith(reason)
     assert str(caught.value).startswith("job j1: ")
+
+
+@settings(max_examples=50)
+@given(valid_docs, st.sampled_from([MISSING, None]), st.text(min_size=1, max_size=8))
+def test_parse_due_job_derives_a_missing_target(doc, absent, username):
+    # Jobs of the old system carry no target: the first non-empty mapped field names it...
+    doc = corrupt(doc, "target", absent)
+    named = {**doc, "username": username}
+    expected = username if username.strip() else str(doc["_id"])
+    assert parse_due_job(named, ["username", "url"]).target == expected
+    # ...and failing all of them, the job's own _id.
+    assert parse_due_job(doc, ["username", "url"]).target == str(doc["_id"])

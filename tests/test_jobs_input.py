@@ -36,6 +36,7 @@ def test_build_job_docs_profile_defaults_fill_every_field():
     for doc in docs:
         assert doc == {
             "target": "alice",
+            "media_name": "twitter",
             "media_name_id": 1,
             "task": doc["task"],
             "state": 1,

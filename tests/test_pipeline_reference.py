@@ -1,6 +1,6 @@
 """The planning pipeline against a plain-Python reference, on the embedded store and mongoeco.
 
-The reference implements DESIGN.md §1 step 2 directly: filter the due jobs, sort them by
+The reference implements the planning step directly: filter the due jobs, sort them by
 human_validation desc, certitude desc, modified_at asc, _id asc, join the enabled media and the
 enabled task row, and split by the row's need flags.
 """
@@ -76,6 +76,12 @@ REFERENCE = ReferenceData.model_validate(
 )
 MEDIA = {m.id: m for m in REFERENCE.media}
 UNKNOWN_MEDIA_ID = 99
+
+
+def media_name_of(media_id):
+    return MEDIA[media_id].name if media_id in MEDIA else "ghost"
+
+
 TASKS = ("profile", "publication")
 
 
@@ -83,7 +89,7 @@ def is_due(job, now, task=None):
     return (
         (task is None or job["task"] == task)
         and job["execution_date"] <= now
-        and job["enabled"] is True
+        and job.get("enabled") is not False
         and job["state"] in (1, 3)
         and job.get("exhausted") is not True
         and job.get("problem") is None
@@ -131,7 +137,8 @@ def job_sets(draw, max_size):
             "_id": job_id,
             "target": f"target-{i}",
             "task": draw(st.sampled_from(TASKS)),
-            "media_name_id": draw(st.sampled_from([*MEDIA, UNKNOWN_MEDIA_ID])),
+            "media_name_id": (media_id := draw(st.sampled_from([*MEDIA, UNKNOWN_MEDIA_ID]))),
+            "media_name": media_name_of(media_id),
             "human_validation": draw(st.booleans()),
             "certitude": draw(st.sampled_from([0.5, 0.9])),
             "modified_at": draw(st.sampled_from(MODIFIED)),
@@ -208,6 +215,7 @@ def test_pipeline_orders_by_priority_then_id_whatever_the_insertion_order(refere
             "target": f"t{job_id}",
             "task": "profile",
             "media_name_id": 1,
+            "media_name": "alpha",
             "state": 1,
             "enabled": True,
             "execution_date": NOW,
@@ -235,7 +243,13 @@ def test_pipeline_orders_by_priority_then_id_whatever_the_insertion_order(refere
 def test_pipeline_due_tasks_skips_tasks_without_due_jobs(reference_store):
     # Given publication jobs that are all either in the future, running, disabled or exhausted
     jobs = MongoJobStore(reference_store.db, "profiles")
-    base = {"media_name_id": 1, "human_validation": False, "certitude": 0.5, "modified_at": NOW}
+    base = {
+        "media_name_id": 1,
+        "media_name": "alpha",
+        "human_validation": False,
+        "certitude": 0.5,
+        "modified_at": NOW,
+    }
     reference_store.db.profiles.insert_many(
         [
             {**base, "_id": 1, "target": "a", "task": "profile", "state": 1, "enabled": True,
@@ -267,6 +281,7 @@ def test_pipeline_audit_diagnoses_why_a_job_is_never_planned(reference_store):
             "target": f"t{job_id}",
             "task": task,
             "media_name_id": media_id,
+            "media_name": media_name_of(media_id),
             "state": 1,
             "enabled": True,
             "execution_date": NOW - timedelta(minutes=1),
@@ -307,7 +322,7 @@ def test_pipeline_audit_diagnoses_why_a_job_is_never_planned(reference_store):
         "disabled_media": False,
         "disabled_task": False,
     }
-    assert "unknown media id 99" in problems["unknown_media"].reason
+    assert "unknown media 'ghost'" in problems["unknown_media"].reason
     assert "no task 'publication'" in problems["no_task_row"].reason
     assert "str, not a date" in problems["string_date"].reason
     assert "delta is disabled" in problems["disabled_media"].reason

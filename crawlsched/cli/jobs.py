@@ -70,7 +70,7 @@ def _media(rt: Runtime, name: str) -> tuple[dict[str, Any], dict[str, dict[str, 
         known = sorted(m["media_name"] for m in rt.reference.media())
         listed = ", ".join(known) or "none (run `crawlsched init-db`)"
         raise BadJobInput(f"unknown media {name!r}; known media: {listed}")
-    return row, rt.reference.tasks_of(row["_id"])
+    return row, rt.reference.tasks_of(row.get("media_name_id", row["_id"]))
 
 
 def _every(seconds: int | None) -> str:

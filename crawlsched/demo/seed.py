@@ -26,9 +26,10 @@ def demo_reference(base_url: str) -> ReferenceData:
     return reference.model_copy(update={"media": media})
 
 
-def _job(target: str, media_id: int, task: str, now: datetime, n: int) -> dict:
+def _job(target: str, media: str, media_id: int, task: str, now: datetime, n: int) -> dict:
     return {
         "target": target,
+        "media_name": media,
         "media_name_id": media_id,
         "task": task,
         "state": int(JobState.PENDING),
@@ -56,14 +57,14 @@ def seed(rt: Runtime, base_url: str, node_url: str | None = None) -> dict[str, i
             n += 1
             handle = f"{media}_user{i}"
             for task in ("profile", "publication"):
-                doc = _job(handle, media_ids[media], task, now, n)
+                doc = _job(handle, media, media_ids[media], task, now, n)
                 if n % DEAD_EVERY == 0:
                     doc["url"] = f"{base_url}{MISSING_PREFIX}{handle}"
                 profiles.append(doc)
     websites = []
     for i in range(WEBSITES):
         path = f"{MISSING_PREFIX}site{i}" if i % DEAD_EVERY == 3 else f"/site{i}/news"
-        websites.append(_job(f"{base_url}{path}", media_ids["web"], "article", now, i))
+        websites.append(_job(f"{base_url}{path}", "web", media_ids["web"], "article", now, i))
     inserted_profiles, _ = rt.jobs("profiles").insert_new(profiles)
     inserted_websites, _ = rt.jobs("websites").insert_new(websites)
     # Fewer resources than batches ask for at once: batches wait their turn, as in production.

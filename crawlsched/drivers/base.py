@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -21,6 +22,8 @@ class CrawlJob:
     task: str
     media_name: str
     crawl_limit: int
+    # The whole job document as stored: jobs of the old system carry their own fields.
+    document: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -22,6 +22,7 @@ from crawlsched.drivers.browser_session import is_session_lost, open_browser
 from crawlsched.flow.admission import keys_of, requeue
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage, ReportMessage
+from crawlsched.planning.due import derive_target
 from crawlsched.planning.outcomes import JobUpdate, Outcome, after_failure, after_success
 from crawlsched.resources.rules import ACCOUNT_POOL, SELENIUM_POOL, pool_of
 from crawlsched.runtime import Runtime
@@ -31,13 +32,13 @@ log = get_logger(__name__)
 CRAWL_OUTCOMES = {Outcome.SUCCEEDED, Outcome.FAILED, Outcome.EXHAUSTED}
 
 
-def job_url(job: dict[str, Any], media: dict[str, Any] | None) -> str:
-    if job.get("url"):
+def job_url(job: dict[str, Any], target: str, media: dict[str, Any] | None) -> str:
+    if isinstance(job.get("url"), str) and job["url"]:
         return job["url"]
     template = (media or {}).get("url_template")
     if template:
-        return template.format(handle=job["target"])
-    return job["target"]
+        return template.format(handle=target)
+    return target
 
 
 class ResourceLost(Exception):
@@ -118,14 +119,17 @@ def _crawl_jobs(
     driver = registry.create(message.driver_class)
     media = rt.media(message.media_name)
     progress = Progress()
+    target_fields = ("target", *rt.target_fields(message.collection))
     for index, doc in enumerate(jobs):
+        target = derive_target(doc, target_fields)
         job = CrawlJob(
             doc["_id"],
-            doc["target"],
-            job_url(doc, media),
+            target,
+            job_url(doc, target, media),
             message.task,
             message.media_name,
             message.crawl_limit,
+            document=doc,
         )
         try:
             leases.keep()

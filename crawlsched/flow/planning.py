@@ -23,14 +23,14 @@ log = get_logger(__name__)
 
 
 def _parse_all(
-    rows: dict[Category, list[dict]],
+    rows: dict[Category, list[dict]], target_fields: list[str]
 ) -> tuple[dict[Category, list[DueJob]], list[Problem]]:
     parsed: dict[Category, list[DueJob]] = {}
     bad: list[Problem] = []
     for category, docs in rows.items():
         for doc in docs:
             try:
-                parsed.setdefault(category, []).append(parse_due_job(doc))
+                parsed.setdefault(category, []).append(parse_due_job(doc, target_fields))
             except BadJobDocument as e:
                 bad.append(Problem(e.job_id, e.reason, set_aside=True))
     return parsed, bad
@@ -48,8 +48,10 @@ def plan_collection(
     stats["set_aside"] += store.set_aside([p for p in problems if p.set_aside], now)
     stats["waiting_on_operator"] += sum(1 for p in problems if not p.set_aside)
     deadline = expiry_deadline(now, rt.settings.dispatch_lease_s)
+    target_fields = rt.target_fields(store.collection_name)
     for task in store.due_tasks(now):
-        categorized, bad = _parse_all(store.categorized(task, now))
+        rows = store.categorized(task, now, target_fields)
+        categorized, bad = _parse_all(rows, target_fields)
         stats["set_aside"] += store.set_aside(bad, now)
         batches = make_batches(
             store.collection_name, task, categorized, rt.settings.default_batch_limit

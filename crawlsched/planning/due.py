@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -61,11 +61,28 @@ def _require(doc: Mapping[str, Any], field: str, kind: type | tuple[type, ...], 
     return value
 
 
-def parse_due_job(doc: Mapping[str, Any]) -> DueJob:
+def derive_target(doc: Mapping[str, Any], fields: Sequence[str] = ("target",)) -> str:
+    """What a job crawls: the first of `fields` holding a non-empty string, else its `_id`.
+
+    Jobs we write carry `target`; jobs of the old system name it otherwise (a username, a
+    URL), and the reference file lists which fields to look at, per job collection.
+    """
+    for field in fields:
+        value = doc.get(field)
+        if isinstance(value, str) and value.strip():
+            return value
+    return str(doc.get("_id"))
+
+
+def parse_due_job(doc: Mapping[str, Any], target_fields: Sequence[str] = ("target",)) -> DueJob:
     """Check one pipeline row; raise BadJobDocument with an operator-readable reason."""
-    target = _require(doc, "target", str, "job")
-    if not target.strip():
+    if doc.get("target") is not None and not isinstance(doc["target"], str):
+        raise BadJobDocument(
+            doc.get("_id"), f"job: target has type {type(doc['target']).__name__}, expected str"
+        )
+    if isinstance(doc.get("target"), str) and not doc["target"].strip():
         raise BadJobDocument(doc.get("_id"), "job: target is empty")
+    target = derive_target(doc, ("target", *target_fields))
     media = str(doc.get("media_name", "?"))
     row = f"core_tasks row ({media}, {doc.get('task', '?')})"
     crawl_limit = _require(doc, "crawl_limit", int, row)

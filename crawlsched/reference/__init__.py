@@ -23,7 +23,8 @@ class TaskRow(BaseModel):
 
 class MediaRow(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    name: str = Field(min_length=1, pattern=r"^[a-z0-9_]+$")
+    # What real sites are called: letters, digits, and . _ - inside (news-site, le.monde).
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[a-z0-9](?:[a-z0-9_.-]*[a-z0-9])?$")
     id: int = Field(ge=0)
     enabled: bool = True
     driver_class: str = Field(min_length=1)
@@ -41,10 +42,31 @@ class MediaRow(BaseModel):
         return self
 
 
+# How a job names what to crawl when it has no `target` field (databases of the old system):
+# the first of these fields that holds a non-empty string; failing all of them, its `_id`.
+DEFAULT_TARGET_FIELDS: dict[str, list[str]] = {
+    "profiles": ["target", "username", "screen_name", "profile_url", "url"],
+    "websites": ["target", "url", "link"],
+}
+
+
 class ReferenceData(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     models: list[str] = Field(min_length=1)
     media: list[MediaRow]
+    target_fields: dict[str, list[str]] = Field(
+        default_factory=lambda: {k: list(v) for k, v in DEFAULT_TARGET_FIELDS.items()}
+    )
+
+    @model_validator(mode="after")
+    def _target_fields(self) -> ReferenceData:
+        for collection, fields in self.target_fields.items():
+            if collection not in DEFAULT_TARGET_FIELDS:
+                raise ValueError(f"target_fields: unknown job collection {collection!r}")
+            for field in fields:
+                if not field or field.startswith("$") or "." in field:
+                    raise ValueError(f"target_fields.{collection}: not a field name: {field!r}")
+        return self
 
     @model_validator(mode="after")
     def _unique(self) -> ReferenceData:

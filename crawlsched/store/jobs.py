@@ -38,9 +38,15 @@ JOB_INDEXES: list[tuple[list[tuple[str, int]], dict[str, Any]]] = [
     ([("last_dispatch_id", ASCENDING)], {"name": "last_dispatch", "sparse": True}),
     ([("run_id", ASCENDING)], {"name": "run", "sparse": True}),
     ([("state", ASCENDING), ("lease_deadline", ASCENDING)], {"name": "running_by_deadline"}),
+    # One job per (media, target, task) among the jobs we write; the old system's jobs carry
+    # no `target` and are left out of the index rather than rejected by it.
     (
         [("media_name_id", ASCENDING), ("target", ASCENDING), ("task", ASCENDING)],
-        {"name": "target_task", "unique": True},
+        {
+            "name": "target_task_unique",
+            "unique": True,
+            "partialFilterExpression": {"target": {"$type": "string"}},
+        },
     ),
 ]
 
@@ -65,6 +71,9 @@ class MongoJobStore:
         self._jobs = db[collection]
 
     def create_indexes(self) -> None:
+        # An earlier version's index rejected documents without a target: replace it.
+        if "target_task" in self._jobs.index_information():
+            self._jobs.drop_index("target_task")
         for keys, options in JOB_INDEXES:
             self._jobs.create_index(keys, **options)
 
@@ -74,9 +83,11 @@ class MongoJobStore:
         """Tasks with at least one due job: the others are skipped without an aggregation."""
         return sorted(t for t in self._jobs.distinct("task", due_filter(now)) if isinstance(t, str))
 
-    def categorized(self, task: str, now: datetime) -> dict[Category, list[dict[str, Any]]]:
+    def categorized(
+        self, task: str, now: datetime, target_fields: Sequence[str] = ()
+    ) -> dict[Category, list[dict[str, Any]]]:
         """Run the pipeline for one task: the four lists, each in priority order."""
-        rows = list(self._jobs.aggregate(planning_pipeline(task, now)))
+        rows = list(self._jobs.aggregate(planning_pipeline(task, now, list(target_fields))))
         facet = rows[0] if rows else {}
         return {category: list(facet.get(category.value, [])) for category in Category}
 

@@ -1,8 +1,12 @@
 """Step 2: the aggregation over one job collection and one task, as plain data.
 
-Written in the subset that MongoDB ≥ 6, mongomock and the multi-process test server all accept
-(DESIGN.md §3): `$lookup` with localField/foreignField, `$unwind` then `$match`, `$ne` instead of
-`$not`, `$facet` with four `$match`es instead of a `$group` that pushes `$$REMOVE`, `now` passed in.
+Written in the subset that MongoDB ≥ 6, mongomock and the multi-process test server all accept:
+`$lookup` with localField/foreignField, `$unwind` then `$match`, `$ne` instead of `$not`, `$facet`
+with four `$match`es instead of a `$group` that pushes `$$REMOVE`, `now` passed in.
+
+Joins as the old system's pipeline does, so that its databases plan as they are: a job's
+`media_name` to `childs_socialmedia.media_name`, then that media's `media_name_id` and the
+job's task to a `core_tasks` row. A flag that is absent means enabled: only `false` disables.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ TASKS_COLLECTION = "core_tasks"
 # Fields lifted from the joined media and task rows onto each job (`$addFields`).
 LIFTED_FIELDS = {
     "media_name": "$media.media_name",
-    "media_id": "$media._id",
+    "media_id": "$media.media_name_id",
     "driver_class": "$media.driver_class",
     "used_tool": "$media.used_tool",
     "need_login": "$task_row.need_login",
@@ -32,15 +36,20 @@ LIFTED_FIELDS = {
 # that ties are broken the same way on every backend (otherwise the order is unspecified).
 PRIORITY_SORT = {"human_validation": -1, "certitude": -1, "modified_at": 1, "_id": 1}
 
-# Only what batching and the crawl message need; the worker loads the rest of the job itself.
+# Only what batching and the crawl message need (and the fields a target may be derived from,
+# see `planning.due.derive_target`); the worker loads the rest of the job itself.
 PROJECTED_FIELDS = ("_id", "target", "task", *LIFTED_FIELDS)
+
+
+def _projection(target_fields: list[str]) -> dict[str, int]:
+    return dict.fromkeys([*PROJECTED_FIELDS, *target_fields], 1)
 
 
 def due_filter(now: datetime, task: str | None = None) -> dict[str, Any]:
     """Jobs that are enabled, pending or failed, not exhausted or set aside, and due by `now`."""
     match: dict[str, Any] = {
         "execution_date": {"$lte": now},
-        "enabled": True,
+        "enabled": {"$ne": False},
         "state": {"$in": list(PLANNABLE_STATES)},
         "exhausted": {"$ne": True},
         "problem": None,
@@ -74,33 +83,48 @@ def _category_match(category: Category) -> dict[str, Any]:
     return {"$match": {**login, **selenium}}
 
 
-def planning_pipeline(task: str, now: datetime) -> list[dict[str, Any]]:
+def _media_join() -> list[dict[str, Any]]:
+    return [
+        {
+            "$lookup": {
+                "from": MEDIA_COLLECTION,
+                "localField": "media_name",
+                "foreignField": "media_name",
+                "as": "media",
+            }
+        }
+    ]
+
+
+def _task_join(into: str) -> list[dict[str, Any]]:
+    # After `$unwind: $media` the media's id is `media.media_name_id`.
+    return [
+        {
+            "$lookup": {
+                "from": TASKS_COLLECTION,
+                "localField": "media.media_name_id",
+                "foreignField": "media_name_id",
+                "as": into,
+            }
+        }
+    ]
+
+
+def planning_pipeline(
+    task: str, now: datetime, target_fields: list[str] = ()
+) -> list[dict[str, Any]]:
     """The pipeline returning one document whose four fields are the categories' job lists."""
     return [
         {"$match": due_filter(now, task)},
         {"$sort": PRIORITY_SORT},
-        {
-            "$lookup": {
-                "from": MEDIA_COLLECTION,
-                "localField": "media_name_id",
-                "foreignField": "_id",
-                "as": "media",
-            }
-        },
+        *_media_join(),
         {"$unwind": "$media"},
-        {"$match": {"media.enabled": True}},
-        {
-            "$lookup": {
-                "from": TASKS_COLLECTION,
-                "localField": "media_name_id",
-                "foreignField": "media_name_id",
-                "as": "task_row",
-            }
-        },
+        {"$match": {"media.enabled": {"$ne": False}}},
+        *_task_join("task_row"),
         {"$unwind": "$task_row"},
-        {"$match": {"task_row.name": task, "task_row.enabled": True}},
+        {"$match": {"task_row.name": task, "task_row.enabled": {"$ne": False}}},
         {"$addFields": LIFTED_FIELDS},
-        {"$project": dict.fromkeys(PROJECTED_FIELDS, 1)},
+        {"$project": _projection(target_fields)},
         {"$facet": {category.value: [_category_match(category)] for category in Category}},
     ]
 
@@ -116,22 +140,10 @@ def audit_pipeline(now: datetime) -> list[dict[str, Any]]:
     base.pop("execution_date")
     return [
         {"$match": base},
-        {
-            "$lookup": {
-                "from": MEDIA_COLLECTION,
-                "localField": "media_name_id",
-                "foreignField": "_id",
-                "as": "media",
-            }
-        },
-        {
-            "$lookup": {
-                "from": TASKS_COLLECTION,
-                "localField": "media_name_id",
-                "foreignField": "media_name_id",
-                "as": "task_rows",
-            }
-        },
+        *_media_join(),
+        # One media per job (names are unique); kept when there is none, to report it.
+        {"$unwind": {"path": "$media", "preserveNullAndEmptyArrays": True}},
+        *_task_join("task_rows"),
         {
             "$addFields": {
                 "task_row": {
@@ -146,10 +158,10 @@ def audit_pipeline(now: datetime) -> list[dict[str, Any]]:
         {
             "$match": {
                 "$or": [
-                    {"media": {"$size": 0}},
-                    {"media.enabled": {"$ne": True}},
+                    {"media": None},
+                    {"media.enabled": False},
                     {"task_row": {"$size": 0}},
-                    {"task_row.enabled": {"$ne": True}},
+                    {"task_row.enabled": False},
                     {"$nor": [{"execution_date": {"$type": "date"}}]},
                 ]
             }
@@ -160,6 +172,7 @@ def audit_pipeline(now: datetime) -> list[dict[str, Any]]:
                 "target": 1,
                 "task": 1,
                 "media_name_id": 1,
+                "media_name": 1,
                 "execution_date": 1,
                 "media": 1,
                 "task_row": 1,

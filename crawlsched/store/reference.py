@@ -7,7 +7,7 @@ from typing import Any
 from bson import ObjectId
 from pymongo import ASCENDING, UpdateOne
 
-from crawlsched.reference import ReferenceData
+from crawlsched.reference import DEFAULT_TARGET_FIELDS, ReferenceData
 from crawlsched.store.counting import CountingDatabase
 from crawlsched.store.pipeline import MEDIA_COLLECTION, TASKS_COLLECTION
 
@@ -42,6 +42,8 @@ class MongoReferenceStore:
                     {
                         "$set": {
                             "media_name": m.name,
+                            # The old system joins tasks by this field, not by `_id`.
+                            "media_name_id": m.id,
                             "enabled": m.enabled,
                             "driver_class": m.driver_class,
                             "used_tool": m.used_tool,
@@ -62,7 +64,18 @@ class MongoReferenceStore:
         self._db.core_models.bulk_write(models, ordered=False)
         self._db[MEDIA_COLLECTION].bulk_write(media, ordered=False)
         self._db[TASKS_COLLECTION].bulk_write(tasks, ordered=False)
+        self._db.core_settings.update_one(
+            {"_id": "target_fields"},
+            {"$set": {"fields": reference.target_fields}},
+            upsert=True,
+        )
         return {"models": len(models), "media": len(media), "tasks": len(tasks)}
+
+    def target_fields(self) -> dict[str, list[str]]:
+        """Which fields name a job's target, per job collection (see the reference file)."""
+        doc = self._db.core_settings.find_one({"_id": "target_fields"})
+        stored = (doc or {}).get("fields") or {}
+        return {c: list(stored.get(c) or d) for c, d in DEFAULT_TARGET_FIELDS.items()}
 
     def model_ids(self) -> dict[str, Any]:
         """Step 1: the id of every data model, by name (results are tagged with them)."""
@@ -74,7 +87,7 @@ class MongoReferenceStore:
     def media_by_name(self, name: str) -> dict[str, Any] | None:
         return self._db[MEDIA_COLLECTION].find_one({"media_name": name})
 
-    def tasks_of(self, media_name_id: int) -> dict[str, dict[str, Any]]:
+    def tasks_of(self, media_name_id: Any) -> dict[str, dict[str, Any]]:
         return {
             row["name"]: row
             for row in self._db[TASKS_COLLECTION].find({"media_name_id": media_name_id})
@@ -87,5 +100,6 @@ class MongoReferenceStore:
         if task is None:
             coll, flt = self._db[MEDIA_COLLECTION], {"_id": media["_id"]}
         else:
-            coll, flt = self._db[TASKS_COLLECTION], {"media_name_id": media["_id"], "name": task}
+            media_name_id = media.get("media_name_id", media["_id"])
+            coll, flt = self._db[TASKS_COLLECTION], {"media_name_id": media_name_id, "name": task}
         return coll.update_one(flt, {"$set": {"enabled": enabled}}).matched_count
