@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Literal
 from urllib.parse import urlsplit
 
+from bson import json_util
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from crawlsched.catalog import TARGET_KINDS, JobState
@@ -257,3 +258,90 @@ def _csv_row(header: list[str], cells: list[str]) -> dict[str, Any] | Exception:
         else:
             row[name] = value
     return row
+
+
+# -- importing job documents as they are (--preserve) ------------------------------------------
+
+# Fields `--preserve` keeps from the file (checked); anything else the row carries is kept too
+# (the old system's own fields, e.g. a username a target is derived from), except ours below.
+PRESERVED_FIELDS = (
+    "_id",
+    "state",
+    "enabled",
+    "execution_date",
+    "modified_at",
+    "human_validation",
+    "certitude",
+    "attempt_count",
+)
+# Bookkeeping of a dispatch in flight: meaningless in another database, dropped on import.
+DISPATCH_FIELDS = ("dispatch_id", "lease_deadline", "run_id", "problem")
+
+
+def from_extended_json(row: Mapping[str, Any]) -> dict[str, Any]:
+    """Decode MongoDB extended JSON (`{"$oid": …}`, `{"$date": …}`), as mongoexport writes."""
+    return json_util.loads(json.dumps(dict(row)))
+
+
+def _when(value: Any, field: str, now: datetime) -> datetime:
+    if value is None:
+        return now
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            raise BadJobInput(f"{field} is not an ISO 8601 date: {value!r}") from None
+    if not isinstance(value, datetime):
+        raise BadJobInput(f"{field} must be a date, got {type(value).__name__}")
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def preserved_job_doc(
+    row: Mapping[str, Any],
+    media_row: Mapping[str, Any],
+    media_tasks: set[str],
+    now: datetime,
+) -> dict[str, Any]:
+    """One job document as the file has it, checked; BadJobInput says what to fix."""
+    doc = {k: v for k, v in row.items() if k not in ("kind", "media", *DISPATCH_FIELDS)}
+    bad = [k for k in doc if not isinstance(k, str) or k.startswith("$") or "." in k]
+    if bad:
+        raise BadJobInput(f"field names must not start with $ or contain '.': {bad[:3]}")
+    task = doc.get("task")
+    if not isinstance(task, str) or task not in media_tasks:
+        offered = ", ".join(sorted(media_tasks)) or "none"
+        raise BadJobInput(
+            f"task {task!r} is not one media {media_row['media_name']} offers: {offered}"
+        )
+    state = doc.get("state", int(JobState.PENDING))
+    if isinstance(state, bool) or state not in tuple(int(s) for s in JobState):
+        raise BadJobInput(f"state must be one of 1, 2, 3, 4, got {state!r}")
+    if state == int(JobState.RUNNING):
+        # Running when the dump was taken, with no worker here: kept running, with a dispatch
+        # deadline already passed, so the next tick reclaims it like a job whose worker died.
+        doc["lease_deadline"] = now
+    enabled = doc.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise BadJobInput(f"enabled must be true or false, got {enabled!r}")
+    doc["execution_date"] = _when(doc.get("execution_date"), "execution_date", now)
+    doc["modified_at"] = _when(doc.get("modified_at"), "modified_at", now)
+    certitude = doc.get("certitude", 0.5)
+    if (
+        isinstance(certitude, bool)
+        or not isinstance(certitude, int | float)
+        or not 0 <= certitude <= 1
+    ):
+        raise BadJobInput(f"certitude must be a number from 0 to 1, got {certitude!r}")
+    validated = doc.get("human_validation", 0)
+    if not isinstance(validated, bool | int) or validated not in (0, 1):
+        raise BadJobInput(f"human_validation must be 0, 1, true or false, got {validated!r}")
+    attempts = doc.get("attempt_count", 0)
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 0:
+        raise BadJobInput(f"attempt_count must be a whole number >= 0, got {attempts!r}")
+    target = doc.get("target")
+    if target is not None and (not isinstance(target, str) or not target.strip()):
+        raise BadJobInput(f"target must be a non-empty string when given, got {target!r}")
+    doc["media_name"] = media_row["media_name"]
+    doc["media_name_id"] = media_row.get("media_name_id", media_row["_id"])
+    doc.setdefault("created_at", now)
+    return doc

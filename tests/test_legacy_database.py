@@ -124,3 +124,109 @@ def test_legacy_database_plans_as_the_old_pipeline(store):
             store.db[name].drop()
 
     check()
+
+
+@settings(max_examples=15, suppress_health_check=[HealthCheck.too_slow])
+@given(old_databases())
+def test_legacy_dump_imported_with_preserve_plans_the_same(tmp_path_factory, database):
+    # Given an old database, and what it plans
+    import uuid
+
+    from bson import json_util
+    from typer.testing import CliRunner
+
+    from crawlsched.cli import app
+    from crawlsched.store.client import drop_embedded, open_database
+
+    media, tasks, jobs = database
+    source_url, target_url = (f"mongomock://legacy-{uuid.uuid4().hex}" for _ in range(2))
+    try:
+        source, target = (open_database(u, "crawlsched") for u in (source_url, target_url))
+        for db in (source, target):
+            db.childs_socialmedia.insert_many(media)
+            if tasks:
+                db.core_tasks.insert_many(tasks)
+        if jobs:
+            source.profiles.insert_many(jobs)
+
+        def plan(db):
+            store = MongoJobStore(db, "profiles")
+            return {
+                task: {c: [r["_id"] for r in rows] for c, rows in store.categorized(
+                    task, NOW, TARGET_FIELDS).items()}
+                for task in TASKS
+            }  # fmt: skip
+
+        before = plan(source)
+        # When it is dumped as mongoexport would (extended JSON lines) and imported elsewhere
+        dump = tmp_path_factory.mktemp("dump") / "profiles.jsonl"
+        dump.write_text("".join(json_util.dumps(j) + "\n" for j in source.profiles.find({})))
+        result = CliRunner().invoke(
+            app,
+            ["jobs", "import", "--preserve", "--kind", "profile", str(dump)],
+            env={"CRAWLSCHED_MONGO_URL": target_url},
+        )
+        # Then every row whose media and task exist is imported, and the plans are equal
+        assert result.exit_code in (0, 1), result.output
+        assert plan(target) == before
+        kept = {j["_id"]: j for j in target.profiles.find({})}
+        for job in jobs:
+            if job["_id"] in kept:
+                for field in ("execution_date", "modified_at", "certitude", "human_validation"):
+                    assert kept[job["_id"]][field] == job[field]
+    finally:
+        drop_embedded(source_url)
+        drop_embedded(target_url)
+
+
+def test_doctor_reports_what_would_plan_wait_or_be_set_aside_and_changes_nothing():
+    import json
+    import uuid
+
+    from typer.testing import CliRunner
+
+    from crawlsched.cli import app
+    from crawlsched.store.client import drop_embedded, open_database
+
+    url = f"mongomock://doctor-{uuid.uuid4().hex}"
+    try:
+        db = open_database(url, "crawlsched")
+        db.childs_socialmedia.insert_many(
+            [
+                {"media_name": "news-site", "media_name_id": 7, "driver_class": "http"},
+                {"media_name": "old.net", "media_name_id": 8, "driver_class": "http",
+                 "enabled": False},
+            ]
+        )  # fmt: skip
+        db.core_tasks.insert_one(
+            {"media_name_id": 7, "name": "profile", "need_login": True, "need_selenium": False,
+             "crawl_limit": 3}
+        )  # fmt: skip
+        due = {"state": 1, "task": "profile", "execution_date": NOW, "modified_at": NOW}
+        db.profiles.insert_many(
+            [
+                {**due, "media_name": "news-site", "username": "a"},
+                {**due, "media_name": "news-site"},  # no target at all: plans on its _id
+                {**due, "media_name": "news-site", "task": "friend"},  # no such task row
+                {**due, "media_name": "old.net"},  # media switched off: waits
+                {**due, "media_name": "gone"},  # unknown media
+                {**due, "media_name": "news-site", "target": 5},  # a target of the wrong type
+            ]
+        )
+        before = list(db.profiles.find({}))
+
+        result = CliRunner().invoke(app, ["doctor", "--json"], env={"CRAWLSCHED_MONGO_URL": url})
+
+        assert result.exit_code == 0, result.output
+        report = json.loads(result.output.splitlines()[0])
+        assert report["collection"] == "profiles" and report["due"] == 6
+        assert report["plan"] == {"profile / need_only_login": 2}
+        assert report["wait"] == {"media old.net is disabled": 1}
+        assert report["set_aside"] == {
+            "media news-site has no task 'friend'": 1,
+            "unknown media 'gone'": 1,
+            "job: target has type int, expected str": 1,
+        }
+        assert list(db.profiles.find({})) == before  # read-only
+    finally:
+        drop_embedded(url)

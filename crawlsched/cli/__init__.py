@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from crawlsched.cli import admin, demo, jobs, pools, runs
+from crawlsched.cli import admin, demo, doctor, jobs, pools, runs
 
 app = typer.Typer(
     help="crawlsched: plan, admit, run and watch crawl jobs (dramatiq over RabbitMQ, MongoDB).",
@@ -15,4 +15,5 @@ admin.register(app)
 demo.register(app)
 runs.register(app)
 pools.register(app)
+doctor.register(app)
 app.add_typer(jobs.app, name="jobs", help="Add, import and inspect crawl jobs.")

@@ -19,10 +19,13 @@ from crawlsched.cli.common import cli_runtime, console, err_console
 from crawlsched.errors import BadJobInput
 from crawlsched.jobs_input import (
     DEFAULT_WEBSITE_MEDIA,
+    JSON_LINES_SUFFIXES,
     JobInput,
     build_job_docs,
+    from_extended_json,
     job_input_from_row,
     parse_import_file,
+    preserved_job_doc,
 )
 from crawlsched.planning.problems import diagnose
 from crawlsched.runtime import Runtime
@@ -180,8 +183,10 @@ def add_website(
 class _Importer:
     """Validates rows one by one and writes their jobs in bulks of IMPORT_CHUNK per collection."""
 
-    def __init__(self, rt: Runtime, kind: str | None, rejects: TextIO | None) -> None:
-        self.rt, self.kind, self.rejects_out = rt, kind, rejects
+    def __init__(
+        self, rt: Runtime, kind: str | None, rejects: TextIO | None, preserve: bool = False
+    ) -> None:
+        self.rt, self.kind, self.rejects_out, self.preserve = rt, kind, rejects, preserve
         self.now = rt.now()
         self.rows = self.valid = self.inserted = self.duplicates = self.rejected = 0
         self.shown: list[tuple[int, str]] = []
@@ -189,7 +194,9 @@ class _Importer:
         self.media: dict[str, tuple[dict[str, Any], set[str]] | BadJobInput] = {}
 
     def _media_of(self, job: JobInput) -> tuple[dict[str, Any], set[str]]:
-        name = job.media_name
+        return self._media_named(job.media_name)
+
+    def _media_named(self, name: str) -> tuple[dict[str, Any], set[str]]:
         if name not in self.media:
             try:
                 row, task_rows = _media(self.rt, name)
@@ -207,16 +214,35 @@ class _Importer:
             self._reject(line, str(raw), None)
             return
         try:
-            job = job_input_from_row(raw, self.kind)
-            docs = build_job_docs(job, *self._media_of(job), self.now)
+            if self.preserve:
+                collection, docs = self._preserved(raw)
+            else:
+                job = job_input_from_row(raw, self.kind)
+                docs = build_job_docs(job, *self._media_of(job), self.now)
+                collection = TARGET_KINDS[job.kind].collection
         except BadJobInput as e:
             self._reject(line, str(e), raw)
             return
         self.valid += 1
-        collection = TARGET_KINDS[job.kind].collection
         self.pending[collection].extend(docs)
         while len(self.pending[collection]) >= IMPORT_CHUNK:
             self._flush(collection, IMPORT_CHUNK)
+
+    def _preserved(self, raw: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+        try:
+            row = from_extended_json(raw)
+        except (ValueError, TypeError) as e:
+            raise BadJobInput(f"not valid extended JSON: {e}") from None
+        kind = row.get("kind") or self.kind
+        if kind not in TARGET_KINDS:
+            raise BadJobInput(f"kind must be one of {sorted(TARGET_KINDS)} (column or --kind)")
+        name = row.get("media_name") or row.get("media")
+        if not isinstance(name, str) or not name:
+            name = DEFAULT_WEBSITE_MEDIA if kind == "website" else ""
+        if not name:
+            raise BadJobInput("a profile job needs media_name (or media)")
+        doc = preserved_job_doc(row, *self._media_named(name), self.now)
+        return TARGET_KINDS[kind].collection, [doc]
 
     def finish(self) -> None:
         for collection in list(self.pending):
@@ -228,9 +254,13 @@ class _Importer:
             self.pending[collection][:size],
             self.pending[collection][size:],
         )
-        inserted, skipped = self.rt.jobs(collection).insert_new(chunk)
+        if self.preserve:
+            inserted, skipped_count = self.rt.jobs(collection).insert_preserved(chunk)
+        else:
+            inserted, skipped = self.rt.jobs(collection).insert_new(chunk)
+            skipped_count = len(skipped)
         self.inserted += inserted
-        self.duplicates += len(skipped)
+        self.duplicates += skipped_count
 
     def _reject(self, line: int, reason: str, raw: dict[str, Any] | None) -> None:
         self.rejected += 1
@@ -283,13 +313,24 @@ def import_jobs(
     rejects: Path | None = typer.Option(
         None, help="Write every rejected line and its reason here, as JSON lines."
     ),
+    preserve: bool = typer.Option(
+        False,
+        "--preserve",
+        help="Rows are job documents (e.g. a mongoexport of another database, JSON lines): "
+        "keep _id, state, enabled, execution_date, modified_at, human_validation, certitude, "
+        "attempt_count and every other field as they are.",
+    ),
 ) -> None:
     """Add many jobs from a file; duplicates are skipped, bad rows reported with their reason.
 
     Columns/keys: kind, media, target, url, tasks (CSV: separated by `;`), interval_s, one_off,
-    human_validation, certitude, start_at. Exit 0 if any row was valid, 1 if none, 2 if the
-    file can't be read.
+    human_validation, certitude, start_at. With --preserve, one job document per line: kind
+    (or --kind), media_name, task, and the document's own fields. Exit 0 if any row was valid,
+    1 if none, 2 if the file can't be read.
     """
+    if preserve and file.suffix.lower() not in JSON_LINES_SUFFIXES:
+        err_console.print("[red]error:[/red] --preserve reads JSON lines (.jsonl, .ndjson) only")
+        raise typer.Exit(2)
     try:
         rows = parse_import_file(file)
         total = _count_lines(file)
@@ -299,7 +340,7 @@ def import_jobs(
     rejects_out = rejects.open("w", encoding="utf-8") if rejects else None
     try:
         with cli_runtime() as rt:
-            imp = _Importer(rt, kind.value if kind else None, rejects_out)
+            imp = _Importer(rt, kind.value if kind else None, rejects_out, preserve)
             columns = (
                 *Progress.get_default_columns()[:1],
                 BarColumn(),

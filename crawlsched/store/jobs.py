@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from pymongo import ASCENDING, DESCENDING, UpdateMany, UpdateOne
+from pymongo import ASCENDING, DESCENDING, InsertOne, UpdateMany, UpdateOne
+from pymongo.errors import BulkWriteError
 
 from crawlsched.catalog import JobState
 from crawlsched.planning.due import Category
@@ -266,6 +267,27 @@ class MongoJobStore:
         inserted = set(result.upserted_ids)
         skipped = [docs[i].get("target") for i in range(len(docs)) if i not in inserted]
         return len(inserted), skipped
+
+    def insert_preserved(self, docs: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
+        """Insert job documents keeping their `_id`; one that exists already (same `_id`, or
+        same media, target and task) is skipped. Returns (inserted, skipped)."""
+        if not docs:
+            return 0, 0
+        ops = [
+            UpdateOne({"_id": d["_id"]}, {"$setOnInsert": dict(d)}, upsert=True)
+            if "_id" in d
+            else InsertOne(dict(d))
+            for d in docs
+        ]
+        try:
+            result = self._jobs.bulk_write(ops, ordered=False)
+            inserted = result.upserted_count + result.inserted_count
+        except BulkWriteError as e:
+            duplicates = [w for w in e.details.get("writeErrors", []) if w.get("code") == 11000]
+            if len(duplicates) != len(e.details.get("writeErrors", [])):
+                raise
+            inserted = e.details.get("nUpserted", 0) + e.details.get("nInserted", 0)
+        return inserted, len(docs) - inserted
 
     def summary(self) -> dict[str, int]:
         counts: dict[str, int] = {}
