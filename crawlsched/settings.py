@@ -47,6 +47,13 @@ class Settings(BaseSettings):
         default_factory=list,
         description="Extra modules imported at start-up that register crawl drivers (plug-ins).",
     )
+    max_claim_per_sweep: int = Field(
+        0,
+        ge=0,
+        le=10_000_000,
+        description="At most this many jobs claimed by one firing of a schedule (0: no cap); "
+        "the rest stay due for the next one.",
+    )
     secret_key: SecretStr | None = Field(
         None,
         description="Fernet key that encrypts account secrets at rest "

@@ -111,10 +111,11 @@ def test_make_batches_cuts_each_media_under_its_own_limit():
 
     batches = make_batches("profiles", "profile", categorized, default_limit=3)
 
+    # Batches leave as soon as they are full (planning streams); the short ones at the end.
     assert [(b.media_name, b.job_ids) for b in batches] == [
         ("twitter", (1, 3)),
-        ("twitter", (5,)),
         ("youtube", (2, 4, 6)),
+        ("twitter", (5,)),
         ("youtube", (7,)),
     ]
 

@@ -12,8 +12,8 @@ from crawlsched.errors import BadJobDocument
 from crawlsched.flow.coordination import finish_if_done
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage
-from crawlsched.planning.batching import make_batches
-from crawlsched.planning.due import Category, DueJob, parse_due_job
+from crawlsched.planning.batching import Batch, BatchCutter
+from crawlsched.planning.due import parse_due_job
 from crawlsched.planning.problems import Problem, diagnose
 from crawlsched.runtime import Runtime
 from crawlsched.store.jobs import ClaimRequest, MongoJobStore, expiry_deadline
@@ -22,18 +22,48 @@ from crawlsched.store.runs import run_id_for
 log = get_logger(__name__)
 
 
-def _parse_all(
-    rows: dict[Category, list[dict]], target_fields: list[str]
-) -> tuple[dict[Category, list[DueJob]], list[Problem]]:
-    parsed: dict[Category, list[DueJob]] = {}
-    bad: list[Problem] = []
-    for category, docs in rows.items():
-        for doc in docs:
-            try:
-                parsed.setdefault(category, []).append(parse_due_job(doc, target_fields))
-            except BadJobDocument as e:
-                bad.append(Problem(e.job_id, e.reason, set_aside=True))
-    return parsed, bad
+# Claim in bulks of about this many jobs: few commands per job, little held in memory.
+CLAIM_CHUNK_JOBS = 1000
+SET_ASIDE_CHUNK = 1000
+
+
+def _claim_and_dispatch(
+    store: MongoJobStore,
+    batches: list[Batch],
+    run_id: str,
+    deadline: datetime,
+    dispatch: Callable[[BatchMessage], None],
+    stats: Counter,
+) -> None:
+    """Claim batches in bulks of about CLAIM_CHUNK_JOBS jobs, then dispatch what was claimed."""
+    chunk: list[Batch] = []
+    for batch in batches:
+        chunk.append(batch)
+        if sum(len(b.job_ids) for b in chunk) >= CLAIM_CHUNK_JOBS:
+            _claim_chunk(store, chunk, run_id, deadline, dispatch, stats)
+            chunk = []
+    if chunk:
+        _claim_chunk(store, chunk, run_id, deadline, dispatch, stats)
+
+
+def _claim_chunk(
+    store: MongoJobStore,
+    batches: list[Batch],
+    run_id: str,
+    deadline: datetime,
+    dispatch: Callable[[BatchMessage], None],
+    stats: Counter,
+) -> None:
+    requests = [ClaimRequest(uuid.uuid4().hex, batch.job_ids) for batch in batches]
+    claimed = store.claim(requests, run_id, deadline)
+    for batch, request in zip(batches, requests, strict=True):
+        job_ids = claimed[request.dispatch_id]
+        stats["lost_to_other_planner"] += len(batch.job_ids) - len(job_ids)
+        if job_ids:
+            stats["claimed"] += len(job_ids)
+            stats[f"batches.{batch.category.value}"] += 1
+            stats[f"jobs.{batch.category.value}"] += len(job_ids)
+            dispatch(BatchMessage.of(batch, run_id, request.dispatch_id, job_ids))
 
 
 def plan_collection(
@@ -44,27 +74,47 @@ def plan_collection(
     dispatch: Callable[[BatchMessage], None],
     stats: Counter,
 ) -> None:
+    """Audit, then stream each task's due jobs: parse, cut into batches, claim, dispatch.
+
+    Batches leave as they fill and claims go in bulks of about CLAIM_CHUNK_JOBS, so neither
+    memory nor any reply grows with the number of due jobs. With a claim cap
+    (`max_claim_per_sweep`), the sweep stops reading once the run has claimed that many; the
+    rest stay due for the next sweep.
+    """
     problems = [diagnose(row) for row in store.audit(now)]
     stats["set_aside"] += store.set_aside([p for p in problems if p.set_aside], now)
     stats["waiting_on_operator"] += sum(1 for p in problems if not p.set_aside)
     deadline = expiry_deadline(now, rt.settings.dispatch_lease_s)
-    target_fields = rt.target_fields(store.collection_name)
+    fields = rt.target_fields(store.collection_name)
+    cap = rt.settings.max_claim_per_sweep
     for task in store.due_tasks(now):
-        rows = store.categorized(task, now, target_fields)
-        categorized, bad = _parse_all(rows, target_fields)
+        cutter = BatchCutter(store.collection_name, task, rt.settings.default_batch_limit)
+        full: list[Batch] = []
+        bad: list[Problem] = []
+        taken = 0  # jobs put in a batch for this task so far
+        for row in store.due_rows(task, now, fields):
+            if cap and stats["claimed"] + taken >= cap:
+                stats["capped_at"] = cap  # the run stopped claiming here
+                break
+            try:
+                job = parse_due_job(row, fields)
+            except BadJobDocument as e:
+                bad.append(Problem(e.job_id, e.reason, set_aside=True))
+                if len(bad) >= SET_ASIDE_CHUNK:
+                    stats["set_aside"] += store.set_aside(bad, now)
+                    bad = []
+                continue
+            taken += 1
+            if (batch := cutter.add(job)) is not None:
+                full.append(batch)
+                if sum(len(b.job_ids) for b in full) >= CLAIM_CHUNK_JOBS:
+                    _claim_and_dispatch(store, full, run_id, deadline, dispatch, stats)
+                    taken -= sum(len(b.job_ids) for b in full)
+                    full = []
+        _claim_and_dispatch(store, [*full, *cutter.flush()], run_id, deadline, dispatch, stats)
         stats["set_aside"] += store.set_aside(bad, now)
-        batches = make_batches(
-            store.collection_name, task, categorized, rt.settings.default_batch_limit
-        )
-        requests = [ClaimRequest(uuid.uuid4().hex, batch.job_ids) for batch in batches]
-        claimed = store.claim(requests, run_id, deadline)
-        for batch, request in zip(batches, requests, strict=True):
-            job_ids = claimed[request.dispatch_id]
-            stats["lost_to_other_planner"] += len(batch.job_ids) - len(job_ids)
-            if job_ids:
-                stats[f"batches.{batch.category.value}"] += 1
-                stats[f"jobs.{batch.category.value}"] += len(job_ids)
-                dispatch(BatchMessage.of(batch, run_id, request.dispatch_id, job_ids))
+        if cap and stats["claimed"] >= cap:
+            break
 
 
 def plan_run(

@@ -17,6 +17,7 @@ from collections import Counter
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
+import bson
 from pymongo import monitoring
 
 _HOUSEKEEPING = frozenset(
@@ -46,7 +47,8 @@ class _Listener(monitoring.CommandListener):
         self._counter.on_wire(event.command_name)
 
     def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        pass
+        if self._counter.measure_replies:
+            self._counter.on_reply(event.command_name, len(bson.encode(event.reply)))
 
     def failed(self, event: monitoring.CommandFailedEvent) -> None:
         pass
@@ -60,7 +62,17 @@ class CommandCounter:
         self.boundary: Counter[str] = Counter()
         self.wire: Counter[str] = Counter()
         self.wire_cursor_continuations = 0
+        # The largest reply (BSON bytes) seen on the wire, when measuring: no reply may grow
+        # with the number of jobs (a server caps a document at 16 MB).
+        self.measure_replies = False
+        self.max_reply_bytes = 0
+        self.max_reply_command = ""
         self.listener = _Listener(self)
+
+    def on_reply(self, command_name: str, size: int) -> None:
+        with self._lock:
+            if size > self.max_reply_bytes:
+                self.max_reply_bytes, self.max_reply_command = size, command_name
 
     def on_boundary(self, method: str) -> None:
         with self._lock:

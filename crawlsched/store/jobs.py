@@ -7,7 +7,7 @@ Writes go in bulk: one command per batch of decisions, never one per job.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,7 +20,12 @@ from crawlsched.planning.due import Category
 from crawlsched.planning.outcomes import JobUpdate
 from crawlsched.planning.problems import Problem
 from crawlsched.store.counting import CountingDatabase
-from crawlsched.store.pipeline import audit_pipeline, due_filter, planning_pipeline
+from crawlsched.store.pipeline import (
+    audit_pipeline,
+    due_filter,
+    planning_pipeline,
+    row_category,
+)
 
 JOB_INDEXES: list[tuple[list[tuple[str, int]], dict[str, Any]]] = [
     # The pipeline's $match + $sort.
@@ -50,6 +55,10 @@ JOB_INDEXES: list[tuple[list[tuple[str, int]], dict[str, Any]]] = [
         },
     ),
 ]
+
+
+# Rows per cursor batch while planning: a reply holds at most this many small documents.
+PLANNING_BATCH = 500
 
 
 @dataclass(frozen=True)
@@ -84,13 +93,31 @@ class MongoJobStore:
         """Tasks with at least one due job: the others are skipped without an aggregation."""
         return sorted(t for t in self._jobs.distinct("task", due_filter(now)) if isinstance(t, str))
 
+    def due_rows(
+        self, task: str, now: datetime, target_fields: Sequence[str] = ()
+    ) -> Iterator[dict[str, Any]]:
+        """The pipeline for one task, streamed: due jobs joined, in priority order.
+
+        Stopping early (a claim cap) closes the server cursor.
+        """
+        cursor = self._jobs.aggregate(
+            planning_pipeline(task, now, list(target_fields)), batchSize=PLANNING_BATCH
+        )
+        try:
+            yield from cursor
+        finally:
+            close = getattr(cursor, "close", None)
+            if close is not None:
+                close()
+
     def categorized(
         self, task: str, now: datetime, target_fields: Sequence[str] = ()
     ) -> dict[Category, list[dict[str, Any]]]:
-        """Run the pipeline for one task: the four lists, each in priority order."""
-        rows = list(self._jobs.aggregate(planning_pipeline(task, now, list(target_fields))))
-        facet = rows[0] if rows else {}
-        return {category: list(facet.get(category.value, [])) for category in Category}
+        """The four lists, each in priority order (everything in memory: for small reads)."""
+        lists: dict[Category, list[dict[str, Any]]] = {category: [] for category in Category}
+        for row in self.due_rows(task, now, target_fields):
+            lists[row_category(row)].append(row)
+        return lists
 
     def audit(self, now: datetime) -> list[dict[str, Any]]:
         return list(self._jobs.aggregate(audit_pipeline(now)))

@@ -59,28 +59,10 @@ def due_filter(now: datetime, task: str | None = None) -> dict[str, Any]:
     return match
 
 
-def _category_match(category: Category) -> dict[str, Any]:
-    # `$ne: True` (not `False`) puts a missing or non-boolean flag in the "no" side, so every
-    # row lands in exactly one list; parse_due_job then rejects non-boolean flags with a reason.
-    login = (
-        {"need_login": True}
-        if category
-        in (
-            Category.ONLY_LOGIN,
-            Category.SELENIUM_AND_LOGIN,
-        )
-        else {"need_login": {"$ne": True}}
-    )
-    selenium = (
-        {"need_selenium": True}
-        if category
-        in (
-            Category.ONLY_SELENIUM,
-            Category.SELENIUM_AND_LOGIN,
-        )
-        else {"need_selenium": {"$ne": True}}
-    )
-    return {"$match": {**login, **selenium}}
+def row_category(row: dict[str, Any]) -> Category:
+    # Only `true` counts as a need: a missing or non-boolean flag is "no" here, so every row
+    # lands in exactly one category; parse_due_job then refuses non-boolean flags with a reason.
+    return Category.of(row.get("need_login") is True, row.get("need_selenium") is True)
 
 
 def _media_join() -> list[dict[str, Any]]:
@@ -113,7 +95,12 @@ def _task_join(into: str) -> list[dict[str, Any]]:
 def planning_pipeline(
     task: str, now: datetime, target_fields: list[str] = ()
 ) -> list[dict[str, Any]]:
-    """The pipeline returning one document whose four fields are the categories' job lists."""
+    """The due jobs of one task, joined and in priority order, one small document each.
+
+    Rows stream through a cursor: no reply document grows with the number of jobs (a `$facet`
+    of the four lists would be one document, capped at 16 MB). The category is read from the
+    lifted need flags by whoever consumes the rows (`row_category`).
+    """
     return [
         {"$match": due_filter(now, task)},
         {"$sort": PRIORITY_SORT},
@@ -125,7 +112,6 @@ def planning_pipeline(
         {"$match": {"task_row.name": task, "task_row.enabled": {"$ne": False}}},
         {"$addFields": LIFTED_FIELDS},
         {"$project": _projection(target_fields)},
-        {"$facet": {category.value: [_category_match(category)] for category in Category}},
     ]
 
 
