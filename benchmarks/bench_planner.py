@@ -16,13 +16,16 @@ import argparse
 import contextlib
 import functools
 import os
+import resource
 import sys
 import time
+import tracemalloc
 import uuid
 from collections import Counter, defaultdict
 from typing import Any
 
 import _workload as w
+import bson
 
 from crawlsched.flow import planning as planning_module
 from crawlsched.runtime import Runtime
@@ -51,21 +54,40 @@ class StepTimer:
 
         return timed
 
+    def wrap_stream(self, name: str, fn, sizes: list[int]):
+        """Time a generator step by step, and note each row's BSON size (the largest document
+        the planner receives: with a `$facet` it would be one holding every due job)."""
+
+        @functools.wraps(fn)
+        def timed(*args, **kwargs):
+            rows = fn(*args, **kwargs)
+            while True:
+                started = time.perf_counter()
+                try:
+                    row = next(rows)
+                except StopIteration:
+                    return
+                finally:
+                    self.ms[name] += (time.perf_counter() - started) * 1000
+                sizes.append(len(bson.encode(row)))
+                yield row
+
+        return timed
+
     @contextlib.contextmanager
     def patch_module(self):
-        originals = {
-            name: getattr(planning_module, name) for name in ("_parse_all", "make_batches")
-        }
+        originals = {name: getattr(planning_module, name) for name in ("parse_due_job",)}
         try:
-            planning_module._parse_all = self.wrap("parse", originals["_parse_all"])
-            planning_module.make_batches = self.wrap("make_batches", originals["make_batches"])
+            planning_module.parse_due_job = self.wrap("parse", originals["parse_due_job"])
             yield
         finally:
             for name, fn in originals.items():
                 setattr(planning_module, name, fn)
 
 
-def one_round(url: str, db_name: str, n: int, seed: int, baseline_reads: int = 3) -> dict[str, Any]:
+def one_round(
+    url: str, db_name: str, n: int, seed: int, baseline_reads: int = 3, trace_memory: bool = False
+) -> dict[str, Any]:
     counter = CommandCounter()
     settings = Settings(mongo_url=url, mongo_db=db_name, default_batch_limit=w.BATCH_LIMIT)
     rt = Runtime(settings, counter=counter)
@@ -86,17 +108,26 @@ def one_round(url: str, db_name: str, n: int, seed: int, baseline_reads: int = 3
 
     store = rt.jobs("profiles")
     steps = StepTimer()
-    for method in ("audit", "due_tasks", "categorized", "set_aside", "claim"):
+    for method in ("audit", "due_tasks", "set_aside", "claim"):
         setattr(store, method, steps.wrap(method, getattr(store, method)))
+    row_sizes: list[int] = []
+    store.due_rows = steps.wrap_stream("due_rows (cursor)", store.due_rows, row_sizes)
     messages: list = []
     stats: Counter = Counter()
     counter.reset()
+    counter.measure_replies = True
+    if trace_memory:  # slows planning several times over: a round of its own
+        tracemalloc.start()
     with steps.patch_module():
         started = time.perf_counter()
         planning_module.plan_collection(
             rt, store, f"bench-{uuid.uuid4().hex[:8]}", now, messages.append, stats
         )
         plan_s = time.perf_counter() - started
+    peak_bytes = 0
+    if trace_memory:
+        _, peak_bytes = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
     boundary = dict(counter.boundary)
     wire = dict(counter.wire)
     planned = sum(len(m.job_ids) for m in messages)
@@ -114,10 +145,15 @@ def one_round(url: str, db_name: str, n: int, seed: int, baseline_reads: int = 3
         "getmore": counter.wire_cursor_continuations,
         "steps_ms": dict(steps.ms),
         "stats": dict(stats),
+        # On a server: the largest reply of any command (pymongo monitoring); on the embedded
+        # store (no wire): the largest document handed to the planner.
+        "max_reply_bytes": counter.max_reply_bytes or max(row_sizes, default=0),
+        "peak_alloc_mb": round(peak_bytes / 2**20, 1),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
 
 
-def run_embedded(n: int, repeat: int) -> list[dict[str, Any]]:
+def run_embedded(n: int, repeat: int, memory: bool) -> list[dict[str, Any]]:
     rounds = []
     for i in range(repeat):
         url = f"mongomock://bench-planner-{os.getpid()}-{i}"
@@ -125,6 +161,14 @@ def run_embedded(n: int, repeat: int) -> list[dict[str, Any]]:
             rounds.append(one_round(url, "bench", n, seed=42 + i))
         finally:
             drop_embedded(url)
+    if memory:
+        url = f"mongomock://bench-planner-{os.getpid()}-memory"
+        try:
+            traced = one_round(url, "bench", n, seed=42, trace_memory=True)
+        finally:
+            drop_embedded(url)
+        for r in rounds:
+            r["peak_alloc_mb"] = traced["peak_alloc_mb"]
     return rounds
 
 
@@ -160,21 +204,22 @@ def report_rounds(label: str, n: int, rounds: list[dict[str, Any]]) -> dict[str,
         ("  meets target", per_job <= TARGET_COMMANDS_PER_JOB),
     ]
     total_ms = r["plan_s"] * 1000
-    for step in (
-        "audit",
-        "due_tasks",
-        "categorized",
-        "parse",
-        "make_batches",
-        "set_aside",
-        "claim",
-    ):
+    for step in ("audit", "due_tasks", "due_rows (cursor)", "parse", "set_aside", "claim"):
         ms = r["steps_ms"].get(step, 0.0)
         rows.append((f"  step {step}: share of plan time", f"{ms / total_ms:6.1%}  ({ms:.1f} ms)"))
     rest = total_ms - sum(r["steps_ms"].values())
     rows.append(
-        ("  step rest (BatchMessage build, loop)", f"{rest / total_ms:6.1%}  ({rest:.1f} ms)")
+        (
+            "  step rest (cutting, BatchMessage build, loop)",
+            f"{rest / total_ms:6.1%}  ({rest:.1f} ms)",
+        )
     )
+    rows += [
+        ("ms per job (plan+claim)", round(r["plan_s"] * 1000 / n, 4)),
+        ("largest document/reply (BSON bytes)", r["max_reply_bytes"]),
+        ("planner's peak allocations (MB, tracemalloc, own round)", r["peak_alloc_mb"]),
+        ("process peak RSS (MB; the embedded store holds every job too)", r["peak_rss_mb"]),
+    ]
     if r["wire"] or label != "embedded (mongomock)":
         rows += [
             ("MongoDB commands (wire, pymongo monitoring)", r["wire_total"]),
@@ -197,6 +242,10 @@ def report_rounds(label: str, n: int, rounds: list[dict[str, Any]]) -> dict[str,
         "commands_per_job": round(per_job, 6),
         "commands_per_job_target": TARGET_COMMANDS_PER_JOB,
         "meets_target": per_job <= TARGET_COMMANDS_PER_JOB,
+        "ms_per_job": round(r["plan_s"] * 1000 / n, 4),
+        "max_reply_bytes": r["max_reply_bytes"],
+        "peak_alloc_mb": r["peak_alloc_mb"],
+        "peak_rss_mb": r["peak_rss_mb"],
     }
 
 
@@ -204,6 +253,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=1, help="rounds on the embedded store")
+    parser.add_argument(
+        "--no-memory", action="store_true", help="skip the (slow) tracemalloc round"
+    )
     parser.add_argument("--mongo-url", help="also run against this MongoDB server")
     parser.add_argument(
         "--mongoeco", action="store_true", help="start a mongoeco server and run there"
@@ -215,7 +267,7 @@ def main() -> int:
 
     figures: dict[str, Any] = {"benchmark": "planner"}
     figures["embedded"] = report_rounds(
-        "embedded (mongomock)", args.jobs, run_embedded(args.jobs, args.repeat)
+        "embedded (mongomock)", args.jobs, run_embedded(args.jobs, args.repeat, not args.no_memory)
     )
     if args.mongo_url:
         n = args.mongo_jobs or args.jobs

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -26,12 +26,37 @@ class CrawlJob:
     document: Mapping[str, Any] = field(default_factory=dict)
 
 
-@dataclass
 class CrawlContext:
-    http: httpx.Client
-    secret: str | None = None  # the leased account's credential; never log it
-    selenium_url: str | None = None  # the leased node, when the task needs a browser
-    browser: Any = None  # the batch's WebDriver session on that node (selenium.webdriver.Remote)
+    """What a driver may use for the jobs of one batch.
+
+    `browser` is the batch's WebDriver session on its leased Selenium node. It is opened the
+    first time a driver asks for it (then kept for the rest of the batch and quit at its end),
+    so a driver that needs no browser never starts one.
+    """
+
+    def __init__(
+        self,
+        http: httpx.Client,
+        secret: str | None = None,
+        selenium_url: str | None = None,
+        browser: Any = None,
+        open_browser: Callable[[], Any] | None = None,
+    ) -> None:
+        self.http = http
+        self.secret = secret  # the leased account's credential; never log it
+        self.selenium_url = selenium_url  # the leased node, when the task needs a browser
+        self._browser = browser
+        self._open_browser = open_browser
+
+    @property
+    def browser(self) -> Any:
+        if self._browser is None and self._open_browser is not None:
+            self._browser = self._open_browser()
+        return self._browser
+
+    @property
+    def browser_opened(self) -> bool:
+        return self._browser is not None
 
 
 @dataclass

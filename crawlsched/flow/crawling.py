@@ -78,30 +78,39 @@ class Leases:
 
 @contextlib.contextmanager
 def _browser(rt: Runtime, leases: Leases, context: CrawlContext) -> Iterator[None]:
-    """One browser session on the leased node for the whole batch (none without a node)."""
+    """Offer the batch's driver a browser on the leased node: opened on first use, once for
+    the whole batch, and quit when the batch ends."""
     node_lease = leases.of_pool(SELENIUM_POOL)
     if node_lease is None:
         yield
         return
-    node = rt.leases.resource_of(node_lease, rt.now())
-    if node is None:
-        raise ResourceLost("selenium lease revoked before the browser opened")
-    session = open_browser(
-        node["url"],
-        host_resolver_rules=rt.settings.browser_host_resolver_rules,
-        page_load_timeout_s=rt.settings.page_load_timeout_s,
-    )
-    try:
-        context.browser = session.__enter__()
-    except Exception as e:
-        _node_lost(rt, node["url"], f"could not open a browser session: {type(e).__name__}: {e}")
-        raise ResourceLost(f"node {node['url']} did not open a browser session") from e
-    context.selenium_url = node["url"]
+    sessions: list[contextlib.AbstractContextManager] = []
+
+    def open_session() -> Any:
+        node = rt.leases.resource_of(node_lease, rt.now())
+        if node is None:
+            raise ResourceLost("selenium lease revoked before the browser opened")
+        session = open_browser(
+            node["url"],
+            host_resolver_rules=rt.settings.browser_host_resolver_rules,
+            page_load_timeout_s=rt.settings.page_load_timeout_s,
+        )
+        try:
+            browser = session.__enter__()
+        except Exception as e:
+            reason = f"could not open a browser session: {type(e).__name__}: {e}"
+            _node_lost(rt, node["url"], reason)
+            raise ResourceLost(f"node {node['url']} did not open a browser session") from e
+        sessions.append(session)
+        context.selenium_url = node["url"]
+        return browser
+
+    context._open_browser = open_session
     try:
         yield
     finally:
-        context.browser = None
-        session.__exit__(None, None, None)
+        for session in sessions:
+            session.__exit__(None, None, None)
 
 
 def _node_lost(rt: Runtime, url: str, reason: str) -> None:
@@ -143,7 +152,7 @@ def _crawl_jobs(
             rt.inventory.cool_by_lease(leases.of_pool(ACCOUNT_POOL) or "", e.until, str(e))
             progress.interruption = f"account rate-limited: {e}"
         except Exception as e:  # one job's failure is that job's, never the batch's
-            if context.browser is not None and is_session_lost(e):
+            if context.browser_opened and is_session_lost(e):
                 node = rt.leases.resource_of(leases.of_pool(SELENIUM_POOL) or "", rt.now())
                 if node is not None:
                     _node_lost(rt, node["url"], f"browser session lost: {type(e).__name__}")
