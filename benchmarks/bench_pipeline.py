@@ -41,6 +41,8 @@ import pika
 
 from crawlsched.brokers import middleware as crawlsched_middleware
 from crawlsched.brokers import setup_broker
+from crawlsched.resources.rules import AccountLimits
+from crawlsched.resources.secrets import generate_key
 from crawlsched.runtime import Runtime, set_runtime
 from crawlsched.settings import Settings
 from crawlsched.store import client as store_client
@@ -376,10 +378,38 @@ def cleanup(broker: dramatiq.Broker) -> None:
     """Purge what is left. The main thread's connection sat idle through (b) (pika's blocking
     connection answers no heartbeats while we sleep), so RabbitMQ may have dropped it: retry once
     on a fresh connection."""
+    flush(broker)
+    try:
+        broker.close()
+    except pika.exceptions.AMQPError:
+        pass
+
+
+# -- (b) crawlsched end to end ----------------------------------------------------------------------
+
+
+def add_pools(rt: Runtime, ref: Any, n: int) -> None:
+    """Accounts and browser slots enough that no batch waits: this measures throughput.
+
+    The node is registered as healthy without a browser behind it: the `noop` driver never asks
+    for a browser, so none is opened (sessions open on a driver's first use).
+    """
+    now = rt.now()
+    for m in ref.media:
+        if any(t.need_login for t in m.tasks.values()):
+            for i in range(10):  # a media has 6 batches at N=10,000: none waits for an account
+                rt.inventory.add_account(m.name, f"bench{i}", "not-a-secret", AccountLimits(), now)
+    rt.inventory.add_node("http://127.0.0.1:9", "chromedriver", max(64, n // 100), now)
+
+
+def flush(broker: dramatiq.Broker) -> None:
+    """Purge the queues; a connection that sat idle through a long set-up (pika's blocking
+    connection answers no heartbeats while we do other work) may have been dropped by RabbitMQ,
+    so retry once on a fresh connection."""
     for attempt in (1, 2):
         try:
             broker.flush_all()
-            break
+            return
         except pika.exceptions.AMQPError:
             if attempt == 2:
                 raise
@@ -388,13 +418,6 @@ def cleanup(broker: dramatiq.Broker) -> None:
                     delattr(broker, attr)
                 except Exception:  # noqa: BLE001  (already gone is fine)
                     pass
-    try:
-        broker.close()
-    except pika.exceptions.AMQPError:
-        pass
-
-
-# -- (b) crawlsched end to end ----------------------------------------------------------------------
 
 
 def crawlsched_flow(
@@ -409,11 +432,7 @@ def crawlsched_flow(
     now = w.utc_now()
     rt.create_indexes()
     rt.reference.load(ref)
-    login_media = [m for m in ref.media if any(t.need_login for t in m.tasks.values())]
-    for m in login_media:
-        for i in range(10):  # a media has 6 batches at N=10,000: none waits for an account
-            rt.leases.add_account(m.name, f"bench{i}", "not-a-secret")
-    rt.leases.add_node("http://selenium.invalid:4444", slots=max(64, n // 100))
+    add_pools(rt, ref, n)
     raw_db = rt.db.raw
     raw_db["profiles"].insert_many(w.job_docs(n, ref, now))
     fire_at = (now - timedelta(seconds=1)).replace(microsecond=0)
@@ -431,7 +450,7 @@ def crawlsched_flow(
         run = poll_runs.find_one({"_id": run_id}, {"state": 1})
         return bool(run) and run["state"] == "finished"
 
-    broker.flush_all()
+    flush(broker)
     counter.reset()
     PROBE.reset()
     worker = start_worker(broker, threads)
@@ -456,6 +475,78 @@ def crawlsched_flow(
         "outside": dict(PROBE.outside),
         "store_by_method": dict(PROBE.store_by_method),
     }
+
+
+def crawlsched_cli_workers(
+    amqp_url: str, mongo_url: str, n: int, processes: int, threads: int, timeout: float
+) -> dict:
+    """(c) crawlsched on a MongoDB server, drained by `dramatiq crawlsched.actors` processes."""
+    sys.path.insert(0, str(BENCH_DIR.parent))
+    from crawlsched.actors.ticker import tick
+    from tests.support.workers import DramatiqWorkers, crawlsched_env
+
+    key = generate_key()
+    db_name = f"bench_pipeline_{os.getpid()}"
+    settings = Settings(
+        mongo_url=mongo_url,
+        mongo_db=db_name,
+        broker_url=amqp_url,
+        default_batch_limit=w.BATCH_LIMIT,
+        secret_key=key,
+    )
+    rt = Runtime(settings)
+    ref = w.reference(driver_class="noop", batch_limit=w.BATCH_LIMIT)
+    now = w.utc_now()
+    rt.create_indexes()
+    rt.reference.load(ref)
+    add_pools(rt, ref, n)
+    rt.db.raw["profiles"].insert_many(w.job_docs(n, ref, now))
+    fire_at = (now - timedelta(seconds=1)).replace(microsecond=0)
+    rt.db.raw["schedules"].insert_one(
+        {"_id": "bench", "kind": "sweep", "collections": ["profiles"], "interval_s": 3600,
+         "anchor": fire_at, "next_fire_at": fire_at, "enabled": True}
+    )  # fmt: skip
+    run_id = run_id_for("bench", fire_at)
+    env = crawlsched_env(
+        amqp_url,
+        mongo_url,
+        db_name,
+        CRAWLSCHED_DEFAULT_BATCH_LIMIT=str(w.BATCH_LIMIT),
+        CRAWLSCHED_LOG_LEVEL="WARNING",
+        CRAWLSCHED_SECRET_KEY=key,
+    )
+    try:
+        with DramatiqWorkers(env, processes=processes, threads=threads) as workers:
+            wait_until(lambda: consumers(amqp_url, "crawlsched.ticks") >= processes, 120,
+                       "(c) the CLI workers to consume")  # fmt: skip
+            started = time.perf_counter()
+            tick.send()
+
+            def finished() -> bool:
+                run = rt.db.raw["runs"].find_one({"_id": run_id}, {"state": 1})
+                return bool(run) and run["state"] == "finished"
+
+            try:
+                wait_until(finished, timeout, "(c) the run to finish", interval=0.05)
+            except AssertionError:
+                print(workers.output()[-3000:])
+                raise
+            elapsed = time.perf_counter() - started
+        run = rt.db.raw["runs"].find_one({"_id": run_id}, {"reports": 0})
+    finally:
+        rt.db.raw.client.drop_database(db_name)
+    return {"jobs": n, "seconds": elapsed, "jobs_per_s": n / elapsed, "run": run}
+
+
+def consumers(amqp_url: str, queue: str) -> int:
+    connection = pika.BlockingConnection(pika.URLParameters(amqp_url))
+    try:
+        return connection.channel().queue_declare(queue, passive=True).method.consumer_count
+    except pika.exceptions.ChannelClosedByBroker:
+        return 0
+    finally:
+        if connection.is_open:
+            connection.close()
 
 
 # -- report -----------------------------------------------------------------------------------------
@@ -497,6 +588,14 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--timeout", type=float, default=600, help="seconds per phase")
     parser.add_argument("--no-cli-baseline", action="store_true", help="skip (a')")
+    parser.add_argument(
+        "--mongo-url", help="(c): also run crawlsched with dramatiq CLI workers on this server"
+    )
+    parser.add_argument(
+        "--mongoeco", action="store_true", help="(c) on a multi-process test server started here"
+    )
+    parser.add_argument("--server-jobs", type=int, default=1000, help="N for (c)")
+    parser.add_argument("--processes", type=int, default=2, help="CLI worker processes for (c)")
     args = parser.parse_args()
     n = args.jobs
     AMQP_URL[0] = args.amqp_url
@@ -510,6 +609,7 @@ def main() -> int:
         mongo_db="bench",
         default_batch_limit=w.BATCH_LIMIT,
         log_level="WARNING",
+        secret_key=generate_key(),
     )
     broker = setup_broker(settings)
     # Probing for the CLI's queue before it exists logs a 404 per try: not worth seeing.
@@ -529,6 +629,23 @@ def main() -> int:
     if not args.no_cli_baseline:
         a_cli = raw_cli(args.amqp_url, settings, n, args.threads, args.timeout)
     b = crawlsched_flow(broker, settings, n, args.threads, args.timeout)
+    c = None
+    server = None
+    if args.mongoeco and not args.mongo_url:
+        sys.path.insert(0, str(BENCH_DIR.parent))
+        from tests.support.mongo_server import MongoecoServer
+
+        server = MongoecoServer(start_timeout=60).start()
+    try:
+        if args.mongo_url or server is not None:
+            url = args.mongo_url or server.url
+            c = crawlsched_cli_workers(
+                args.amqp_url, url, args.server_jobs, args.processes, args.threads, args.timeout
+            )
+            c["backend"] = "mongoeco (multi-process test server)" if server else url
+    finally:
+        if server is not None:
+            server.stop()
     cleanup(broker)
 
     run = b["run"] or {}
@@ -564,6 +681,23 @@ def main() -> int:
         ("run stages_ms (plan, crawl totals)", run.get("stages_ms")),
         ("run plan_stats", run.get("plan_stats")),
     ]
+    if c is not None:
+        c_counts = (c["run"] or {}).get("counts", {})
+        c_ratio = c["jobs_per_s"] / (a_cli or a)["messages_per_s"]
+        rows += [
+            (f"(c) crawlsched, {args.processes} CLI worker processes on {c['backend']}: jobs/s",
+             round(c["jobs_per_s"], 1)),
+            ("    N jobs, seconds, counts", f"{c['jobs']}, {c['seconds']:.2f} s, {c_counts}"),
+            ("    ratio (c) jobs/s / raw CLI msgs/s" if a_cli else "    ratio (c) / (a)",
+             round(c_ratio, 4)),
+        ]  # fmt: skip
+        figures["server"] = {
+            "backend": c["backend"],
+            "jobs": c["jobs"],
+            "jobs_per_s": round(c["jobs_per_s"], 1),
+            "ratio": round(c_ratio, 4),
+            "succeeded": c_counts.get("succeeded"),
+        }
     w.print_table(f"pipeline, RabbitMQ, {args.threads} worker threads, N={n}", rows)
     split, split_figures = split_rows(b["by_actor"])
     w.print_table("(b) where worker threads spent their time (share of thread-ms per actor)", split)

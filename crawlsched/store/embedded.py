@@ -90,6 +90,10 @@ class _StoreIndexes:
         if doc_id not in self.order:
             self.order[doc_id] = next(self._next)
 
+    def inserted(self, doc_id: Any) -> None:
+        """A (re-)inserted document goes last in the store, whatever its id was before."""
+        self.order[doc_id] = next(self._next)
+
     def field(self, name: str, store: Any) -> _FieldIndex:
         index = self.fields.get(name)
         if index is None:
@@ -186,6 +190,12 @@ class IndexedCollection(Collection):
         for document in candidates:
             if filter_applies(filter, document):
                 yield document
+
+    def _insert(self, data: Any, *args: Any, **kwargs: Any) -> Any:
+        result = super()._insert(data, *args, **kwargs)
+        if isinstance(data, Mapping):
+            self._indexes.inserted(_store_key(data["_id"]))
+        return result
 
     def _ensure_uniques(self, new_data: dict) -> None:
         # Called by mongomock after every insert and every changing update of `new_data`.

@@ -1,0 +1,133 @@
+"""The embedded store's indexes change how fast it answers, never what it answers.
+
+Random writes (insert, update one/many, delete, upsert) go to an indexed collection and to a
+plain mongomock collection side by side; after each, random queries (equality, `$in`, `$and`,
+on `_id` and other fields, values of mixed types, arrays) must return the same documents in the
+same order, and a unique index must refuse the same writes.
+"""
+
+from __future__ import annotations
+
+import mongomock
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from mongomock.collection import Collection
+
+from crawlsched.store import embedded
+
+FIELDS = ["a", "b", "c"]
+values = st.one_of(
+    st.none(),
+    st.integers(0, 3),
+    st.sampled_from(["x", "y"]),
+    st.booleans(),
+    st.lists(st.integers(0, 3), max_size=2),
+)
+ids = st.integers(0, 12)
+
+
+def condition():
+    return st.one_of(values, st.builds(lambda v: {"$in": v}, st.lists(values, max_size=3)))
+
+
+queries = st.one_of(
+    st.dictionaries(st.sampled_from(["_id", *FIELDS]), condition(), min_size=1, max_size=2),
+    st.builds(
+        lambda parts: {"$and": parts},
+        st.lists(
+            st.dictionaries(st.sampled_from(FIELDS), condition(), max_size=1),
+            min_size=1,
+            max_size=2,
+        ),
+    ),
+)
+
+
+def _outcome(fn):
+    try:
+        return ("ok", fn())
+    except mongomock.DuplicateKeyError:
+        return ("duplicate", None)
+
+
+class IndexedVersusPlain(RuleBasedStateMachine):
+    def __init__(self):
+        super().__init__()
+        embedded.install()
+        client = mongomock.MongoClient()
+        db = client["t"]
+        self.indexed = db["indexed"]
+        # The same database, but mongomock's own collection class: scans every time.
+        self.plain = Collection(db, name="plain", _db_store=db._store)
+        assert isinstance(self.indexed, embedded.IndexedCollection)
+        assert not isinstance(self.plain, embedded.IndexedCollection)
+        for collection in (self.indexed, self.plain):
+            collection.create_index(
+                [("b", 1), ("c", 1)],
+                unique=True,
+                partialFilterExpression={"b": {"$type": "string"}},
+            )
+
+    def both(self, method, *args, **kwargs):
+        got = [
+            _outcome(lambda c=c: getattr(c, method)(*args, **kwargs))
+            for c in (self.indexed, self.plain)
+        ]
+        assert got[0][0] == got[1][0], (method, args, got)
+
+    @rule(doc_id=ids, a=values, b=values, c=values)
+    def insert(self, doc_id, a, b, c):
+        existing = self.plain.find_one({"_id": doc_id})
+        if existing is None:
+            self.both("insert_one", {"_id": doc_id, "a": a, "b": b, "c": c})
+
+    @rule(query=queries, field=st.sampled_from(FIELDS), value=values, many=st.booleans())
+    def update(self, query, field, value, many):
+        self.both("update_many" if many else "update_one", query, {"$set": {field: value}})
+
+    @rule(doc_id=ids, field=st.sampled_from(FIELDS), match=values, value=values)
+    def upsert(self, doc_id, field, match, value):
+        # With the _id in the query, so that both sides insert the same document.
+        self.both("update_one", {"_id": doc_id, field: match}, {"$set": {"a": value}}, upsert=True)
+
+    @rule(query=queries)
+    def delete(self, query):
+        self.both("delete_one", query)
+
+    @rule(query=queries)
+    def same_answers(self, query):
+        assert list(self.indexed.find(query)) == list(self.plain.find(query))
+        assert self.indexed.count_documents(query) == self.plain.count_documents(query)
+
+    @invariant()
+    def same_documents(self):
+        assert list(self.indexed.find({})) == list(self.plain.find({}))
+
+
+IndexedVersusPlain.TestCase.settings = settings(max_examples=80, stateful_step_count=30)
+test_embedded_indexes_answer_like_a_scan = IndexedVersusPlain.TestCase
+
+
+@pytest.mark.parametrize("n", [2000])
+def test_embedded_index_lookup_touches_only_matching_documents(n):
+    embedded.install()
+    collection = mongomock.MongoClient()["t"]["jobs"]
+    collection.insert_many([{"_id": i, "dispatch_id": f"d{i % 100}"} for i in range(n)])
+    calls = 0
+    original = embedded.filter_applies
+
+    def counting(filter, doc):
+        nonlocal calls
+        calls += 1
+        return original(filter, doc)
+
+    embedded.filter_applies = counting
+    try:
+        assert len(list(collection.find({"dispatch_id": "d7"}))) == n // 100
+        assert len(list(collection.find({"_id": {"$in": [1, 2, 3]}}))) == 3
+    finally:
+        embedded.filter_applies = original
+    # Only the candidates were filtered: 20 + 3 documents, not 2 x 2,000.
+    assert calls == n // 100 + 3
