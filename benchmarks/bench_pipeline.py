@@ -457,7 +457,14 @@ def crawlsched_flow(
     try:
         started = time.perf_counter()
         tick.send()
-        wait_until(finished, timeout, "(b) the run to finish", interval=0.02)
+        try:
+            wait_until(finished, timeout, "(b) the run to finish", interval=0.02)
+        except AssertionError:
+            run = poll_runs.find_one({"_id": run_id}, {"reports": 0})
+            print("(b) did not finish:", run, file=sys.stderr)
+            print("    waiting batches:", rt.waiting.all()[:3], file=sys.stderr)
+            print("    jobs by state:", rt.jobs("profiles").summary(), file=sys.stderr)
+            raise
         elapsed = time.perf_counter() - started
     finally:
         stop_worker(broker, worker)
