@@ -459,7 +459,7 @@ def crawlsched_flow(
         tick.send()
         try:
             wait_until(finished, timeout, "(b) the run to finish", interval=0.02)
-        except AssertionError:
+        except (AssertionError, TimeoutError):
             run = poll_runs.find_one({"_id": run_id}, {"reports": 0})
             print("(b) did not finish:", run, file=sys.stderr)
             print("    waiting batches:", rt.waiting.all()[:3], file=sys.stderr)
@@ -490,9 +490,9 @@ def crawlsched_cli_workers(
     """(c) crawlsched on a MongoDB server, drained by `dramatiq crawlsched.actors` processes."""
     sys.path.insert(0, str(BENCH_DIR.parent))
     from crawlsched.actors.ticker import tick
-    from tests.support.workers import DramatiqWorkers, crawlsched_env
+    from tests.support.workers import TEST_SECRET_KEY, DramatiqWorkers, crawlsched_env
 
-    key = generate_key()
+    key = TEST_SECRET_KEY  # what crawlsched_env gives the worker processes
     db_name = f"bench_pipeline_{os.getpid()}"
     settings = Settings(
         mongo_url=mongo_url,
@@ -522,7 +522,6 @@ def crawlsched_cli_workers(
         db_name,
         CRAWLSCHED_DEFAULT_BATCH_LIMIT=str(w.BATCH_LIMIT),
         CRAWLSCHED_LOG_LEVEL="WARNING",
-        CRAWLSCHED_SECRET_KEY=key,
     )
     try:
         with DramatiqWorkers(env, processes=processes, threads=threads) as workers:
@@ -537,7 +536,7 @@ def crawlsched_cli_workers(
 
             try:
                 wait_until(finished, timeout, "(c) the run to finish", interval=0.05)
-            except AssertionError:
+            except (AssertionError, TimeoutError):
                 print(workers.output()[-3000:])
                 raise
             elapsed = time.perf_counter() - started

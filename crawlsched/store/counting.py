@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -100,6 +101,39 @@ class CommandCounter:
             self.wire_cursor_continuations = 0
 
 
+class LockedCursor:
+    """A lazy cursor of the embedded store, read whole under the store's lock on first use.
+
+    Chained calls (`sort`, `limit`, `skip`, …) go to the cursor and stay locked-read.
+    """
+
+    def __init__(self, cursor: Any, lock: AbstractContextManager) -> None:
+        self._cursor = cursor
+        self._lock = lock
+        self._rows: Iterator[Any] | None = None
+
+    def __iter__(self) -> LockedCursor:
+        return self
+
+    def __next__(self) -> Any:
+        if self._rows is None:
+            with self._lock:
+                self._rows = iter(list(self._cursor))
+        return next(self._rows)
+
+    def __getattr__(self, attr: str) -> Any:
+        value = getattr(self._cursor, attr)
+        if not callable(value):
+            return value
+
+        def chained(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                result = value(*args, **kwargs)
+            return LockedCursor(result, self._lock) if hasattr(result, "__next__") else result
+
+        return chained
+
+
 class CountingCollection:
     """A collection whose every method call counts as one command at the store boundary."""
 
@@ -121,9 +155,18 @@ class CountingCollection:
         def counted(*args: Any, **kwargs: Any) -> Any:
             self._counter.on_boundary(attr)
             with self._lock:
-                return value(*args, **kwargs)
+                result = value(*args, **kwargs)
+            if self._locking and hasattr(result, "__next__"):
+                # mongomock computes a cursor's results when it is first read: read it under
+                # the same lock, or a concurrent write could change what it sees half-way.
+                return LockedCursor(result, self._lock)
+            return result
 
         return counted
+
+    @property
+    def _locking(self) -> bool:
+        return not isinstance(self._lock, nullcontext)
 
     @property
     def raw(self) -> Any:
