@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 from pymongo.errors import PyMongoError
 
@@ -22,9 +23,15 @@ from tests.support.workers import TEST_HOST_RULES, TEST_SECRET_KEY
 
 TEST_MONGO_URL_ENV = "CRAWLSCHED_TEST_MONGO_URL"
 
-# No wall-clock deadline anywhere in the suite: a busy or slow machine must not fail a property
-# test whose logic is right. Individual tests may raise max_examples, never set a deadline.
-hypothesis_settings.register_profile("crawlsched", deadline=None, print_blob=True)
+# No wall-clock limit anywhere in the suite: a busy or slow machine must not fail a property test
+# whose logic is right. So no deadline, and no "too slow" health check (it times data
+# generation). Individual tests may change max_examples, never set a deadline.
+hypothesis_settings.register_profile(
+    "crawlsched",
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    print_blob=True,
+)
 hypothesis_settings.load_profile("crawlsched")
 
 

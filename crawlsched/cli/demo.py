@@ -3,127 +3,19 @@
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
-from collections import Counter
-from datetime import datetime
 from typing import Any
 
-import dramatiq
 import typer
-from dramatiq.common import q_name
 from rich.live import Live
-from rich.table import Table
 
 from crawlsched.catalog import JOB_COLLECTIONS, JobState
 from crawlsched.cli.common import console, err_console
-from crawlsched.cli.runs import legend, runs_table
-from crawlsched.planning.due import Category
-from crawlsched.planning.outcomes import OUTCOME_MEANINGS
 from crawlsched.settings import Settings
 from crawlsched.store.runs import FINISHED
 
 DEMO_STORE = "mongomock://demo"
 DEMO_WAIT_S = 5.0
-
-
-class InFlight(dramatiq.Middleware):
-    """Messages sent and not yet processed, per queue: what the demo's queue panel shows.
-
-    The stub broker's own queues look empty while a worker runs, because the worker takes
-    messages into its own buffer at once; counting sends and completions shows the real load.
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.counts: Counter = Counter()
-
-    def before_enqueue(self, broker, message, delay) -> None:
-        # A delayed message is enqueued twice (to the delay queue, then back): count it once.
-        if delay is None and "eta" in message.options:
-            return
-        with self.lock:
-            self.counts[q_name(message.queue_name)] += 1
-
-    def _done(self, message) -> None:
-        with self.lock:
-            self.counts[q_name(message.queue_name)] -= 1
-
-    def after_process_message(self, broker, message, *, result=None, exception=None) -> None:
-        self._done(message)
-
-    def after_skip_message(self, broker, message) -> None:
-        self._done(message)
-
-
-def _queues_table(broker: Any, in_flight: InFlight) -> Table:
-    table = Table(title="Queues (messages not yet processed)")
-    table.add_column("queue")
-    table.add_column("waiting", justify="right")
-    for name in sorted(q for q in broker.queues if not q.endswith((".DQ", ".XQ"))):
-        table.add_row(name, str(max(in_flight.counts[name], 0)))
-    return table
-
-
-def _short(run: dict) -> str:
-    return run["_id"].replace("@", "\n@", 1)
-
-
-def _stages_table(runs: list[dict]) -> Table:
-    table = Table(title="Time per stage (ms, summed over batches)")
-    for column in ("run", "plan", "wait", "crawl", "plan→finish"):
-        table.add_column(column, justify="left" if column == "run" else "right", no_wrap=True)
-    for run in runs:
-        stages = run.get("stages_ms", {})
-        wall = "…"
-        if isinstance(run.get("finished_at"), datetime) and isinstance(
-            run.get("created_at"), datetime
-        ):
-            wall = f"{(run['finished_at'] - run['created_at']).total_seconds() * 1000:.0f}"
-        table.add_row(
-            _short(run),
-            f"{stages.get('plan', 0):.0f}",
-            f"{stages.get('wait', 0):.0f}",
-            f"{stages.get('crawl', 0):.0f}",
-            wall,
-        )
-    return table
-
-
-def _categories_table(runs: list[dict]) -> Table:
-    table = Table(title="Planned per category (jobs / batches)")
-    table.add_column("category", no_wrap=True)
-    for run in runs:
-        table.add_column(run.get("schedule_id") or run["_id"], justify="right", no_wrap=True)
-    for c in Category:
-        table.add_row(
-            c.value,
-            *(
-                f"{r.get('plan_stats', {}).get(f'jobs.{c.value}', 0)} / "
-                f"{r.get('plan_stats', {}).get(f'batches.{c.value}', 0)}"
-                for r in runs
-            ),
-        )
-    return table
-
-
-def summary_line(runs: list[dict]) -> str:
-    """One line that accounts for every planned job by its outcome."""
-    totals: Counter = Counter()
-    for run in runs:
-        totals.update(run.get("counts", {}))
-    planned = sum(run.get("planned", 0) for run in runs)
-    parts = ", ".join(f"{totals.get(o, 0)} {o}" for o in OUTCOME_MEANINGS)
-    return f"all {planned} planned jobs ended: {parts}; no lease held, nothing waiting"
-
-
-NEXT_STEPS = """Next: run the real thing (RabbitMQ and MongoDB; see README "Running workers"):
-  export CRAWLSCHED_BROKER_URL=amqp://guest:guest@127.0.0.1:5672/%2F
-  export CRAWLSCHED_MONGO_URL=mongodb://127.0.0.1:27017
-  export CRAWLSCHED_SECRET_KEY=$(crawlsched accounts keygen)
-  crawlsched init-db
-  dramatiq crawlsched.actors --processes 2 --threads 8 --skip-logging
-  crawlsched clock"""
 
 
 def losses(rt: Any, runs: list[dict]) -> list[str]:
@@ -163,6 +55,13 @@ def register(app: typer.Typer) -> None:
 
         from crawlsched.brokers import setup_broker
         from crawlsched.demo.node import LocalChromedriver
+        from crawlsched.demo.report import (
+            NEXT_STEPS,
+            final_report,
+            live_frame,
+            queue_depths,
+            summary_line,
+        )
         from crawlsched.demo.seed import seed
         from crawlsched.demo.site import DemoSite
         from crawlsched.resources.secrets import generate_key
@@ -182,8 +81,6 @@ def register(app: typer.Typer) -> None:
         )
         drop_embedded(DEMO_STORE)
         broker = setup_broker(settings)
-        in_flight = InFlight()
-        broker.add_middleware(in_flight)
         from crawlsched.actors import ticker
 
         rt = get_runtime()
@@ -194,6 +91,9 @@ def register(app: typer.Typer) -> None:
                 "chromedriver not found: batches that need a Selenium node will wait "
                 f"{DEMO_WAIT_S:.0f} s and starve (Debian: apt-get install chromium chromium-driver)"
             )
+        # Live frames only on a terminal. Piped or redirected, the output is plain lines and the
+        # tables are printed once, at the end.
+        live_view = console.is_terminal
         with DemoSite() as site, node or contextlib.nullcontext():
             seeded = seed(rt, site.base_url, node.url if node else None)
             console.print(
@@ -202,21 +102,24 @@ def register(app: typer.Typer) -> None:
             )
             for schedule in rt.schedules.all():
                 rt.schedules.fire_now(schedule["_id"], rt.now())
+            if not live_view:
+                console.print("crawling; the tables follow when every run has finished")
             worker = Worker(broker, worker_threads=threads)
             worker.start()
             try:
                 ticker.tick.send()
                 last_tick = time.perf_counter()
-                # Live frames only on a terminal: piped, the tables are printed once at the end.
+                seen_queues: set[str] = set()
                 live = Live(console=console, refresh_per_second=8, transient=True)
-                with live if console.is_terminal else contextlib.nullcontext():
+                with live if live_view else contextlib.nullcontext():
                     while True:
                         runs = rt.runs.recent()
-                        if console.is_terminal:
-                            grid = Table.grid()
-                            grid.add_row(runs_table(runs, title="Runs (live)"))
-                            grid.add_row(_queues_table(broker, in_flight))
-                            live.update(grid)
+                        if live_view:
+                            elapsed = time.perf_counter() - started
+                            depths = queue_depths(broker)
+                            waiting = len(rt.waiting.all())
+                            frame = live_frame(runs, depths, waiting, elapsed, seen_queues)
+                            live.update(frame)
                         done = runs and all(r["state"] == FINISHED for r in runs)
                         if done or time.perf_counter() - started > timeout:
                             break
@@ -227,10 +130,8 @@ def register(app: typer.Typer) -> None:
             finally:
                 worker.stop()
         runs = rt.runs.recent()
-        console.print(runs_table(runs, title="Runs"))
-        console.print(legend())
-        console.print(_categories_table(runs))
-        console.print(_stages_table(runs))
+        for part in final_report(runs):
+            console.print(part)
         console.print(f"elapsed {time.perf_counter() - started:.1f} s")
         lost = losses(rt, runs) if runs else ["no run was planned"]
         if lost:
@@ -238,4 +139,5 @@ def register(app: typer.Typer) -> None:
                 err_console.print(f"[red]LOST:[/red] {line}")
             raise typer.Exit(1)
         console.print(f"[green]{summary_line(runs)}[/green]")
-        console.print(NEXT_STEPS)
+        console.print("[green]no job left running, no lease held, no batch waiting[/green]")
+        console.print(NEXT_STEPS, highlight=False, markup=False)
