@@ -71,6 +71,10 @@ class _FieldIndex:
                 if not ids:
                     del self.by_value[key]
 
+    def estimate(self, values: Iterable[Any]) -> int:
+        """How many ids `lookup(values)` would return, without building the set."""
+        return len(self.complex) + sum(len(self.by_value.get(v, ())) for v in set(values))
+
     def lookup(self, values: Iterable[Any]) -> set[Any]:
         found = set(self.complex)
         for value in values:
@@ -145,24 +149,31 @@ class IndexedCollection(Collection):
         return indexes
 
     def _narrowest(self, filter: Mapping[str, Any]) -> set[Any] | None:
-        """The smallest id set some top-level equality (or one inside `$and`) allows."""
-        best: set[Any] | None = None
+        """The smallest id set some top-level equality (or one inside `$and`) allows.
+
+        Sizes are compared before any set is built: copying the ids of a common value (say
+        every job whose `dispatch_id` is null) would cost as much as the scan it replaces.
+        """
+        best: tuple[int, Any] | None = None  # (size, how to build the set)
         for field, condition in filter.items():
             if field == "$and" and isinstance(condition, list):
                 sets = [self._narrowest(c) for c in condition if isinstance(c, Mapping)]
                 ids = min((s for s in sets if s is not None), key=len, default=None)
+                option = None if ids is None else (len(ids), lambda ids=ids: ids)
             else:
                 plain = not field.startswith("$") and "." not in field
                 values = _equality_values(condition) if plain else None
                 if values is None:
                     continue
                 if field == "_id":
-                    ids = {_store_key(v) for v in values}
+                    keys = {_store_key(v) for v in values}
+                    option = (len(keys), lambda keys=keys: keys)
                 else:
-                    ids = self._indexes.field(field, self._store).lookup(values)
-            if ids is not None and (best is None or len(ids) < len(best)):
-                best = ids
-        return best
+                    index = self._indexes.field(field, self._store)
+                    option = (index.estimate(values), lambda i=index, v=values: i.lookup(v))
+            if option is not None and (best is None or option[0] < best[0]):
+                best = option
+        return None if best is None else best[1]()
 
     def _candidates(self, filter: Any) -> list[dict] | None:
         if not isinstance(filter, Mapping) or not filter or self._store.is_empty:
