@@ -77,3 +77,23 @@ class NodeUnreachable(CrawlschedError):
         super().__init__(f"Selenium node {url} unreachable: {reason}")
         self.url = url
         self.reason = reason
+
+
+class RunAlreadyEnded(CrawlschedError, ValueError):
+    def __init__(self, run_id: str, state: str) -> None:
+        super().__init__(f"run {run_id!r} has already ended ({state}): nothing to stop")
+        self.run_id = run_id
+
+
+class ScheduleNotFound(CrawlschedError, LookupError):
+    def __init__(self, schedule_id: str) -> None:
+        super().__init__(f"no schedule with id {schedule_id!r}")
+        self.schedule_id = schedule_id
+
+
+class WebhookFailed(CrawlschedError):
+    """One webhook attempt failed; dramatiq retries the delivery with backoff."""
+
+    def __init__(self, delivery_id: str, reason: str) -> None:
+        super().__init__(f"webhook {delivery_id}: {reason}")
+        self.delivery_id = delivery_id

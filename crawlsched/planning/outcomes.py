@@ -45,6 +45,7 @@ class Outcome:
     EXHAUSTED = "exhausted"  # failed for the last time: final
     EXPIRED = "expired"  # its dispatch lease ran out (worker died or hung): counts as a failure
     STARVED = "starved"  # no free resource: released untouched, not a failure
+    STOPPED = "stopped"  # its run (or task) was stopped: released untouched, not a failure
 
 
 # Every outcome a run counts, in display order, with what it means to an operator.
