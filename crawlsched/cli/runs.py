@@ -8,7 +8,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from crawlsched.cli.common import cli_runtime, console
+from crawlsched.cli.common import cli_runtime, console, err_console
 from crawlsched.errors import RunNotFound
 from crawlsched.planning.outcomes import OUTCOME_MEANINGS
 
@@ -84,16 +84,29 @@ def status(
     with cli_runtime() as rt:
         run = rt.runs.get(run_id)
         if run is None:
-            raise RunNotFound(run_id)
+            err_console.print(f"[red]error:[/red] no run with id {run_id!r}", soft_wrap=True)
+            raise typer.Exit(2)
+        children = rt.runs.children_of(run_id) if run.get("children") else []
         if as_json:
             waiting = rt.waiting.for_run(run_id)
             run["waiting"] = {
                 "batches": len(waiting),
                 "jobs": sum(d.get("jobs", 0) for d in waiting),
             }
+            run["child_runs"] = [{"_id": c["_id"], "state": c["state"]} for c in children]
             print(json.dumps(run, default=str))
             return
         console.print(runs_table([run], title=f"Run {run_id}"))
+        if run.get("result"):
+            console.print(f"result: {run['result']}")
+        if run.get("stop_requested") or run.get("stopped_tasks"):
+            what = ", ".join(run.get("stopped_tasks") or []) or "the whole run"
+            console.print(
+                f"stop requested: {what}; jobs given back: {run['counts'].get('stopped', 0)}"
+            )
+        if children:
+            ended = sum(1 for c in children if c["state"] in ("finished", "stopped"))
+            console.print(f"children: {ended}/{len(children)} ended (`crawlsched run children`)")
         from crawlsched.cli.pools import waiting_table
 
         waiting = rt.waiting.for_run(run_id)
