@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-from typing import Any, NoReturn
+from typing import Any
 
 import typer
 from rich.table import Table
 
-from crawlsched.cli.common import cli_runtime, console, err_console, load_settings
+from crawlsched.cli.common import bad_input, cli_runtime, console, load_settings
 from crawlsched.cli.runs import run_app, runs_table
 from crawlsched.errors import CrawlschedError
 from crawlsched.ids import decode_id
@@ -19,12 +19,6 @@ from crawlsched.store.history import row_id
 from crawlsched.store.runs import run_id_for
 
 OUTCOMES = sorted(v for k, v in vars(Outcome).items() if k.isupper() and isinstance(v, str))
-
-
-def bad_input(message: str) -> NoReturn:
-    """Unknown ids and bad arguments: one red line, exit code 2, nothing changed."""
-    err_console.print(f"[red]error:[/red] {message}", soft_wrap=True)
-    raise typer.Exit(2)
 
 
 def _with_broker() -> Any:

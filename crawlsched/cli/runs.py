@@ -8,8 +8,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from crawlsched.cli.common import cli_runtime, console, err_console
-from crawlsched.errors import RunNotFound
+from crawlsched.cli.common import bad_input, cli_runtime, console
 from crawlsched.planning.outcomes import OUTCOME_MEANINGS
 
 run_app = typer.Typer(help="Look at one run.", no_args_is_help=True)
@@ -84,8 +83,7 @@ def status(
     with cli_runtime() as rt:
         run = rt.runs.get(run_id)
         if run is None:
-            err_console.print(f"[red]error:[/red] no run with id {run_id!r}", soft_wrap=True)
-            raise typer.Exit(2)
+            bad_input(f"no run with id {run_id!r}")
         children = rt.runs.children_of(run_id) if run.get("children") else []
         if as_json:
             waiting = rt.waiting.for_run(run_id)
@@ -131,7 +129,7 @@ def resources(
     """Which account and which node served each batch of a run, and how long it waited."""
     with cli_runtime() as rt:
         if rt.runs.get(run_id) is None:
-            raise RunNotFound(run_id)
+            bad_input(f"no run with id {run_id!r}")
         rows = rt.assignments.for_run(run_id)
         if as_json:
             for row in rows:

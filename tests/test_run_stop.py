@@ -1,0 +1,226 @@
+"""Stop a run, multi-process runs and task history, on the stub broker with real actors.
+
+Real actors and stores (embedded), in-process worker threads; the driver is the test plug-in
+`slow` (it fails targets containing "boom"), so batches take long enough to be stopped.
+"""
+
+from __future__ import annotations
+
+import time
+
+from crawlsched.flow.stopping import stop_children, stop_run
+from crawlsched.runtime import Runtime, get_runtime
+from crawlsched.store.history import row_id
+from crawlsched.store.runs import ENDED, FINISHED, STOPPED
+from tests.support.waiting import wait_for
+from tests.test_admission_flow import SLOW, _fire_profiles, _setup, _twitter_jobs
+
+
+def _the_run(rt: Runtime):
+    """The profile sweep's run (the website sweep fires too, with nothing to do)."""
+    return rt.db.runs.find_one({"schedule_id": "sweep-profiles", "parent_id": None})
+
+
+def _ended(rt: Runtime, run_id: str):
+    return lambda: (r := rt.runs.get(run_id)) is not None and r["state"] in ENDED and r
+
+
+def _events(rt: Runtime, run_id: str) -> list[str]:
+    return [e["event"] for e in rt.db.activity.find({"run_id": run_id}).sort("_id", 1)]
+
+
+def test_stop_releases_waiting_batches_and_reports_stopped_once(stub_pipeline):
+    # Given no account at all: the run's 30 jobs wait in two batches
+    stub_pipeline(**SLOW)
+    rt = get_runtime()
+    _setup(rt, accounts=0)
+    _twitter_jobs(rt, 30, 0, "u")
+    _fire_profiles(rt)
+    wait_for(lambda: sum(d["jobs"] for d in rt.waiting.all()) == 30, 30, "30 jobs waiting")
+    run_id = rt.waiting.all()[0]["run_id"]
+
+    # When the run is stopped (twice: the second is refused, it has ended)
+    summary = stop_run(rt, run_id)
+
+    # Then the waiting batches are gone, the jobs are pending untouched, the run ended stopped
+    assert summary.released_jobs == 30 and summary.ended == [run_id]
+    run = rt.runs.get(run_id)
+    assert (run["state"], run["result"], run["counts"]) == (STOPPED, "stopped", {"stopped": 30})
+    assert rt.waiting.all() == []
+    jobs = list(rt.db.profiles.find({}))
+    assert {(j["state"], j.get("attempt_count")) for j in jobs} == {(1, 0)}
+    assert _events(rt, run_id) == ["RunStarted", "RunStopped"]
+    try:
+        stop_run(rt, run_id)
+        raise AssertionError("stopping an ended run must be refused")
+    except ValueError as e:
+        assert "already ended" in str(e)
+
+
+def test_stop_mid_crawl_dispatches_nothing_after_and_returns_every_lease(
+    stub_pipeline, monkeypatch
+):
+    # Given 2 accounts, 200 jobs (8 batches of 25) and a driver taking 50 ms per job
+    monkeypatch.setenv("CRAWLSCHED_TEST_SLOW_DRIVER_S", "0.05")
+    stub_pipeline(threads=4, stop_check_s=0.2, **SLOW)
+    rt = get_runtime()
+    _setup(rt, accounts=2)
+    _twitter_jobs(rt, 200, 0, "u")
+    _fire_profiles(rt)
+    wait_for(lambda: rt.db.task_history.count_documents({}) >= 10, 60, "crawling to start")
+    run_id = _the_run(rt)["_id"]
+
+    # When the run is stopped mid-crawl
+    stopped_at = rt.now()
+    stop_run(rt, run_id)
+    run = wait_for(_ended(rt, run_id), 60, "the run to end after the stop")
+
+    # Then it ended stopped, every job is accounted for once, and some were given back
+    assert run["state"] == STOPPED
+    counts = run["counts"]
+    assert sum(counts.values()) == run["planned"] == 200
+    assert counts.get("stopped", 0) > 0 and counts.get("succeeded", 0) > 0
+    # Nothing started later than one stop check plus one job after the stop
+    late = rt.db.task_history.count_documents({"started_at": {"$gt": stopped_at}})
+    bound = 4 * 2  # at most two jobs per worker thread: the one running and one before its check
+    assert late <= bound, late
+    assert rt.db.task_history.count_documents({"run_id": run_id}) == counts["succeeded"]
+    # Leases all came back, nothing waits, no job is left running
+    assert rt.inventory.overview(rt.now())["account"]["held"] == 0
+    assert rt.waiting.all() == []
+    assert rt.jobs("profiles").summary().get("2", 0) == 0
+    assert _events(rt, run_id).count("RunStopped") == 1
+    assert "RunFinished" not in _events(rt, run_id)
+
+
+def test_multi_process_run_fans_out_and_ends_after_its_children(stub_pipeline, monkeypatch):
+    # Given a sweep with shards: 3 and 150 jobs (6 batches)
+    monkeypatch.setenv("CRAWLSCHED_TEST_SLOW_DRIVER_S", "0.001")
+    stub_pipeline(**SLOW)
+    rt = get_runtime()
+    _setup(rt, accounts=2)
+    rt.db.schedules.update_one({"_id": "sweep-profiles"}, {"$set": {"shards": 3}})
+    _twitter_jobs(rt, 150, 0, "u")
+
+    # When it fires
+    _fire_profiles(rt)
+    parent = wait_for(lambda: (r := _the_run(rt)) and r["state"] in ENDED and r, 60, "the run")
+
+    # Then three children shared the jobs, each ended, and the parent ended last, once
+    children = rt.runs.children_of(parent["_id"])
+    assert [c["_id"] for c in children] == [f"{parent['_id']}/{n}" for n in (1, 2, 3)]
+    assert all(c["state"] == FINISHED and c["planned"] > 0 for c in children)
+    assert sum(c["planned"] for c in children) == parent["planned"] == 150
+    assert parent["counts"] == {"succeeded": 150} and parent["children"] == 3
+    ends = [
+        (e["run_id"], e["event"])
+        for e in rt.db.activity.find(
+            {"event": "RunFinished", "schedule_id": "sweep-profiles"}
+        ).sort("_id", 1)
+    ]
+    assert len(ends) == 4 and ends[-1] == (parent["_id"], "RunFinished")
+    assert rt.db.task_history.count_documents({"schedule_id": "sweep-profiles"}) == 150
+
+
+def test_stop_children_stops_them_and_the_parent_ends(stub_pipeline):
+    # Given a multi-process run whose batches all wait (no account)
+    stub_pipeline(**SLOW)
+    rt = get_runtime()
+    _setup(rt, accounts=0)
+    rt.db.schedules.update_one({"_id": "sweep-profiles"}, {"$set": {"shards": 2}})
+    _twitter_jobs(rt, 50, 0, "u")
+    _fire_profiles(rt)
+    wait_for(lambda: sum(d["jobs"] for d in rt.waiting.all()) == 50, 30, "50 jobs waiting")
+    parent_id = _the_run(rt)["_id"]
+
+    # When its children are stopped
+    summary = stop_children(rt, parent_id)
+
+    # Then both children ended stopped, and the parent (not itself stopped) ended with them
+    assert sorted(summary.runs) == [f"{parent_id}/1", f"{parent_id}/2"]
+    assert {c["state"] for c in rt.runs.children_of(parent_id)} == {STOPPED}
+    parent = rt.runs.get(parent_id)
+    assert parent["state"] == FINISHED and parent["counts"] == {"stopped": 50}
+    assert not parent.get("stop_requested")
+
+
+def test_stop_one_task_leaves_the_other_running(stub_pipeline, monkeypatch):
+    # Given a run with profile and publication jobs, all waiting (no account)
+    stub_pipeline(**SLOW)
+    rt = get_runtime()
+    _setup(rt, accounts=0)
+    _twitter_jobs(rt, 20, 0, "u")
+    rt.db.profiles.update_many(
+        {"target": {"$in": [f"u{i}" for i in range(10)]}}, {"$set": {"task": "publication"}}
+    )
+    _fire_profiles(rt)
+    wait_for(lambda: sum(d["jobs"] for d in rt.waiting.all()) == 20, 30, "20 jobs waiting")
+    run_id = rt.waiting.all()[0]["run_id"]
+
+    # When only the publication task is stopped
+    summary = stop_run(rt, run_id, task="publication")
+
+    # Then its 10 jobs were given back; the profile jobs still wait; the run goes on
+    assert summary.released_jobs == 10
+    assert {d["task"] for d in rt.waiting.all()} == {"profile"}
+    run = rt.runs.get(run_id)
+    assert run["state"] not in ENDED and run["counts"] == {"stopped": 10}
+    assert run["stopped_tasks"] == ["publication"]
+
+
+def test_history_rows_per_execution_with_outcome_account_and_corrections(
+    stub_pipeline, monkeypatch
+):
+    # Given one account and 30 jobs of which 5 always fail
+    monkeypatch.setenv("CRAWLSCHED_TEST_SLOW_DRIVER_S", "0.001")
+    stub_pipeline(**SLOW)
+    rt = get_runtime()
+    _setup(rt, accounts=1)
+    _twitter_jobs(rt, 25, 0, "ok")
+    _twitter_jobs(rt, 5, 0, "boom")
+    _fire_profiles(rt)
+    run = wait_for(lambda: (r := _the_run(rt)) and r["state"] in ENDED and r, 60, "the run")
+
+    # Then one history row per execution with the right outcome, account, node and times
+    rows = rt.history.for_run(run["_id"])
+    assert len(rows) == 30
+    by_outcome = {o: [r for r in rows if r["outcome"] == o] for o in ("succeeded", "failed")}
+    assert len(by_outcome["succeeded"]) == 25 and len(by_outcome["failed"]) == 5
+    assert all("always fails" in r["error"] for r in by_outcome["failed"])
+    assert all(r["items_stored"] == 1 for r in by_outcome["succeeded"])
+    assert {r["account"] for r in rows} == {"acct0"} and {r["node"] for r in rows} == {None}
+    assert all(r["ended_at"] >= r["started_at"] for r in rows)
+    assert {r["schedule_id"] for r in rows} == {"sweep-profiles"}
+    job = rt.db.profiles.find_one({"target": "boom0"})
+    assert [r["outcome"] for r in rt.history.for_job(f"oid:{job['_id']}")] == ["failed"]
+
+    # When one row, then a batch of two, then all failed rows are corrected
+    first, second, third = by_outcome["succeeded"][:3]
+    now = rt.now()
+    assert rt.history.correct({"note": "checked"}, "audit", now, ids=[first["_id"]]) == 1
+    ids = [second["_id"], third["_id"]]
+    assert rt.history.correct({"outcome": "failed", "error": "bad data"}, "qa", now, ids=ids) == 2
+    assert rt.history.correct({"outcome": "succeeded"}, "site was up", now, outcome="failed") == 7
+
+    # Then the values changed and each row keeps its audit trail
+    after = {r["_id"]: r for r in rt.history.for_run(run["_id"])}
+    assert after[first["_id"]]["note"] == "checked"
+    assert [c["reason"] for c in after[second["_id"]]["corrections"]] == ["qa", "site was up"]
+    assert all(r["outcome"] == "succeeded" for r in after.values())
+    assert row_id(str(first["_id"])) == first["_id"]
+
+
+def test_stopped_run_check_costs_few_reads_per_job(stub_pipeline, monkeypatch):
+    # The stop flag is read once per batch and at most every stop_check_s between jobs
+    monkeypatch.setenv("CRAWLSCHED_TEST_SLOW_DRIVER_S", "0.001")
+    stub_pipeline(stop_check_s=30, **SLOW)
+    rt = get_runtime()
+    _setup(rt, accounts=1)
+    _twitter_jobs(rt, 50, 0, "u")
+    before = time.monotonic()
+    _fire_profiles(rt)
+    wait_for(lambda: (r := _the_run(rt)) and r["state"] in ENDED, 60, "the run")
+    assert time.monotonic() - before < 30  # one read per batch only: never a second check
+    batches = rt.db.run_resources.count_documents({})
+    assert batches == 2
+    assert rt.db.task_history.count_documents({}) == 50
