@@ -118,7 +118,7 @@ def emit(rt: Runtime, name: str, **fields: Any) -> None:
     try:
         publisher.publish(key, json.dumps(body, default=_json_default).encode())
     except Exception as e:  # best-effort: the stored event is the record
-        log.warning("event_publish_failed", event=name, error=f"{type(e).__name__}: {e}"[:300])
+        log.warning("event_publish_failed", event_name=name, error=f"{type(e).__name__}: {e}"[:300])
 
 
 def _json_default(value: Any) -> Any:
