@@ -41,7 +41,11 @@ def register(app: typer.Typer) -> None:
         """The activity feed: run and schedule events, newest first."""
         with cli_runtime() as rt:
             query = {"run_id": run} if run else {}
-            events = list(rt.db.activity.find(query).sort("at", DESCENDING).limit(limit))
+            events = list(
+                rt.db.activity.find(query)
+                .sort([("at", DESCENDING), ("_id", DESCENDING)])
+                .limit(limit)
+            )
             if as_json:
                 for event in events:
                     print(json.dumps(event, default=str))
