@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from crawlsched.events import routing_key
-from crawlsched.planning.outcomes import Outcome
+from crawlsched.planning.outcomes import STOPPED, Outcome
 from crawlsched.planning.run_end import FAILURES, run_end
 
 LABELS = [
@@ -16,7 +16,7 @@ LABELS = [
     Outcome.EXHAUSTED,
     Outcome.EXPIRED,
     Outcome.STARVED,
-    Outcome.STOPPED,
+    STOPPED,
 ]
 counts = st.dictionaries(st.sampled_from(LABELS), st.integers(0, 10_000))
 

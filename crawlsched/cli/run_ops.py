@@ -13,12 +13,14 @@ from crawlsched.cli.common import bad_input, cli_runtime, console, load_settings
 from crawlsched.cli.runs import run_app, runs_table
 from crawlsched.errors import CrawlschedError
 from crawlsched.ids import decode_id
-from crawlsched.planning.outcomes import Outcome
+from crawlsched.planning.outcomes import STOPPED, Outcome
 from crawlsched.runtime import Runtime
 from crawlsched.store.history import row_id
 from crawlsched.store.runs import run_id_for
 
-OUTCOMES = sorted(v for k, v in vars(Outcome).items() if k.isupper() and isinstance(v, str))
+OUTCOMES = sorted(
+    [*(v for k, v in vars(Outcome).items() if k.isupper() and isinstance(v, str)), STOPPED]
+)
 
 
 def _with_broker() -> Any:

@@ -9,11 +9,13 @@ import typer
 from rich.table import Table
 
 from crawlsched.cli.common import bad_input, cli_runtime, console
-from crawlsched.planning.outcomes import OUTCOME_MEANINGS
+from crawlsched.planning.outcomes import OUTCOME_MEANINGS, STOPPED
 
 run_app = typer.Typer(help="Look at one run.", no_args_is_help=True)
 
-COUNT_COLUMNS = tuple(OUTCOME_MEANINGS)
+# "stopped" is shown only when a run in the table has some: the usual table fits 80 columns.
+COUNT_COLUMNS = (*OUTCOME_MEANINGS, STOPPED)
+RARE_COLUMNS = (STOPPED,)
 # Short headers so that a runs table fits 80 columns; `legend()` spells them out.
 SHORT = {
     "succeeded": "ok",
@@ -21,10 +23,16 @@ SHORT = {
     "exhausted": "exh",
     "expired": "exp",
     "starved": "starv",
+    "stopped": "stop",
 }
 
 
-def run_row(run: dict[str, Any]) -> list[str]:
+def _columns(runs: list[dict[str, Any]]) -> tuple[str, ...]:
+    rare = {c for c in RARE_COLUMNS if any(r.get("counts", {}).get(c) for r in runs)}
+    return tuple(c for c in COUNT_COLUMNS if c not in RARE_COLUMNS or c in rare)
+
+
+def run_row(run: dict[str, Any], columns: tuple[str, ...] = COUNT_COLUMNS) -> list[str]:
     counts = run.get("counts", {})
     return [
         # Schedule on one line, fire time on the next: never cut, whatever the width.
@@ -32,20 +40,21 @@ def run_row(run: dict[str, Any]) -> list[str]:
         run["state"],
         str(run.get("planned", 0)),
         str(max(run.get("outstanding", 0), 0) if not run.get("planning") else "…"),
-        *(str(counts.get(c, 0)) for c in COUNT_COLUMNS),
+        *(str(counts.get(c, 0)) for c in columns),
     ]
 
 
 def runs_table(runs: list[dict[str, Any]], title: str = "Runs") -> Table:
+    columns = _columns(runs)
     table = Table(title=title)
     table.add_column("run", no_wrap=True)
     table.add_column("state", no_wrap=True)
     table.add_column("plan", justify="right")
     table.add_column("left", justify="right")
-    for column in COUNT_COLUMNS:
+    for column in columns:
         table.add_column(SHORT.get(column, column), justify="right")
     for run in runs:
-        table.add_row(*run_row(run))
+        table.add_row(*run_row(run, columns))
     return table
 
 

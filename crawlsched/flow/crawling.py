@@ -25,14 +25,14 @@ from crawlsched.ids import encode_id
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage, ReportMessage
 from crawlsched.planning.due import derive_target
-from crawlsched.planning.outcomes import JobUpdate, Outcome, after_failure, after_success
+from crawlsched.planning.outcomes import STOPPED, JobUpdate, Outcome, after_failure, after_success
 from crawlsched.resources.rules import ACCOUNT_POOL, SELENIUM_POOL, pool_of
 from crawlsched.runtime import Runtime
 from crawlsched.store.runs import schedule_id_of
 
 log = get_logger(__name__)
 
-CRAWL_OUTCOMES = {Outcome.SUCCEEDED, Outcome.FAILED, Outcome.EXHAUSTED, Outcome.STOPPED}
+CRAWL_OUTCOMES = {Outcome.SUCCEEDED, Outcome.FAILED, Outcome.EXHAUSTED, STOPPED}
 
 
 def job_url(job: dict[str, Any], target: str, media: dict[str, Any] | None) -> str:
@@ -246,7 +246,7 @@ def crawl_batch(
         stop = StopWatch(rt, message.run_id, message.task)
         if jobs and stop.stopped():
             # Stopped before it started: nothing is crawled, the leases go back below.
-            store.release(message.dispatch_id, Outcome.STOPPED)
+            store.release(message.dispatch_id, STOPPED)
             log.info("batch_stopped", dispatch_id=message.dispatch_id, jobs=len(jobs))
         elif jobs:
             progress = _run(rt, message, jobs, Leases(rt, message.lease_ids), stop)
@@ -256,7 +256,7 @@ def crawl_batch(
             store.record(message.dispatch_id, progress.updates, rt.now())
             record_history(rt, message, progress.executions)
             if progress.stopped:
-                store.release(message.dispatch_id, Outcome.STOPPED, progress.stopped)
+                store.release(message.dispatch_id, STOPPED, progress.stopped)
                 stopped = len(progress.stopped)
                 log.info("batch_stopped", dispatch_id=message.dispatch_id, jobs=stopped)
             if progress.interruption:

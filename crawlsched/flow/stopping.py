@@ -21,7 +21,7 @@ from crawlsched.errors import RunAlreadyEnded, RunNotFound
 from crawlsched.flow.coordination import Notify, finish_if_done
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage
-from crawlsched.planning.outcomes import Outcome
+from crawlsched.planning.outcomes import STOPPED
 from crawlsched.runtime import Runtime
 from crawlsched.store.runs import ENDED
 
@@ -51,8 +51,8 @@ def release_stopped(rt: Runtime, message: BatchMessage) -> dict[str, Any] | None
     Returns the run after the count, or None if this dispatch was counted before.
     """
     store = rt.jobs(message.collection)
-    store.release(message.dispatch_id, Outcome.STOPPED)
-    counts = store.outcomes_of(message.dispatch_id, {Outcome.STOPPED})
+    store.release(message.dispatch_id, STOPPED)
+    counts = store.outcomes_of(message.dispatch_id, {STOPPED})
     if not counts:
         return None
     log.info("batch_stopped", dispatch_id=message.dispatch_id, run_id=message.run_id, **counts)

@@ -45,8 +45,12 @@ class Outcome:
     EXHAUSTED = "exhausted"  # failed for the last time: final
     EXPIRED = "expired"  # its dispatch lease ran out (worker died or hung): counts as a failure
     STARVED = "starved"  # no free resource: released untouched, not a failure
-    STOPPED = "stopped"  # its run (or task) was stopped: released untouched, not a failure
 
+
+# A job whose run (or task) was stopped before it ran: given back untouched, not a failure.
+# Kept out of `Outcome`, whose labels every run table shows: only a stopped run has any, and
+# `run status` shows the column then.
+STOPPED = "stopped"
 
 # Every outcome a run counts, in display order, with what it means to an operator.
 OUTCOME_MEANINGS: dict[str, str] = {
