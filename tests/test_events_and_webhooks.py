@@ -53,6 +53,14 @@ class EventConsumer:
         self.connection.close()
 
 
+def _profile_run_ended(rt: Runtime) -> dict:
+    def ended():
+        run = rt.db.runs.find_one({"schedule_id": "sweep-profiles"})
+        return run if run and run["state"] in ENDED else None
+
+    return wait_for(ended, 60, "the profile run to end")
+
+
 @pytest.fixture
 def consumer(rabbitmq_url: str) -> Iterator[EventConsumer]:
     c = EventConsumer(rabbitmq_url)
@@ -88,15 +96,7 @@ def test_consumer_receives_every_event_of_a_run_and_a_schedule_in_order(
     for name in SCHEDULE_LIFE:
         emit(rt, name, schedule_id="nightly")
     _fire_profiles(rt)
-    run = wait_for(
-        lambda: (
-            (r := rt.db.runs.find_one({"schedule_id": "sweep-profiles"}))
-            and r["state"] in ENDED
-            and r
-        ),
-        60,
-        "the profile run to end",
-    )
+    run = _profile_run_ended(rt)
 
     # Then the consumer got each event once, in the order they were stored
     def everything_arrived():
@@ -195,15 +195,7 @@ def test_webhook_not_sent_for_a_result_the_schedule_did_not_ask_for(stub_pipelin
             {"$set": {"notify": {"webhook": receiver.url, "on": ["finished"]}}},
         )
         _fire_profiles(rt)
-        run = wait_for(
-            lambda: (
-                (r := rt.db.runs.find_one({"schedule_id": "sweep-profiles"}))
-                and r["state"] in ENDED
-                and r
-            ),
-            60,
-            "the run to end",
-        )
+        run = _profile_run_ended(rt)
     assert run["result"] == "failed"
     assert [e["event"] for e in rt.db.activity.find({"run_id": run["_id"]})][-1] == "RunFailed"
     assert rt.db.webhook_deliveries.count_documents({}) == 0 and receiver.posts == []

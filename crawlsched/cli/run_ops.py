@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from crawlsched.cli.common import bad_input, cli_runtime, console, load_settings
-from crawlsched.cli.runs import run_app, runs_table
+from crawlsched.cli.runs import require_run, run_app, runs_table
 from crawlsched.errors import CrawlschedError
 from crawlsched.ids import decode_id
 from crawlsched.planning.outcomes import STOPPED, Outcome
@@ -70,9 +70,7 @@ def stop(
     from crawlsched.flow.stopping import stop_children, stop_run
 
     with cli_runtime() as rt:
-        run = rt.runs.get(run_id)
-        if run is None:
-            bad_input(f"no run with id {run_id!r}")
+        require_run(rt, run_id)
         if children and task:
             bad_input("give --task or --children, not both")
         notify = _with_broker()
@@ -110,8 +108,7 @@ def children(
 ) -> None:
     """The child runs of a multi-process run, with their counts."""
     with cli_runtime() as rt:
-        if rt.runs.get(run_id) is None:
-            bad_input(f"no run with id {run_id!r}")
+        require_run(rt, run_id)
         kids = rt.runs.children_of(run_id)
         if as_json:
             _print_json(kids)

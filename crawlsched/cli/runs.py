@@ -10,6 +10,7 @@ from rich.table import Table
 
 from crawlsched.cli.common import bad_input, cli_runtime, console
 from crawlsched.planning.outcomes import OUTCOME_MEANINGS, STOPPED
+from crawlsched.runtime import Runtime
 
 run_app = typer.Typer(help="Look at one run.", no_args_is_help=True)
 
@@ -65,6 +66,14 @@ def legend() -> str:
     return "\n".join(lines)
 
 
+def require_run(rt: Runtime, run_id: str) -> dict[str, Any]:
+    """The run, or one line and exit code 2."""
+    run = rt.runs.get(run_id)
+    if run is None:
+        bad_input(f"no run with id {run_id!r}")
+    return run
+
+
 def register(app: typer.Typer) -> None:
     @app.command("runs")
     def list_runs(
@@ -90,9 +99,7 @@ def status(
 ) -> None:
     """One run: state, counts, and time spent per stage."""
     with cli_runtime() as rt:
-        run = rt.runs.get(run_id)
-        if run is None:
-            bad_input(f"no run with id {run_id!r}")
+        run = require_run(rt, run_id)
         children = rt.runs.children_of(run_id) if run.get("children") else []
         if as_json:
             waiting = rt.waiting.for_run(run_id)
@@ -137,8 +144,7 @@ def resources(
 ) -> None:
     """Which account and which node served each batch of a run, and how long it waited."""
     with cli_runtime() as rt:
-        if rt.runs.get(run_id) is None:
-            bad_input(f"no run with id {run_id!r}")
+        require_run(rt, run_id)
         rows = rt.assignments.for_run(run_id)
         if as_json:
             for row in rows:
