@@ -72,3 +72,16 @@ def test_routing_key_table(name, key):
 def test_routing_key_refuses_names_that_are_not_camel_case(bad):
     with pytest.raises(ValueError, match="CamelCase"):
         routing_key(bad)
+
+
+@given(st.text(min_size=1, max_size=20), st.integers(1, 64))
+def test_child_run_ids_name_their_parent(schedule, shard):
+    from datetime import UTC, datetime
+
+    from crawlsched.store.runs import child_run_id, parent_run_id, run_id_for, schedule_id_of
+
+    parent = run_id_for(schedule.replace("@", "-"), datetime(2026, 11, 23, tzinfo=UTC))
+    child = child_run_id(parent, shard)
+    assert parent_run_id(child) == parent
+    assert parent_run_id(parent) is None
+    assert schedule_id_of(child) == schedule_id_of(parent) == schedule.replace("@", "-")

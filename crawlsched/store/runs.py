@@ -35,6 +35,12 @@ def child_run_id(parent_id: str, shard: int) -> str:
     return f"{parent_id}/{shard}"
 
 
+def parent_run_id(run_id: str) -> str | None:
+    """The parent of a child run id (`<run>/<shard>`), None for a top-level run."""
+    parent, slash, shard = run_id.rpartition("/")
+    return parent if slash and "@" in parent and shard.isdigit() else None
+
+
 class MongoRunStore:
     def __init__(self, db: CountingDatabase) -> None:
         self._runs = db.runs
@@ -189,11 +195,16 @@ class MongoRunStore:
         )
 
     def stopping(self, run_id: str, task: str) -> bool:
-        """Whether work of `task` in this run must stop (one small read)."""
-        doc = self._runs.find_one(
-            {"_id": run_id}, {"stop_requested": 1, "stopped_tasks": 1, "state": 1}
+        """Whether work of `task` in this run must stop (one small read).
+
+        A child run also stops with its parent: a stop that came while the parent was still
+        planning flagged the parent before the children existed.
+        """
+        ids = [run_id, parent] if (parent := parent_run_id(run_id)) else [run_id]
+        docs = self._runs.find(
+            {"_id": {"$in": ids}}, {"stop_requested": 1, "stopped_tasks": 1, "state": 1}
         )
-        return doc is not None and is_stopping(doc, task)
+        return any(is_stopping(doc, task) for doc in docs)
 
     def children_of(self, run_id: str) -> list[dict]:
         return list(self._runs.find({"parent_id": run_id}, {"reports": 0}).sort("_id", 1))
