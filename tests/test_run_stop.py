@@ -6,10 +6,12 @@ Real actors and stores (embedded), in-process worker threads; the driver is the 
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 from crawlsched.flow.stopping import stop_children, stop_run
 from crawlsched.runtime import Runtime, get_runtime
 from crawlsched.store.history import row_id
-from crawlsched.store.runs import ENDED, FINISHED, STOPPED
+from crawlsched.store.runs import ENDED, FINISHED, STOPPED, run_id_for
 from tests.support.waiting import wait_for
 from tests.test_admission_flow import SLOW, _fire_profiles, _setup, _twitter_jobs
 
@@ -236,3 +238,43 @@ def test_stop_checks_cost_reads_per_batch_not_per_job(stub_pipeline, monkeypatch
     assert rt.db.task_history.count_documents({}) == 50
     profile_reads = [r for r in reads if r.startswith("sweep-profiles")]
     assert 3 <= len(profile_reads) <= 10, profile_reads
+
+
+def test_history_and_stop_checks_cost_a_few_commands_per_batch_not_per_job(
+    stub_pipeline, monkeypatch
+):
+    # Given two sweeps of 200 jobs each (8 batches): the first with task history
+    # and stop checks switched off (the baseline), the second as built
+    from crawlsched.flow import crawling
+    from crawlsched.flow.stopping import StopWatch
+
+    monkeypatch.setenv("CRAWLSCHED_TEST_SLOW_DRIVER_S", "0")
+    stub_pipeline(**SLOW)
+    rt = get_runtime()
+    _setup(rt, accounts=8)  # one per batch: no batch waits, so admission costs the same
+
+    def sweep(prefix: str, fire_at: datetime) -> int:
+        from crawlsched.actors.planner import plan_crawls
+
+        _twitter_jobs(rt, 200, 0, prefix)
+        rt.counter.reset()
+        plan_crawls.send("sweep-profiles", fire_at.isoformat())
+        run_id = run_id_for("sweep-profiles", fire_at)
+        wait_for(_ended(rt, run_id), 60, f"the sweep of {prefix} to end")
+        seen.append(run_id)
+        return rt.counter.boundary_total
+
+    seen: list[str] = []
+    with monkeypatch.context() as off:
+        off.setattr(crawling, "record_history", lambda *args: None)
+        off.setattr(StopWatch, "stopped", lambda self: False)
+        baseline = sweep("a", rt.now() - timedelta(minutes=1))
+    with_history = sweep("b", rt.now())
+
+    # Then the difference is a few commands per batch (one insert, one read of who served it,
+    # the stop reads), far below one per job; and the history is there
+    batches = 8
+    extra = with_history - baseline
+    print(f"commands/job baseline {baseline / 200:.3f}, with history {with_history / 200:.3f}")
+    assert rt.db.task_history.count_documents({"run_id": seen[1]}) == 200
+    assert extra <= 4 * batches, (baseline, with_history)
