@@ -76,6 +76,7 @@ def one_line(result: Result) -> str:
 MISSING_ROW = str(ObjectId())
 BAD_INPUT = [
     (("run", "now", "no-such-schedule"), "no schedule with id 'no-such-schedule'"),
+    (("run", "now", "sweep-profiles"), "set CRAWLSCHED_BROKER_URL=amqp://"),
     (("run", "stop", "no-such-run"), "no run with id 'no-such-run'"),
     (("run", "stop", RUN, "--task", "profile", "--children"), "not both"),
     (("run", "status", "no-such-run"), "no run with id 'no-such-run'"),

@@ -47,6 +47,9 @@ def run_now(
     with cli_runtime() as rt:
         if rt.schedules.get(schedule_id) is None:
             bad_input(f"no schedule with id {schedule_id!r}")
+        if rt.settings.broker_url.startswith("stub://"):
+            # A stub broker lives and dies with this command: the message would reach nobody.
+            bad_input("run now sends a message to the workers: set CRAWLSCHED_BROKER_URL=amqp://…")
         _with_broker()
         from crawlsched.actors.planner import plan_crawls
 
