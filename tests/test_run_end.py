@@ -85,3 +85,28 @@ def test_child_run_ids_name_their_parent(schedule, shard):
     assert parent_run_id(child) == parent
     assert parent_run_id(parent) is None
     assert schedule_id_of(child) == schedule_id_of(parent) == schedule.replace("@", "-")
+
+
+@pytest.mark.parametrize(
+    ("notify", "word", "url"),
+    [
+        ({"webhook": "http://127.0.0.1:8/h"}, "finished", "http://127.0.0.1:8/h"),
+        ({"webhook": "https://example.org/h"}, "failed", "https://example.org/h"),
+        ({"webhook": "https://example.org/h"}, "stopped", None),  # not asked for by default
+        (
+            {"webhook": "https://example.org/h", "on": ["stopped"]},
+            "stopped",
+            "https://example.org/h",
+        ),
+        ({"webhook": "ftp://example.org/h"}, "finished", None),
+        ({"webhook": "http://[::1"}, "finished", None),  # not a URL
+        ({"webhook": 42}, "finished", None),
+        ({"webhook": "https://example.org/h", "on": "finished"}, "finished", None),
+        ("https://example.org/h", "finished", None),
+    ],
+)
+def test_webhook_of_reads_only_a_well_formed_notify_field(notify, word, url):
+    from crawlsched.flow.notifying import webhook_of
+
+    assert webhook_of({"_id": "s", "notify": notify}, word) == url
+    assert webhook_of(None, word) is None

@@ -34,8 +34,12 @@ def webhook_of(schedule: dict[str, Any] | None, result_word: str) -> str | None:
     url, on = notify.get("webhook"), notify.get("on", ["finished", "failed"])
     if not isinstance(url, str) or not isinstance(on, list) or result_word not in on:
         return None
-    if httpx.URL(url).scheme not in ("http", "https"):
-        log.warning("webhook_ignored_bad_scheme", schedule_id=(schedule or {}).get("_id"))
+    try:
+        scheme = httpx.URL(url).scheme
+    except httpx.InvalidURL:
+        scheme = ""
+    if scheme not in ("http", "https"):
+        log.warning("webhook_ignored_bad_url", schedule_id=(schedule or {}).get("_id"))
         return None
     return url
 
