@@ -119,3 +119,30 @@ def test_runs_with_nothing_planned_finishes_when_planning_closes(runs):
 def test_runs_run_id_is_deterministic_per_schedule_and_fire_time():
     assert run_id_for("s", FIRE_AT) == run_id_for("s", FIRE_AT) == "s@20240601T115900Z"
     assert run_id_for("s", FIRE_AT + timedelta(seconds=1)) != run_id_for("s", FIRE_AT)
+
+
+def test_a_redelivered_report_counts_a_child_whose_parent_count_was_lost(embedded_mongo_url):
+    # Given a child run that ended, and a crash before its parent counted it
+    from crawlsched.flow.coordination import record_report
+    from crawlsched.messages import ReportMessage
+    from crawlsched.runtime import Runtime
+    from tests.conftest import settings_for_tests
+
+    rt = Runtime(settings_for_tests(mongo_url=embedded_mongo_url, broker_url="stub://"))
+    parent, child = "s@20261123T080000Z", "s@20261123T080000Z/1"
+    rt.runs.open(parent, "s", NOW, NOW)
+    rt.runs.open(child, "s", NOW, NOW, parent_id=parent)
+    rt.runs.close_planning(parent, 3, {}, NOW, children=1)
+    rt.runs.close_planning(child, 3, {}, NOW)
+    report = ReportMessage(run_id=child, report_key="d1:crawl", counts={"succeeded": 3})
+    rt.runs.report(child, report.report_key, report.counts)
+    assert rt.runs.finish(child, NOW)  # ...and the process died here
+    assert rt.runs.get(parent)["state"] == RUNNING
+
+    # When the report is redelivered (twice)
+    assert record_report(rt, report) is False
+    assert record_report(rt, report) is False
+
+    # Then the parent counted its child once and ended
+    run = rt.runs.get(parent)
+    assert (run["state"], run["counts"], run["outstanding"]) == (FINISHED, {"succeeded": 3}, 0)

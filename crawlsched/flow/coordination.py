@@ -16,7 +16,7 @@ from crawlsched.logs import get_logger
 from crawlsched.messages import ReportMessage
 from crawlsched.planning.run_end import run_end
 from crawlsched.runtime import Runtime
-from crawlsched.store.runs import is_done
+from crawlsched.store.runs import ENDED, is_done
 
 log = get_logger(__name__)
 
@@ -46,11 +46,16 @@ def finish_if_done(rt: Runtime, run: dict[str, Any], notify: Notify = _no_notify
     )
     if (delivery_id := plan_webhook(rt, run, end)) is not None:
         notify(delivery_id)
+    _count_child_ended(rt, run, notify)
+    return True
+
+
+def _count_child_ended(rt: Runtime, run: dict[str, Any], notify: Notify) -> None:
+    """Take an ended child off its parent (once per child) and end the parent if it is done."""
     if parent_id := run.get("parent_id"):
-        parent = rt.runs.child_ended(parent_id, run["_id"], counts)
+        parent = rt.runs.child_ended(parent_id, run["_id"], run.get("counts", {}))
         if parent is not None:
             finish_if_done(rt, parent, notify)
-    return True
 
 
 def record_report(rt: Runtime, report: ReportMessage, notify: Notify = _no_notify) -> bool:
@@ -60,5 +65,10 @@ def record_report(rt: Runtime, report: ReportMessage, notify: Notify = _no_notif
     )
     if run is None:
         log.info("report_ignored_duplicate_or_unknown_run", report_key=report.report_key)
+        # A redelivery after a crash between a child's end and its parent's count: count it
+        # now (idempotent per child). One read, on duplicates only.
+        ended = rt.runs.get(report.run_id)
+        if ended is not None and ended["state"] in ENDED:
+            _count_child_ended(rt, ended, notify)
         return False
     return finish_if_done(rt, run, notify)
