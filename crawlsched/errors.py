@@ -85,12 +85,6 @@ class RunAlreadyEnded(CrawlschedError, ValueError):
         self.run_id = run_id
 
 
-class ScheduleNotFound(CrawlschedError, LookupError):
-    def __init__(self, schedule_id: str) -> None:
-        super().__init__(f"no schedule with id {schedule_id!r}")
-        self.schedule_id = schedule_id
-
-
 class WebhookFailed(CrawlschedError):
     """One webhook attempt failed; dramatiq retries the delivery with backoff."""
 

@@ -146,3 +146,22 @@ def test_a_redelivered_report_counts_a_child_whose_parent_count_was_lost(embedde
     # Then the parent counted its child once and ended
     run = rt.runs.get(parent)
     assert (run["state"], run["counts"], run["outstanding"]) == (FINISHED, {"succeeded": 3}, 0)
+
+
+def test_a_child_run_stops_with_its_parent_or_by_itself(embedded_mongo_url):
+    from crawlsched.runtime import Runtime
+    from tests.conftest import settings_for_tests
+
+    rt = Runtime(settings_for_tests(mongo_url=embedded_mongo_url, broker_url="stub://"))
+    parent = "s@20261123T080000Z"
+    children = [f"{parent}/1", f"{parent}/2"]
+    rt.runs.open(parent, "s", NOW, NOW)
+    for child in children:
+        rt.runs.open(child, "s", NOW, NOW, parent_id=parent)
+    assert not any(rt.runs.stopping(r, "profile") for r in [parent, *children])
+    rt.runs.request_stop(children[0], NOW, task="profile")
+    assert rt.runs.stopping(children[0], "profile")
+    assert not rt.runs.stopping(children[0], "article")
+    assert not rt.runs.stopping(children[1], "profile") and not rt.runs.stopping(parent, "profile")
+    rt.runs.request_stop(parent, NOW)  # a stop while the parent plans: children see it too
+    assert all(rt.runs.stopping(r, "article") for r in [parent, *children])
