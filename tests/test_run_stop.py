@@ -249,7 +249,7 @@ def test_history_and_stop_checks_cost_a_few_commands_per_batch_not_per_job(
     from crawlsched.flow.stopping import StopWatch
 
     monkeypatch.setenv("CRAWLSCHED_TEST_SLOW_DRIVER_S", "0")
-    stub_pipeline(**SLOW)
+    stub_pipeline(threads=1, **SLOW)  # one thread: both sweeps run the same commands
     rt = get_runtime()
     _setup(rt, accounts=8)  # one per batch: no batch waits, so admission costs the same
 
