@@ -18,10 +18,14 @@ from pymongo.errors import BulkWriteError
 from crawlsched.catalog import JobState
 from crawlsched.planning.due import Category
 from crawlsched.planning.outcomes import JobUpdate
-from crawlsched.planning.problems import Problem
+from crawlsched.planning.problems import Problem, ReferenceIndex
 from crawlsched.store.counting import CountingDatabase
 from crawlsched.store.pipeline import (
-    audit_pipeline,
+    AUDIT_FIELDS,
+    MEDIA_COLLECTION,
+    TASKS_COLLECTION,
+    UNDATED,
+    audit_filter,
     due_filter,
     planning_pipeline,
     row_category,
@@ -56,6 +60,10 @@ JOB_INDEXES: list[tuple[list[tuple[str, int]], dict[str, Any]]] = [
     ),
 ]
 
+
+# What the audit reads of the reference rows to judge a (media, task) pair.
+MEDIA_JOIN_FIELDS = ("media_name", "media_name_id", "enabled")
+TASK_JOIN_FIELDS = ("media_name_id", "name", "enabled")
 
 # Rows per cursor batch while planning: a reply holds at most this many small documents.
 PLANNING_BATCH = 500
@@ -120,7 +128,29 @@ class MongoJobStore:
         return lists
 
     def audit(self, now: datetime) -> list[dict[str, Any]]:
-        return list(self._jobs.aggregate(audit_pipeline(now)))
+        """Jobs the planning pipeline can never return, each with its `media` row (or None)
+        and its `task_row`s, for `planning.problems.diagnose` to say why.
+
+        Without a join per job: the (media, task) pairs the jobs use come from one `distinct`
+        per task and are judged against the reference rows (a few, read whole); then only the
+        jobs of a pair that can't plan, or whose execution date is not a date, are read.
+        Jobs with no media name or no task never plan: they are read too.
+        """
+        base = audit_filter(now)
+        reference = ReferenceIndex(
+            self._db[MEDIA_COLLECTION].find({}, dict.fromkeys(MEDIA_JOIN_FIELDS, 1)),
+            self._db[TASKS_COLLECTION].find({}, dict.fromkeys(TASK_JOIN_FIELDS, 1)),
+        )
+        stuck: list[dict[str, Any]] = [{"media_name": None}, {"task": None}, UNDATED]
+        for task in self._jobs.distinct("task", base):
+            for name in self._jobs.distinct("media_name", {**base, "task": {"$eq": task}}):
+                if not reference.plans(name, task):
+                    stuck.append({"media_name": {"$eq": name}, "task": {"$eq": task}})
+        rows = []
+        for doc in self._jobs.find({**base, "$or": stuck}, dict.fromkeys(AUDIT_FIELDS, 1)):
+            media, task_rows = reference.join(doc.get("media_name"), doc.get("task"))
+            rows.append({**doc, "media": media, "task_row": task_rows})
+        return rows
 
     def set_aside(self, problems: Iterable[Problem], now: datetime) -> int:
         """Flag jobs that can't be planned so sweeps stop looking at them; returns how many."""
