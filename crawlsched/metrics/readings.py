@@ -17,6 +17,7 @@ from typing import Any
 from crawlsched.planning.due import Category
 from crawlsched.resources import rules
 
+NODE_STATES = (rules.UP, rules.DOWN, rules.UNKNOWN, "draining", "disabled")
 UNPLANNABLE = "unplannable"  # due, but its media or task row is missing or disabled
 
 

@@ -22,7 +22,7 @@ from crawlsched.logs import get_logger
 from crawlsched.metrics import readings
 from crawlsched.store.counting import CountingDatabase
 from crawlsched.store.pipeline import MEDIA_COLLECTION, TASKS_COLLECTION, due_filter
-from crawlsched.store.runs import FINISHED
+from crawlsched.store.runs import FINISHED, PLANNING, RUNNING
 
 log = get_logger(__name__)
 
@@ -83,16 +83,25 @@ class StoreCollector(Collector):
                 {"$group": {"_id": "$state", "n": {"$sum": 1}}},
             ]
         )
+        # Zero series for every pool that exists and every state, so that "nothing waits" and
+        # "no node is up" are readings, not missing series.
+        slots = {**account_slots, **node_slots}
+        for key in slots:
+            waiting.setdefault(key, readings.Waiting())
+        for state in readings.NODE_STATES:
+            node_states.setdefault(state, 0)
+        runs_by_state = dict.fromkeys([(PLANNING,), (RUNNING,)], 0)
+        runs_by_state.update({(str(r["_id"]),): r["n"] for r in open_runs})
         return [
             *_due_family(due),
             *_waiting_families(waiting),
-            *_pool_families({**account_slots, **node_slots}),
+            *_pool_families(slots),
             _count_family("crawlsched_accounts", "Accounts by media and state.", ["media", "state"],
                           account_states),
             _count_family("crawlsched_nodes", "Selenium nodes by state.", ["state"],
                           {(k,): v for k, v in node_states.items()}),
             _count_family("crawlsched_open_runs", "Runs not finished, by state.", ["state"],
-                          {(str(r["_id"]),): r["n"] for r in open_runs}),
+                          runs_by_state),
         ]  # fmt: skip
 
 
