@@ -15,6 +15,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import dramatiq
 import httpx
 import pytest
 
@@ -24,6 +25,7 @@ from crawlsched.runtime import Runtime
 from crawlsched.settings import Settings
 from tests.support.mongo_server import fresh_database_name
 from tests.support.prometheus import PrometheusServer
+from tests.support.rabbit import publish_raw
 from tests.support.seeding import all_runs_finished, fire_all_now, seed
 from tests.support.services import service_unavailable
 from tests.support.waiting import wait_for
@@ -127,7 +129,28 @@ def observed(rabbitmq_url, multiprocess_mongo_url, tmp_path_factory):
             found["twitter_capacity"] = prom.value(
                 'max(crawlsched_pool_capacity{pool="account", media="twitter"})'
             )
+            # A message that is dead-lettered (bad input is never retried): dramatiq's error and
+            # reject counters get a series too.
+            bad = dramatiq.Message(
+                queue_name="crawlsched.plan",
+                actor_name="plan_crawls",
+                args=("sweep-profiles", "not-a-date"),
+                kwargs={},
+                options={},
+            )
+            publish_raw(rabbitmq_url, "crawlsched.plan", bad.encode())
+            wait_for(
+                lambda: _total(prom, "dramatiq_message_rejects_total") >= 1,
+                30,
+                "Prometheus to see the dead-lettered message",
+            )
             found["names"] = prom.names()
+            found["query_errors"] = {}
+            for where, expr in dashboard_and_rule_metric_queries():
+                try:
+                    prom.query(expr)
+                except httpx.HTTPStatusError as e:
+                    found["query_errors"][where] = e.response.text[:300]
 
             # When the worker group is restarted (same multiprocess directory)
             workers.stop()
@@ -185,11 +208,15 @@ def test_prometheus_restart_does_not_resurrect_old_counts(observed):
     assert observed["after_restart_reports"] == 0
 
 
-def dashboard_and_rule_metric_names() -> dict[str, set[str]]:
+def dashboard_and_rule_metric_queries() -> list[tuple[str, str]]:
     from tests.test_deploy_files import dashboard_queries, rule_expressions
 
+    return [*dashboard_queries(), *rule_expressions()]
+
+
+def dashboard_and_rule_metric_names() -> dict[str, set[str]]:
     used: dict[str, set[str]] = {}
-    for where, expr in [*dashboard_queries(), *rule_expressions()]:
+    for where, expr in dashboard_and_rule_metric_queries():
         for name in METRIC_NAME.findall(expr):
             used.setdefault(name, set()).add(where)
     return used
@@ -200,3 +227,7 @@ def test_every_metric_in_dashboards_and_alerts_is_really_exported(observed):
     assert len(used) > 20
     missing = {name: sorted(where) for name, where in used.items() if name not in observed["names"]}
     assert missing == {}
+
+
+def test_every_dashboard_and_alert_query_is_valid_promql(observed):
+    assert observed["query_errors"] == {}
