@@ -70,7 +70,12 @@ def serve() -> int:
     registry = CollectorRegistry()
     MultiProcessCollector(registry, path=str(settings.metrics_dir))
     host, port = split_address(settings.metrics_address, "metrics_address")
-    start_http_server(port, addr=host, registry=registry)
+    try:
+        start_http_server(port, addr=host, registry=registry)
+    except OSError as e:
+        # The workers go on without an exporter; Prometheus's `up` shows the group missing.
+        log.error("metrics_exporter_failed", address=settings.metrics_address, error=str(e))
+        return 1
     log.info("metrics_exporter_started", address=settings.metrics_address)
     threading.Event().wait()  # the HTTP server runs in a thread; SIGTERM ends this process
     return 0
