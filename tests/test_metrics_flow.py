@@ -131,3 +131,36 @@ def test_store_gauges_report_a_failed_read_instead_of_failing_the_scrape():
         s.name: s.value for f in StoreCollector(broken, time.time).collect() for s in f.samples
     }
     assert samples["crawlsched_store_up"] == 0
+
+
+def test_missed_fire_times_are_counted_by_reason_from_a_closed_set(registry):
+    metrics.schedule_fired(missed=3)
+    metrics.missed_runs("overlapped")
+    assert sample_sum(registry, "crawlsched_missed_runs_total", reason="scheduler_down") == 3
+    assert sample_sum(registry, "crawlsched_missed_runs_total", reason="overlapped") == 1
+    assert sample_sum(registry, "crawlsched_schedules_fired_total") == 1
+    with pytest.raises(ValueError, match="not one of"):
+        metrics.missed_runs("https://example.com/some-url")
+
+
+def test_a_late_tick_counts_the_fire_times_it_skipped(registry, embedded_mongo_url):
+    from datetime import timedelta
+
+    from crawlsched.flow.ticking import fire_due
+    from crawlsched.runtime import Runtime
+    from tests.conftest import settings_for_tests
+
+    # Given a 60 s schedule whose fire time passed 210 s ago (the scheduler was down)
+    rt = Runtime(settings_for_tests(mongo_url=embedded_mongo_url))
+    now = rt.now()
+    rt.db.schedules.insert_one(
+        {"_id": "every-minute", "collections": ["profiles"], "interval_s": 60, "enabled": True,
+         "anchor": now - timedelta(seconds=210), "next_fire_at": now - timedelta(seconds=210)}
+    )  # fmt: skip
+    fired = []
+    # When a tick comes
+    assert fire_due(rt, lambda schedule_id, fire_at: fired.append(schedule_id)) == 1
+    # Then it fired once and counted the three fire times it skipped
+    assert fired == ["every-minute"]
+    assert sample_sum(registry, "crawlsched_missed_runs_total", reason="scheduler_down") == 3
+    assert rt.schedules.get("every-minute")["missed"] == 3

@@ -54,8 +54,17 @@ def schedule_fired(missed: int) -> None:
     """One fire time won; `missed` fire times before it were skipped (the scheduler was down)."""
     if _active:
         _active.schedules_fired.inc()
-        if missed > 0:
-            _active.missed_runs.labels(reason="scheduler_down").inc(missed)
+    missed_runs("scheduler_down", missed)
+
+
+def missed_runs(reason: str, n: int = 1) -> None:
+    """`n` fire times never run, for `reason` (one of definitions.MISSED_REASONS)."""
+    if _active and n > 0:
+        from crawlsched.metrics.definitions import MISSED_REASONS
+
+        if reason not in MISSED_REASONS:
+            raise ValueError(f"missed-run reason {reason!r} is not one of {MISSED_REASONS}")
+        _active.missed_runs.labels(reason=reason).inc(n)
 
 
 def run_planned(planning_s: float, lag_s: float) -> None:

@@ -12,7 +12,9 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 # Seconds, from a fraction of a second (a tick) to a day (a batch that waited its whole bound).
 SECONDS_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 86400)
-MISSED_REASONS = ("scheduler_down",)
+# Why a fire time was never run: the scheduler was down (no tick in time), its batches starved,
+# or it was skipped because the previous run still overlapped.
+MISSED_REASONS = ("scheduler_down", "starved", "overlapped")
 
 
 class FlowMetrics:
@@ -64,7 +66,7 @@ class FlowMetrics:
         )
         self.batches_parked = counter(
             "crawlsched_batches_parked_total",
-            "Batches that went to wait for an account and/or a Selenium node.",
+            "Batches from the planner that went to wait for an account and/or a Selenium node.",
             ("category", "media"),
         )
         self.batches_admitted = counter(
