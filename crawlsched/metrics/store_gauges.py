@@ -151,7 +151,11 @@ def _pool_families(slots: dict) -> list[Metric]:
         labels,
     )
     held = _gauge("crawlsched_pool_leases_held", "Live leases held in the pool.", labels)
+    open_slots = _gauge(
+        "crawlsched_pool_open_slots", "Leases the pool could grant now (capacity - held).", labels
+    )
     for key, (cap, n) in sorted(slots.items()):
         capacity.add_metric(list(key), cap)
         held.add_metric(list(key), n)
-    return [capacity, held]
+        open_slots.add_metric(list(key), max(cap - n, 0))
+    return [capacity, held, open_slots]
