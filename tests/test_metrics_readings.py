@@ -154,3 +154,14 @@ def test_multiprocess_directory_concurrent_processes_of_a_group_clear_once(tmp_p
     with multiprocessing.get_context("fork").Pool(4) as pool:
         cleared = pool.map(_prepare, [(tmp_path, "group-9")] * 8)
     assert sorted(cleared) == [False] * 7 + [True]
+
+
+def test_multiprocess_mode_is_refused_where_prometheus_client_was_imported_too_early(tmp_path):
+    import os
+
+    import prometheus_client  # noqa: F401  (this test process imported it without the variable)
+
+    assert multiproc.ENV not in os.environ
+    with pytest.raises(RuntimeError, match="imported before"):
+        multiproc.use(tmp_path)
+    assert multiproc.ENV not in os.environ

@@ -36,13 +36,13 @@ def prepare(directory: Path, group: str) -> bool:
 def use(directory: Path) -> None:
     """Point prometheus-client at `directory`. It reads the variable once, when first imported:
     a process that imported it earlier would count into memory nobody serves, so refuse."""
-    os.environ[ENV] = str(directory)
     values = sys.modules.get("prometheus_client.values")
     if values is not None and values.ValueClass is values.MutexValue:
         raise RuntimeError(
             "prometheus_client was imported before its multiprocess directory was set; "
             "metrics of this process would be lost"
         )
+    os.environ[ENV] = str(directory)
 
 
 def group_of_this_process() -> str:
