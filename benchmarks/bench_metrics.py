@@ -9,7 +9,9 @@
     (`WorkerMetrics.after_process_boot`): prometheus-client in multiprocess mode (mmap files),
     dramatiq's Prometheus middleware and crawlsched's counters. Headline: `slowdown` = median
     ON time / median OFF time - 1 (target <= 5 %). The stub broker is far cheaper than RabbitMQ,
-    so the share metrics take here is an upper bound of their share in production.
+    so the share metrics take here is an upper bound of their share in production. As the
+    rounds' spread on a shared machine can exceed 5 %, it also prints a bound that does not
+    depend on it: metric operations per job (from the messages per job) times their cost.
 (2) Scrape: after (1) two forked processes of one group run one more ON round each, so the
     directory holds two processes' files with every series the flow produces; then the real exporter
     (`crawlsched.metrics.worker.serve`, in its own process) is fetched over HTTP `--scrapes`
@@ -140,6 +142,50 @@ def scrape_times(metrics_dir: Path, scrapes: int) -> tuple[float, int]:
         exporter.wait(timeout=20)
 
 
+def _op_cost(metrics_dir: str, ops: int, out) -> None:
+    """In a fresh process (multiprocess mode needs the variable before the import): µs per
+    labelled counter increment and per histogram observation, written to the mmap files."""
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+    from prometheus_client import CollectorRegistry, Counter, Histogram
+
+    registry = CollectorRegistry()
+    counter = Counter("bench_ops_total", "", ["task", "media"], registry=registry)
+    histogram = Histogram("bench_seconds", "", ["category"], registry=registry)
+    started = time.perf_counter()
+    for i in range(ops):
+        counter.labels("profile", f"m{i % 20}").inc()
+    inc_us = (time.perf_counter() - started) / ops * 1e6
+    started = time.perf_counter()
+    for i in range(ops):
+        histogram.labels(f"c{i % 4}").observe(i % 100)
+    out.put((inc_us, (time.perf_counter() - started) / ops * 1e6))
+
+
+def op_cost(ops: int = 20_000) -> tuple[float, float]:
+    context = multiprocessing.get_context("spawn")
+    out = context.Queue()
+    child = context.Process(target=_op_cost, args=(tempfile.mkdtemp(), ops, out))
+    child.start()
+    result = out.get(timeout=300)
+    child.join(timeout=60)
+    return result
+
+
+def messages_per_job(metrics_dir: Path, jobs: int) -> float:
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=str(metrics_dir))
+    processed = sum(
+        sample.value
+        for family in registry.collect()
+        for sample in family.samples
+        if sample.name == "dramatiq_messages_total"
+    )
+    return processed / jobs
+
+
 def store_gauges(n: int) -> tuple[float, float]:
     from crawlsched.metrics.store_gauges import StoreCollector
 
@@ -189,6 +235,13 @@ def main() -> int:
             raise RuntimeError(f"a worker-group process failed (exit code {child.exitcode})")
     files = sorted(p.name for p in metrics_dir.glob("*.db"))
     scrape_ms, series = scrape_times(metrics_dir, args.scrapes)
+    # A bound that does not depend on this machine's noise: metric operations per job times
+    # their cost. Per message dramatiq's middleware makes 4 (in-progress +1 and -1, a count,
+    # a duration); crawlsched makes at most 3 calls per message it handles (a batch's jobs
+    # finished, parked/admitted, a report's lag), each at most 2 operations: 10 per message.
+    per_job = messages_per_job(metrics_dir, 2 * args.jobs)
+    inc_us, observe_us = op_cost()
+    bound = 10 * per_job * max(inc_us, observe_us) / (off / args.jobs * 1e6)
     gauges_ms, gauge_commands = store_gauges(args.jobs)
 
     w.print_table(
@@ -197,6 +250,9 @@ def main() -> int:
             ("metrics OFF: s per run", f"{off:.2f}  {[round(t, 2) for t in times['off']]}"),
             ("metrics ON:  s per run", f"{on:.2f}  {[round(t, 2) for t in times['on']]}"),
             ("slowdown (ON/OFF - 1)", f"{slowdown:+.1%} (target <= {TARGET_SLOWDOWN:.0%})"),
+            ("messages per job (two group processes)", f"{per_job:.3f}"),
+            ("µs per counter inc / histogram observe", f"{inc_us:.1f} / {observe_us:.1f}"),
+            ("bound: metric ops' share of a job's time", f"{bound:.3%} (10 ops per message)"),
             ("exporter: processes' files", f"{len(files)} ({', '.join(files)})"),
             ("exporter: series per scrape", series),
             ("exporter: ms per scrape (median)", f"{scrape_ms:.1f}"),
@@ -210,6 +266,10 @@ def main() -> int:
             "off_s": round(off, 3),
             "on_s": round(on, 3),
             "slowdown": round(slowdown, 4),
+            "messages_per_job": round(per_job, 4),
+            "inc_us": round(inc_us, 2),
+            "observe_us": round(observe_us, 2),
+            "ops_share_bound": round(bound, 6),
             "scrape_ms": round(scrape_ms, 2),
             "series": series,
             "process_files": len(files),
