@@ -10,42 +10,22 @@ import os
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.support.deploy import (
+    DASHBOARDS,
+    DATASOURCES,
+    REPO,
+    load_dashboard,
+    rule_expressions,
+)
 from tests.support.prometheus import promtool
 from tests.support.services import service_unavailable
 
-REPO = Path(__file__).resolve().parents[1]
-DASHBOARDS = sorted((REPO / "grafana" / "dashboards").glob("*.json"))
-DATASOURCES = REPO / "grafana" / "provisioning" / "datasources" / "prometheus.yml"
-PANEL_TYPES = {"timeseries", "stat", "gauge", "bargauge", "table", "heatmap", "text"}
 GRID_WIDTH = 24
-
-
-def load_dashboard(path: Path) -> dict:
-    return json.loads(path.read_text())
-
-
-def dashboard_queries() -> list[tuple[str, str]]:
-    """(where, PromQL) for every target of every panel."""
-    return [
-        (f"{path.name}: {panel['title']}", target.get("expr", ""))
-        for path in DASHBOARDS
-        for panel in load_dashboard(path)["panels"]
-        for target in panel.get("targets", [])
-    ]
-
-
-def rule_expressions() -> list[tuple[str, str]]:
-    rules = yaml.safe_load((REPO / "prometheus" / "alerts.yml").read_text())
-    return [
-        (f"alerts.yml: {rule['alert']}", rule["expr"])
-        for group in rules["groups"]
-        for rule in group["rules"]
-    ]
+PANEL_TYPES = {"timeseries", "stat", "gauge", "bargauge", "table", "heatmap", "text"}
 
 
 def dashboard_problems(dashboard: dict, datasource_uids: set[str]) -> list[str]:

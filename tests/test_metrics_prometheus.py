@@ -23,6 +23,7 @@ from crawlsched.demo.node import free_port
 from crawlsched.demo.site import DemoSite
 from crawlsched.runtime import Runtime
 from crawlsched.settings import Settings
+from tests.support.deploy import dashboard_queries, rule_expressions
 from tests.support.mongo_server import fresh_database_name
 from tests.support.prometheus import PrometheusServer
 from tests.support.rabbit import publish_raw
@@ -209,8 +210,6 @@ def test_prometheus_restart_does_not_resurrect_old_counts(observed):
 
 
 def dashboard_and_rule_metric_queries() -> list[tuple[str, str]]:
-    from tests.test_deploy_files import dashboard_queries, rule_expressions
-
     return [*dashboard_queries(), *rule_expressions()]
 
 
