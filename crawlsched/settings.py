@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Literal
 
@@ -84,6 +85,26 @@ class Settings(BaseSettings):
     )
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: str = "INFO"
+    metrics_enabled: bool = Field(
+        True, description="Count Prometheus metrics in `dramatiq` worker processes."
+    )
+    metrics_dir: Path = Field(
+        Path(tempfile.gettempdir()) / "crawlsched-prometheus",
+        description="prometheus-client multiprocess directory of one worker group (one per "
+        "`dramatiq` command on a host); cleared when the group starts.",
+    )
+    metrics_address: str = Field(
+        "127.0.0.1:9191",
+        description="host:port of the worker group's exporter (actor and crawlsched metrics).",
+    )
+    clock_metrics_address: str | None = Field(
+        None, description="host:port where `crawlsched clock` serves its metrics; unset: none."
+    )
+    metrics_store_gauges: bool = Field(
+        True,
+        description="The clock's exporter also serves gauges read from MongoDB at scrape time "
+        "(due jobs, waiting batches, leases, nodes, accounts, open runs).",
+    )
 
     @field_validator("mongo_url")
     @classmethod
@@ -104,6 +125,13 @@ class Settings(BaseSettings):
             )
         return value
 
+    @field_validator("metrics_address", "clock_metrics_address")
+    @classmethod
+    def _host_port(cls, value: str | None, info) -> str | None:
+        if value is not None:
+            split_address(value, info.field_name)
+        return value
+
     @field_validator("backoff_max_s")
     @classmethod
     def _ceiling_above_base(cls, value: float, info) -> float:
@@ -111,3 +139,12 @@ class Settings(BaseSettings):
         if base is not None and value < base:
             raise ValueError(f"backoff_max_s ({value}) must be >= backoff_base_s ({base})")
         return value
+
+
+def split_address(value: str, field: str = "address") -> tuple[str, int]:
+    """`host:port` (IPv6 as `[::1]:9191`) → (host, port); ValueError naming the field."""
+    host, sep, port = value.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{field} must be host:port with a port 1-65535, got {value!r}")
+    return host, int(port)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-import dramatiq
+import time
 
+import dramatiq
+from dramatiq.middleware import CurrentMessage
+
+from crawlsched import metrics
 from crawlsched.flow.coordination import record_report
 from crawlsched.messages import BadMessage, ReportMessage
 from crawlsched.runtime import get_runtime
@@ -13,7 +17,10 @@ QUEUE = "crawlsched.done"
 
 @dramatiq.actor(actor_name="record_finished", queue_name=QUEUE, throws=(BadMessage,))
 def record_finished(report: dict) -> None:
-    record_report(get_runtime(), ReportMessage.parse(report))
+    parsed = ReportMessage.parse(report)
+    if message := CurrentMessage.get_current_message():
+        metrics.report_received(time.time() - message.message_timestamp / 1000)
+    record_report(get_runtime(), parsed)
 
 
 def send_report(report: ReportMessage) -> None:

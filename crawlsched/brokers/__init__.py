@@ -25,6 +25,7 @@ from dramatiq.middleware import (
 from crawlsched import runtime
 from crawlsched.brokers.middleware import LogContext
 from crawlsched.logs import configure_logging
+from crawlsched.metrics.worker import WorkerMetrics
 from crawlsched.settings import Settings
 
 _configured: dramatiq.Broker | None = None
@@ -56,6 +57,9 @@ def setup_broker(settings: Settings) -> dramatiq.Broker:
         broker.emit_after("process_boot")
     else:
         broker = RabbitmqBroker(url=settings.broker_url, middleware=middleware(settings))
+        if settings.metrics_enabled:
+            # Acts only in processes the `dramatiq` CLI boots (see crawlsched.metrics.worker).
+            broker.add_middleware(WorkerMetrics(settings))
     dramatiq.set_broker(broker)
     _configured = broker
     _rebind_declared_actors(broker)

@@ -76,11 +76,18 @@ def register(app: typer.Typer) -> None:
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         signal.signal(signal.SIGINT, lambda *_: stop.set())
         period = interval or settings.clock_interval_s
+        clock_metrics = None
+        if settings.clock_metrics_address:
+            from crawlsched.metrics.clock import serve_clock_metrics
+
+            clock_metrics = serve_clock_metrics(settings, settings.clock_metrics_address)
         sent = 0
-        log.info("clock_started", interval_s=period)
+        log.info("clock_started", interval_s=period, metrics=settings.clock_metrics_address)
         while not stop.is_set():
             tick.send()
             sent += 1
+            if clock_metrics:
+                clock_metrics.tick_sent()
             if count and sent >= count:
                 break
             stop.wait(period)

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
+from crawlsched import metrics
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage, ReportMessage
 from crawlsched.planning.outcomes import Outcome
@@ -73,6 +74,7 @@ def park(rt: Runtime, message: BatchMessage, now: datetime) -> dict:
 def admit(rt: Runtime, message: BatchMessage, forward: Callable[[BatchMessage], None]) -> int:
     """A new batch from the planner: park it, then admit what can be admitted now."""
     park(rt, message, rt.now())
+    metrics.batch_parked(message.category, message.media_name)
     return admit_waiting(rt, keys_of(message), forward)
 
 
@@ -135,6 +137,7 @@ def admit_waiting(
         rt.waiting.remove(batch.dispatch_id, token)
         load = load.plus(batch, len(grant.leases))
         admitted += 1
+        metrics.batch_admitted(message.category, message.media_name, waited_s)
         log.info(
             "batch_admitted",
             dispatch_id=message.dispatch_id,
@@ -150,8 +153,10 @@ def starve(
     message: BatchMessage,
     report: Callable[[ReportMessage], None],
     reason: str,
-) -> None:
-    """Give the jobs back untouched (pending, same attempt count) and count them starved."""
+) -> int:
+    """Give the jobs back untouched (pending, same attempt count) and count them starved.
+
+    Returns how many jobs of this dispatch are starved."""
     store = rt.jobs(message.collection)
     store.release(message.dispatch_id)
     # Read back rather than trust our own count: a redelivery must report the same numbers.
@@ -168,6 +173,7 @@ def starve(
                 stages_ms=dict(message.stages_ms),
             )
         )
+    return jobs
 
 
 def starve_overdue(rt: Runtime, report: Callable[[ReportMessage], None]) -> int:
@@ -182,7 +188,9 @@ def starve_overdue(rt: Runtime, report: Callable[[ReportMessage], None]) -> int:
         waited = (now - taken["enqueued_at"]).total_seconds()
         short = [taken["last_short"]] if taken.get("last_short") else taken["needs"]
         reason = f"waited {waited:.0f}s for the {describe_keys(short)}"
-        starve(rt, BatchMessage.parse(taken["message"]), report, reason)
+        message = BatchMessage.parse(taken["message"])
+        jobs = starve(rt, message, report, reason)
+        metrics.batch_starved(short[0], message.task, message.media_name, jobs)
         rt.waiting.remove(doc["_id"], token)
         starved += 1
     return starved
@@ -216,6 +224,7 @@ def requeue(
         }
     )
     park(rt, rest, rt.now())
+    metrics.batch_requeued(message.task, message.media_name)
     log.warning(
         "batch_requeued",
         dispatch_id=message.dispatch_id,

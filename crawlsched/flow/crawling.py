@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from crawlsched import metrics
 from crawlsched.catalog import TASK_RESULTS
 from crawlsched.drivers import registry
 from crawlsched.drivers.base import CrawlContext, CrawlJob, LoginRejected, RateLimited
@@ -115,6 +117,7 @@ def _browser(rt: Runtime, leases: Leases, context: CrawlContext) -> Iterator[Non
 
 def _node_lost(rt: Runtime, url: str, reason: str) -> None:
     rt.inventory.mark_node(url, healthy=False, reason=reason[:300], now=rt.now(), capacity=None)
+    metrics.node_marked_down()
     log.warning("node_marked_down", node=url, reason=reason[:300])
 
 
@@ -202,6 +205,8 @@ def crawl_batch(
             model_id = rt.model_ids().get(sink.model)
             rt.results.save(message.task, model_id, progress.found, rt.now(), rt.worker_id)
             store.record(message.dispatch_id, progress.updates, rt.now())
+            outcomes = Counter(update.outcome for update in progress.updates)
+            metrics.jobs_finished(message.task, message.media_name, outcomes)
             if progress.interruption:
                 requeue(rt, message, progress.unfinished, progress.interruption)
     finally:

@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Callable
 from datetime import datetime
 
+from crawlsched import metrics
 from crawlsched.errors import BadJobDocument
 from crawlsched.flow.coordination import finish_if_done
 from crawlsched.logs import get_logger
@@ -63,6 +64,7 @@ def _claim_chunk(
             stats["claimed"] += len(job_ids)
             stats[f"batches.{batch.category.value}"] += 1
             stats[f"jobs.{batch.category.value}"] += len(job_ids)
+            metrics.batch_dispatched(batch.task, batch.media_name, batch.category, len(job_ids))
             dispatch(BatchMessage.of(batch, run_id, request.dispatch_id, job_ids))
 
 
@@ -146,5 +148,6 @@ def plan_run(
     log.info("run_planned", run_id=run_id, planned=planned, **{k: v for k, v in stats.items()})
     if closed is not None:
         rt.runs.add_stage_time(run_id, "plan", stats["planning_ms"])
+        metrics.run_planned(stats["planning_ms"] / 1000, (rt.now() - fire_at).total_seconds())
         finish_if_done(rt, closed)
     return closed

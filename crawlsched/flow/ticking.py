@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
+from crawlsched import metrics
 from crawlsched.catalog import JOB_COLLECTIONS
 from crawlsched.logs import get_logger
 from crawlsched.messages import ReportMessage
 from crawlsched.planning.outcomes import Outcome, after_failure
 from crawlsched.runtime import Runtime
+from crawlsched.schedules.interval import IntervalSchedule
 
 log = get_logger(__name__)
 
@@ -23,6 +25,8 @@ def fire_due(rt: Runtime, send_plan: Callable[[str, datetime], None]) -> int:
             continue  # another ticker won this fire time
         log.info("schedule_fired", schedule_id=schedule["_id"], fire_at=fire_at.isoformat())
         send_plan(schedule["_id"], fire_at)
+        timing = IntervalSchedule(schedule["anchor"], schedule["interval_s"])
+        metrics.schedule_fired(missed=timing.missed_between(fire_at, now))
         fired += 1
     return fired
 
@@ -48,6 +52,8 @@ def reclaim_expired(rt: Runtime, report: Callable[[ReportMessage], None]) -> int
             ]
             reclaimed += store.record(expired.dispatch_id, updates, now)
             counts = store.outcomes_of(expired.dispatch_id, {Outcome.EXPIRED})
+            first = expired.jobs[0]
+            metrics.jobs_finished(first.get("task", ""), first.get("media_name", ""), counts)
             if counts and expired.run_id:
                 report(
                     ReportMessage(

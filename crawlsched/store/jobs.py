@@ -293,7 +293,14 @@ class MongoJobStore:
         by_dispatch: dict[str, ExpiredDispatch] = {}
         cursor = self._jobs.find(
             {"state": int(JobState.RUNNING), "lease_deadline": {"$lt": now}},
-            {"_id": 1, "dispatch_id": 1, "run_id": 1, "attempt_count": 1},
+            {
+                "_id": 1,
+                "dispatch_id": 1,
+                "run_id": 1,
+                "attempt_count": 1,
+                "task": 1,
+                "media_name": 1,
+            },
         ).limit(limit)
         for doc in cursor:
             dispatch_id = doc.get("dispatch_id") or f"orphan-{doc['_id']}"
