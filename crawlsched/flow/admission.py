@@ -150,6 +150,7 @@ def starve(
     message: BatchMessage,
     report: Callable[[ReportMessage], None],
     reason: str,
+    pools: Iterable[str] = (),
 ) -> None:
     """Give the jobs back untouched (pending, same attempt count) and count them starved."""
     store = rt.jobs(message.collection)
@@ -160,6 +161,7 @@ def starve(
     log.warning("batch_starved", dispatch_id=message.dispatch_id, jobs=jobs, reason=reason)
     if counts:
         rt.runs.record_shortage(message.run_id, message.dispatch_id, jobs, reason, rt.now())
+        record_starved_miss(rt, message.run_id, pools)
         report(
             ReportMessage(
                 run_id=message.run_id,
@@ -168,6 +170,17 @@ def starve(
                 stages_ms=dict(message.stages_ms),
             )
         )
+
+
+def record_starved_miss(rt: Runtime, run_id: str, pools: Iterable[str]) -> None:
+    """The run's fire time also counts as missed (reason starved), with the pools that ran
+    short (`account:<media>`, `selenium`)."""
+    run = rt.runs.get(run_id)
+    schedule = rt.schedules.get(run["schedule_id"]) if run else None
+    if run is None or schedule is None:
+        return
+    for pool in sorted(pools) or ["unknown"]:
+        rt.missed_runs.record_starved(schedule, run["fire_at"], run_id, pool, rt.now())
 
 
 def starve_overdue(rt: Runtime, report: Callable[[ReportMessage], None]) -> int:
@@ -182,7 +195,7 @@ def starve_overdue(rt: Runtime, report: Callable[[ReportMessage], None]) -> int:
         waited = (now - taken["enqueued_at"]).total_seconds()
         short = [taken["last_short"]] if taken.get("last_short") else taken["needs"]
         reason = f"waited {waited:.0f}s for the {describe_keys(short)}"
-        starve(rt, BatchMessage.parse(taken["message"]), report, reason)
+        starve(rt, BatchMessage.parse(taken["message"]), report, reason, short)
         rt.waiting.remove(doc["_id"], token)
         starved += 1
     return starved

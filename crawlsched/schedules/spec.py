@@ -91,7 +91,7 @@ def _what(given: Mapping[str, Any]) -> dict[str, Any]:
 
 def _policies(given: Mapping[str, Any]) -> dict[str, Any]:
     try:
-        misfire = Misfire(given.get("misfire") or Misfire.SKIP)
+        misfire = Misfire(given.get("misfire") or Misfire.RUN_ONCE)
     except ValueError:
         raise ValueError(f"misfire: one of {[m.value for m in Misfire]}") from None
     try:

@@ -1,0 +1,132 @@
+"""Schedule operations: create, update, pause, unpause, stop, delete; upcoming runs.
+
+Each checks everything before it writes (nothing is stored half-way), writes with a
+compare-and-set on the state it read, then emits its event (ScheduleCreated, …).
+
+States: active → paused ⇄ active; active|paused → stopped (for good: it never fires again but
+stays listed with its history); any → deleted (hidden from lists; every later operation is
+refused). A one-time schedule that fired is `done`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from crawlsched.events import emit
+from crawlsched.runtime import Runtime
+from crawlsched.schedules.policies import MissedReason, due_times
+from crawlsched.schedules.spec import apply_update, build_schedule
+from crawlsched.schedules.triggers import trigger_of, upcoming
+
+LIVE = ("active", "paused")
+UPCOMING_LIMIT = 10_000  # per schedule; a 1 s interval over three days would be 259,200
+
+
+def create(rt: Runtime, schedule_id: str, given: Mapping[str, Any]) -> dict[str, Any]:
+    doc = build_schedule(schedule_id, given, rt.now())
+    rt.schedules.insert(doc)
+    emit(rt, "ScheduleCreated", schedule_id=schedule_id, owner=doc["owner"])
+    return doc
+
+
+def update(rt: Runtime, schedule_id: str, changes: Mapping[str, Any]) -> dict[str, Any]:
+    doc = rt.schedules.require(schedule_id, "update", LIVE)
+    fields = apply_update(doc, changes, rt.now())
+    fields["updated_at"] = rt.now()
+    if doc.get("state", "active") == "paused":
+        fields["enabled"] = False
+    updated = rt.schedules.transition(doc, "update", fields)
+    emit(rt, "ScheduleUpdated", schedule_id=schedule_id, fields=sorted(changes))
+    return updated
+
+
+def pause(rt: Runtime, schedule_id: str) -> dict[str, Any]:
+    doc = rt.schedules.require(schedule_id, "pause", ("active",))
+    now = rt.now()
+    fields = {"state": "paused", "enabled": False, "paused_at": now, "updated_at": now}
+    paused = rt.schedules.transition(doc, "pause", fields)
+    emit(rt, "SchedulePaused", schedule_id=schedule_id)
+    return paused
+
+
+def unpause(rt: Runtime, schedule_id: str) -> dict[str, Any]:
+    """Fire times that fell in the pause are recorded missed (reason paused), one by one."""
+    doc = rt.schedules.require(schedule_id, "unpause", ("paused",))
+    now = rt.now()
+    trigger = trigger_of(doc)
+    missed: list[datetime] = []
+    following = doc.get("next_fire_at")
+    if following is not None:
+        missed, following, _ = due_times(trigger, following, now)
+        if following is not None and following <= now:
+            following = trigger.next_after(now)
+    fields: dict[str, Any] = {
+        "state": "active" if following is not None else "done",
+        "enabled": following is not None,
+        "next_fire_at": following,
+        "updated_at": now,
+    }
+    unpaused = rt.schedules.transition(doc, "unpause", fields)
+    rt.missed_runs.record(doc, [(t, MissedReason.PAUSED) for t in missed], now)
+    emit(rt, "ScheduleUnpaused", schedule_id=schedule_id, missed=len(missed))
+    return unpaused
+
+
+def stop(rt: Runtime, schedule_id: str) -> dict[str, Any]:
+    doc = rt.schedules.require(schedule_id, "stop", LIVE)
+    now = rt.now()
+    fields = {"state": "stopped", "enabled": False, "stopped_at": now, "updated_at": now}
+    stopped = rt.schedules.transition(doc, "stop", fields)
+    emit(rt, "ScheduleStopped", schedule_id=schedule_id)
+    return stopped
+
+
+def delete(rt: Runtime, schedule_id: str) -> dict[str, Any]:
+    doc = rt.schedules.require(schedule_id, "delete", (*LIVE, "stopped", "done"))
+    now = rt.now()
+    fields = {"state": "deleted", "enabled": False, "deleted_at": now, "updated_at": now}
+    deleted = rt.schedules.transition(doc, "delete", fields)
+    emit(rt, "ScheduleDeleted", schedule_id=schedule_id)
+    return deleted
+
+
+def upcoming_runs(
+    rt: Runtime,
+    schedules: list[dict[str, Any]],
+    horizon: timedelta,
+    limit: int = UPCOMING_LIMIT,
+) -> list[tuple[str, datetime]]:
+    """(schedule id, fire time) of active schedules within `horizon` of now, in time order.
+
+    Schedules that share a trigger (same cron and zone, or same interval grid) share one
+    computation: operators copy the same few crons, and the list is the same for each.
+    """
+    now = rt.now()
+    cache: dict[tuple, list[datetime]] = {}
+    rows: list[tuple[str, datetime]] = []
+    for doc in schedules:
+        if not doc.get("enabled") or doc.get("next_fire_at") is None:
+            continue
+        key = trigger_key(doc)
+        if key not in cache:
+            # The schedule's own next fire time comes first (it may be a "fire now").
+            times = upcoming(trigger_of(doc), now, horizon, limit)
+            cache[key] = times
+        times = cache[key]
+        first = doc["next_fire_at"]
+        if now < first <= now + horizon and first not in times:
+            times = sorted([first, *times])[:limit]
+        rows.extend((doc["_id"], t) for t in times)
+    rows.sort(key=lambda row: (row[1], row[0]))
+    return rows
+
+
+def trigger_key(doc: Mapping[str, Any]) -> tuple:
+    kind = doc.get("trigger", "interval")
+    if kind == "cron":
+        return ("cron", doc["cron"], doc.get("timezone") or "UTC")
+    if kind == "once":
+        return ("once", doc["at"])
+    return ("interval", doc["anchor"], doc["interval_s"])
