@@ -10,8 +10,9 @@ cron's, and it is ours:
 - A job with a wildcard minute or hour (`*/15 * * * *`) follows elapsed time: it fires every 15
   real minutes, through both passes of a repeated hour, and not in a skipped one.
 
-croniter fires a fixed-time job twice in a repeated hour (02:30+02:00 and 02:30+01:00); this is
-the one place our list and croniter's differ.
+croniter fires a fixed-time job twice in a repeated hour (02:30+02:00 and 02:30+01:00). The
+other difference: when day-of-month and day-of-week are both restricted, a job fires on either,
+unless one of them starts with `*` (`*/2`): then both must match (Vixie cron; croniter ORs).
 """
 
 from __future__ import annotations
