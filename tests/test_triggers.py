@@ -219,3 +219,20 @@ def test_trigger_of_reads_documents_of_every_kind():
     assert cron.next_after(anchor) == datetime(2026, 1, 1, 6, 30, tzinfo=UTC)
     with pytest.raises(ValueError, match=r"^trigger:"):
         trigger_of({"trigger": "lunar"})
+
+
+@pytest.mark.parametrize("expression", ["*/5 * * * *", "30 2 * * *", "15 1-3 * * *"])
+@pytest.mark.parametrize("zone", DST_ZONES)
+def test_walking_next_after_gives_the_listed_times_through_dst(expression, zone):
+    # The ticker walks next_after from each fire time; it must see what a listing sees,
+    # including the second pass of a repeated hour.
+    trigger = CronTrigger(expression, zone)
+    for day in TRANSITION_DAYS[zone]:
+        start = datetime(*day, tzinfo=ZoneInfo(zone)) - timedelta(hours=12)
+        end = start + timedelta(days=1)
+        listed = list(trigger.times_between(start, end))
+        walked, moment = [], start
+        while (moment := trigger.next_after(moment)) <= end:
+            walked.append(moment)
+        assert walked == listed
+        assert all(t.tzinfo is UTC for t in walked)

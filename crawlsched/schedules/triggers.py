@@ -69,12 +69,16 @@ class CronTrigger:
             raise ValueError(f"cron: invalid expression {self.expression!r}: {e}") from None
 
     def _iter(self, moment: datetime) -> Iterator[datetime]:
-        local = _aware(moment, "moment").astimezone(self.zone)
+        """Fire times after `moment`, in UTC. Compared in UTC on purpose: Python compares two
+        datetimes of the same zone by wall clock, ignoring `fold`, which would drop the second
+        pass of a repeated hour."""
+        after = _aware(moment, "moment").astimezone(UTC)
         # cronsim counts in whole seconds; start from the second so nothing is skipped.
-        it = CronSim(self.expression, local.replace(microsecond=0))
+        it = CronSim(self.expression, after.astimezone(self.zone).replace(microsecond=0))
         for fire in it:
-            if fire > moment:
-                yield fire
+            fire_utc = fire.astimezone(UTC)
+            if fire_utc > after:
+                yield fire_utc
 
     def next_after(self, moment: datetime) -> datetime | None:
         return next(self._iter(moment), None)
