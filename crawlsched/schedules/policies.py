@@ -52,21 +52,30 @@ class MissedReason(StrEnum):
 class FirePlan:
     fire: list[datetime] = field(default_factory=list)
     missed: list[tuple[datetime, MissedReason]] = field(default_factory=list)
-    truncated: bool = False  # more than MAX_DUE_PER_DECISION were due: the rest have no row
+    truncated: bool = False  # more than MAX_DUE_PER_DECISION were due: some have no row
     next_fire_at: datetime | None = None
     buffered: datetime | None = None
 
 
 def due_times(
-    trigger: Trigger, next_fire_at: datetime, now: datetime
+    trigger: Trigger, next_fire_at: datetime, now: datetime, grace: timedelta | None = None
 ) -> tuple[list[datetime], datetime | None, bool]:
-    """Fire times from `next_fire_at` up to `now` (at most MAX_DUE_PER_DECISION), the next one
-    after them, and whether the enumeration was cut short."""
+    """Fire times from `next_fire_at` up to `now`, the next one after them, and whether some
+    were left out. Past MAX_DUE_PER_DECISION the walk jumps to the timely window (the last
+    `grace` before now; none without a grace), so the recent times are never the ones lost."""
     due: list[datetime] = []
     fire: datetime | None = next_fire_at
     while fire is not None and fire <= now:
         if len(due) >= MAX_DUE_PER_DECISION:
-            return due, trigger.next_after(now), True
+            if grace is None:
+                return due, trigger.next_after(now), True
+            timely_from = max(due[-1], now - grace - timedelta(microseconds=1))
+            fire = trigger.next_after(timely_from)
+            timely: list[datetime] = []
+            while fire is not None and fire <= now and len(timely) < MAX_DUE_PER_DECISION:
+                timely.append(fire)
+                fire = trigger.next_after(fire)
+            return due + timely, trigger.next_after(now), True
         due.append(fire)
         fire = trigger.next_after(fire)
     return due, fire, False
@@ -95,14 +104,12 @@ def apply_overlap(
     buffered: datetime | None,
 ) -> tuple[list[datetime], list[datetime], datetime | None]:
     """(fire now, missed for overlap, new buffered time)."""
-    if policy == Overlap.ALLOW:
-        return fire, [], buffered
-    if not previous_running:
-        # A buffered time (older than anything due now) goes first.
-        return ([buffered] if buffered else []) + fire, [], None
-    if policy == Overlap.SKIP:
-        return [], fire, None
+    # A buffered time is older than anything due now, so it goes first.
     candidates = ([buffered] if buffered else []) + fire
+    if policy == Overlap.ALLOW or not previous_running:
+        return candidates, [], None
+    if policy == Overlap.SKIP:
+        return [], candidates, None
     if not candidates:
         return [], [], None
     return [], candidates[:-1], candidates[-1]
@@ -121,7 +128,7 @@ def plan_fires(
     buffered: datetime | None = None,
 ) -> FirePlan:
     """Everything the ticker does for one due schedule, decided in one place."""
-    due, following, cut = due_times(trigger, next_fire_at, now)
+    due, following, cut = due_times(trigger, next_fire_at, now, grace)
     fire, no_clock = apply_misfire(due, now, grace, misfire, catch_up_limit)
     fire, overlapped, new_buffer = apply_overlap(fire, overlap, previous_running, buffered)
     missed = [(t, MissedReason.NO_CLOCK) for t in no_clock]
