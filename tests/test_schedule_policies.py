@@ -79,22 +79,31 @@ def test_every_due_time_is_fired_missed_or_buffered_once(
     late = [t for t in considered if now - t > grace]
     timely = [t for t in considered if now - t <= grace]
     no_clock = sorted(t for t, why in plan.missed if why == MissedReason.NO_CLOCK)
-    if overlap == Overlap.ALLOW or not running:
-        # Misfire alone decides
-        fired_late = sorted(t for t in plan.fire if t in late)
-        assert set(timely) <= set(plan.fire)
-        if misfire == Misfire.SKIP:
-            assert fired_late == []
-        elif misfire == Misfire.RUN_ONCE:
-            assert fired_late == (late[-1:] if not timely else [])
-        else:
-            assert fired_late == late[len(late) - limit :] if limit else fired_late == []
-        assert no_clock == sorted(set(late) - set(fired_late))
+    # What the misfire policy let through, before the overlap policy
+    survivors = sorted(set(accounted) - set(no_clock))
+    fired_late = sorted(t for t in survivors if t in late)
+    assert set(timely) <= set(survivors)
+    if misfire == Misfire.SKIP:
+        assert fired_late == []
+    elif misfire == Misfire.RUN_ONCE:
+        assert fired_late == (late[-1:] if not timely else [])
     else:
-        # The previous run still runs: nothing fires now
+        assert fired_late == (late[len(late) - limit :] if limit else [])
+    assert no_clock == sorted(set(late) - set(fired_late))
+    overlapped = sorted(t for t, why in plan.missed if why == MissedReason.OVERLAP)
+    if overlap == Overlap.ALLOW:
+        assert (plan.fire, overlapped, plan.buffered) == (survivors, [], None)
+    elif not running:
+        # One run at a time: the oldest starts
+        assert plan.fire == survivors[:1]
+        if overlap == Overlap.SKIP:
+            assert (overlapped, plan.buffered) == (survivors[1:], None)
+        else:
+            assert overlapped == survivors[1:-1]
+            assert plan.buffered == (survivors[-1] if len(survivors) > 1 else None)
+    else:
+        # The previous run still runs: nothing starts
         assert plan.fire == []
-        survivors = sorted(set(accounted) - set(no_clock))  # what misfire would have fired
-        overlapped = sorted(t for t, why in plan.missed if why == MissedReason.OVERLAP)
         if overlap == Overlap.SKIP:
             assert (overlapped, plan.buffered) == (survivors, None)
         else:
@@ -102,12 +111,12 @@ def test_every_due_time_is_fired_missed_or_buffered_once(
             assert plan.buffered == (survivors[-1] if survivors else None)
 
 
-def test_buffered_time_fires_first_once_the_previous_run_ended():
+def test_buffered_time_starts_first_once_the_previous_run_ended_and_the_new_one_waits():
     held = ANCHOR
     fire, missed, buffered = apply_overlap(
         [ANCHOR + timedelta(hours=1)], Overlap.BUFFER_ONE, False, held
     )
-    assert (fire, missed, buffered) == ([held, ANCHOR + timedelta(hours=1)], [], None)
+    assert (fire, missed, buffered) == ([held], [], ANCHOR + timedelta(hours=1))
 
 
 def test_buffer_one_keeps_only_the_latest_and_misses_what_it_displaces():

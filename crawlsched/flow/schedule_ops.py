@@ -59,9 +59,11 @@ def unpause(rt: Runtime, schedule_id: str) -> dict[str, Any]:
     missed: list[datetime] = []
     following = doc.get("next_fire_at")
     if following is not None:
-        missed, following, _ = due_times(trigger, following, now)
-        if following is not None and following <= now:
-            following = trigger.next_after(now)
+        # Times before now were missed; one due exactly now fires at the next tick.
+        before_now = now - timedelta(microseconds=1)
+        missed, following, _ = due_times(trigger, following, before_now)
+        if following is not None and following <= before_now:  # more than the cap were missed
+            following = trigger.next_after(before_now)
     fields: dict[str, Any] = {
         "state": "active" if following is not None else "done",
         "enabled": following is not None,

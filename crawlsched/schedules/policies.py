@@ -14,6 +14,8 @@ Overlap (the previous run of the schedule has not finished):
 - skip: every fire time is missed ("overlap").
 - buffer_one: the latest fire time is kept and fires as soon as the run ends; any time it
   displaces, and the others, are missed ("overlap").
+With skip or buffer_one, several times due at once (after downtime) start one run: the first;
+the others count as overlapping it.
 """
 
 from __future__ import annotations
@@ -106,8 +108,14 @@ def apply_overlap(
     """(fire now, missed for overlap, new buffered time)."""
     # A buffered time is older than anything due now, so it goes first.
     candidates = ([buffered] if buffered else []) + fire
-    if policy == Overlap.ALLOW or not previous_running:
+    if policy == Overlap.ALLOW:
         return candidates, [], None
+    if not previous_running:
+        # One run at a time: the first starts; the rest would overlap it.
+        first, rest = candidates[:1], candidates[1:]
+        if policy == Overlap.SKIP or not rest:
+            return first, rest, None
+        return first, rest[:-1], rest[-1]
     if policy == Overlap.SKIP:
         return [], candidates, None
     if not candidates:
