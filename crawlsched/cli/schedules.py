@@ -39,7 +39,7 @@ def _runtime() -> Iterator[Runtime]:
         try:
             yield rt
         except (ValueError, LookupError) as e:
-            err_console.print(f"[red]error:[/red] {e}")
+            err_console.print(f"[red]error:[/red] {e}", soft_wrap=True, markup=True)
             raise typer.Exit(2) from None
 
 

@@ -49,14 +49,20 @@ def _trigger_fields(given: Mapping[str, Any], now: datetime) -> dict[str, Any]:
             raise ValueError(f"interval_s: must be a number of seconds, got {interval!r}")
         if not math.isfinite(interval) or interval < IntervalSchedule.MIN_INTERVAL_S:
             raise ValueError(f"interval_s: must be finite and > 0, got {interval!r}")
-        return {"trigger": "interval", "interval_s": float(interval), "anchor": now}
+        # The grid starts at the first fire time: nothing before it is a fire time, so a
+        # schedule made due early ("fire now") never also fires at creation. Milliseconds,
+        # as MongoDB stores them, so the stored grid is the one computed.
+        first = now.replace(microsecond=now.microsecond // 1000 * 1000)
+        first += timedelta(seconds=float(interval))
+        return {"trigger": "interval", "interval_s": float(interval), "anchor": first}
     if chosen == ["cron"]:
         zone = given.get("timezone") or "UTC"
         CronTrigger(given["cron"], zone)  # raises ValueError naming cron or timezone
         return {"trigger": "cron", "cron": given["cron"], "timezone": zone}
     at = given["at"]
     if not isinstance(at, datetime) or at.tzinfo is None:
-        raise ValueError(f"at: must be a date and time with a time zone, got {at!r}")
+        shown = at.isoformat() if isinstance(at, datetime) else repr(at)
+        raise ValueError(f"at: must be a date and time with a time zone, got {shown}")
     if at <= now:
         raise ValueError(f"at: {at.isoformat()} is in the past")
     return {"trigger": "once", "at": at}
@@ -127,7 +133,7 @@ def build_schedule(schedule_id: str, given: Mapping[str, Any], now: datetime) ->
         "created_at": now,
         "updated_at": now,
     }
-    doc["next_fire_at"] = trigger_of(doc).next_after(now)
+    doc["next_fire_at"] = doc["anchor"] if "anchor" in doc else trigger_of(doc).next_after(now)
     return doc
 
 
@@ -154,6 +160,9 @@ def apply_update(
     if not trigger_changed:
         for name in ("anchor", "next_fire_at", "buffered_fire_at"):
             fields[name] = current.get(name)
+    # A trigger of another kind leaves no field of the old one behind.
+    for name in (*TRIGGER_FIELDS, "timezone", "anchor"):
+        fields.setdefault(name, None)
     return {k: v for k, v in fields.items() if k not in ("buffered_fire_at",) or trigger_changed}
 
 
