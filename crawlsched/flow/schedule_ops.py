@@ -18,10 +18,10 @@ from crawlsched.events import emit
 from crawlsched.runtime import Runtime
 from crawlsched.schedules.policies import MissedReason, due_times
 from crawlsched.schedules.spec import apply_update, build_schedule
-from crawlsched.schedules.triggers import trigger_of, upcoming
+from crawlsched.schedules.triggers import trigger_of
+from crawlsched.schedules.upcoming import upcoming_rows
 
 LIVE = ("active", "paused")
-UPCOMING_LIMIT = 10_000  # per schedule; a 1 s interval over three days would be 259,200
 
 
 def create(rt: Runtime, schedule_id: str, given: Mapping[str, Any]) -> dict[str, Any]:
@@ -95,40 +95,7 @@ def delete(rt: Runtime, schedule_id: str) -> dict[str, Any]:
 
 
 def upcoming_runs(
-    rt: Runtime,
-    schedules: list[dict[str, Any]],
-    horizon: timedelta,
-    limit: int = UPCOMING_LIMIT,
+    rt: Runtime, schedules: list[dict[str, Any]], horizon: timedelta
 ) -> list[tuple[str, datetime]]:
-    """(schedule id, fire time) of active schedules within `horizon` of now, in time order.
-
-    Schedules that share a trigger (same cron and zone, or same interval grid) share one
-    computation: operators copy the same few crons, and the list is the same for each.
-    """
-    now = rt.now()
-    cache: dict[tuple, list[datetime]] = {}
-    rows: list[tuple[str, datetime]] = []
-    for doc in schedules:
-        if not doc.get("enabled") or doc.get("next_fire_at") is None:
-            continue
-        key = trigger_key(doc)
-        if key not in cache:
-            # The schedule's own next fire time comes first (it may be a "fire now").
-            times = upcoming(trigger_of(doc), now, horizon, limit)
-            cache[key] = times
-        times = cache[key]
-        first = doc["next_fire_at"]
-        if now < first <= now + horizon and first not in times:
-            times = sorted([first, *times])[:limit]
-        rows.extend((doc["_id"], t) for t in times)
-    rows.sort(key=lambda row: (row[1], row[0]))
-    return rows
-
-
-def trigger_key(doc: Mapping[str, Any]) -> tuple:
-    kind = doc.get("trigger", "interval")
-    if kind == "cron":
-        return ("cron", doc["cron"], doc.get("timezone") or "UTC")
-    if kind == "once":
-        return ("once", doc["at"])
-    return ("interval", doc["anchor"], doc["interval_s"])
+    """(schedule id, fire time) of active schedules within `horizon` of now, in time order."""
+    return upcoming_rows(schedules, rt.now(), horizon)
