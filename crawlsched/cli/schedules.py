@@ -52,8 +52,25 @@ def _at(value: str | None) -> datetime | None:
         raise ValueError(f"at: not an ISO date and time: {value!r}") from None
 
 
-def _given(**options: Any) -> dict[str, Any]:
-    given = {k: v for k, v in options.items() if v not in (None, [])}
+# Command-line option -> schedule field.
+FIELDS = {
+    "every": "interval_s",
+    "cron": "cron",
+    "tz": "timezone",
+    "at": "at",
+    "collection": "collections",
+    "target_collection": "target_collection",
+    "target": "targets",
+    "owner": "owner",
+    "misfire": "misfire",
+    "catch_up_limit": "catch_up_limit",
+    "overlap": "overlap",
+}
+
+
+def _given(options: dict[str, Any]) -> dict[str, Any]:
+    """The schedule fields the options give (unset options left out)."""
+    given = {FIELDS[k]: v for k, v in options.items() if k in FIELDS and v not in (None, [])}
     if "at" in given:
         given["at"] = _at(given["at"])
     return given
@@ -101,19 +118,7 @@ def add(
 ) -> None:
     """Create a schedule: a sweep of collections, or a set of targets."""
     with _runtime() as rt:
-        given = _given(
-            interval_s=every,
-            cron=cron,
-            timezone=tz,
-            at=at,
-            collections=collection,
-            target_collection=target_collection,
-            targets=target,
-            owner=owner,
-            misfire=misfire,
-            catch_up_limit=catch_up_limit,
-            overlap=overlap,
-        )
+        given = _given(locals())
         doc = schedule_ops.create(rt, schedule_id, given)
         _print(
             doc, as_json, f"{schedule_id}: {_trigger_text(doc)}, next {_when(doc['next_fire_at'])}"
@@ -138,19 +143,7 @@ def update(
 ) -> None:
     """Change a schedule; a new trigger restarts its fire times from now."""
     with _runtime() as rt:
-        changes = _given(
-            interval_s=every,
-            cron=cron,
-            timezone=tz,
-            at=at,
-            collections=collection,
-            target_collection=target_collection,
-            targets=target,
-            owner=owner,
-            misfire=misfire,
-            catch_up_limit=catch_up_limit,
-            overlap=overlap,
-        )
+        changes = _given(locals())
         if not changes:
             raise ValueError("nothing to change: give at least one option")
         doc = schedule_ops.update(rt, schedule_id, changes)

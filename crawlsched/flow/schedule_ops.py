@@ -42,13 +42,20 @@ def update(rt: Runtime, schedule_id: str, changes: Mapping[str, Any]) -> dict[st
     return updated
 
 
-def pause(rt: Runtime, schedule_id: str) -> dict[str, Any]:
-    doc = rt.schedules.require(schedule_id, "pause", ("active",))
+def _switch_off(
+    rt: Runtime, schedule_id: str, operation: str, allowed: tuple[str, ...], state: str, event: str
+) -> dict[str, Any]:
+    """Pause, stop or delete: the schedule stops firing, stamped with when."""
+    doc = rt.schedules.require(schedule_id, operation, allowed)
     now = rt.now()
-    fields = {"state": "paused", "enabled": False, "paused_at": now, "updated_at": now}
-    paused = rt.schedules.transition(doc, "pause", fields)
-    emit(rt, "SchedulePaused", schedule_id=schedule_id)
-    return paused
+    fields = {"state": state, "enabled": False, f"{state}_at": now, "updated_at": now}
+    changed = rt.schedules.transition(doc, operation, fields)
+    emit(rt, event, schedule_id=schedule_id)
+    return changed
+
+
+def pause(rt: Runtime, schedule_id: str) -> dict[str, Any]:
+    return _switch_off(rt, schedule_id, "pause", ("active",), "paused", "SchedulePaused")
 
 
 def unpause(rt: Runtime, schedule_id: str) -> dict[str, Any]:
@@ -77,21 +84,12 @@ def unpause(rt: Runtime, schedule_id: str) -> dict[str, Any]:
 
 
 def stop(rt: Runtime, schedule_id: str) -> dict[str, Any]:
-    doc = rt.schedules.require(schedule_id, "stop", LIVE)
-    now = rt.now()
-    fields = {"state": "stopped", "enabled": False, "stopped_at": now, "updated_at": now}
-    stopped = rt.schedules.transition(doc, "stop", fields)
-    emit(rt, "ScheduleStopped", schedule_id=schedule_id)
-    return stopped
+    return _switch_off(rt, schedule_id, "stop", LIVE, "stopped", "ScheduleStopped")
 
 
 def delete(rt: Runtime, schedule_id: str) -> dict[str, Any]:
-    doc = rt.schedules.require(schedule_id, "delete", (*LIVE, "stopped", "done"))
-    now = rt.now()
-    fields = {"state": "deleted", "enabled": False, "deleted_at": now, "updated_at": now}
-    deleted = rt.schedules.transition(doc, "delete", fields)
-    emit(rt, "ScheduleDeleted", schedule_id=schedule_id)
-    return deleted
+    allowed = (*LIVE, "stopped", "done")
+    return _switch_off(rt, schedule_id, "delete", allowed, "deleted", "ScheduleDeleted")
 
 
 def upcoming_runs(
