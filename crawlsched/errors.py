@@ -77,3 +77,24 @@ class NodeUnreachable(CrawlschedError):
         super().__init__(f"Selenium node {url} unreachable: {reason}")
         self.url = url
         self.reason = reason
+
+
+class ScheduleNotFound(CrawlschedError, LookupError):
+    def __init__(self, schedule_id: str) -> None:
+        super().__init__(f"no schedule {schedule_id!r} (see `crawlsched schedules list`)")
+        self.schedule_id = schedule_id
+
+
+class ScheduleStateError(CrawlschedError, ValueError):
+    """The operation does not apply to the schedule in its state (e.g. updating a deleted one)."""
+
+    def __init__(self, schedule_id: str, state: str, operation: str) -> None:
+        super().__init__(f"schedule {schedule_id!r} is {state}: cannot {operation} it")
+        self.schedule_id = schedule_id
+        self.state = state
+
+
+class ScheduleExists(CrawlschedError, ValueError):
+    def __init__(self, schedule_id: str) -> None:
+        super().__init__(f"schedule {schedule_id!r} exists already (use `schedules update`)")
+        self.schedule_id = schedule_id

@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 from urllib.parse import urlsplit
@@ -296,6 +296,27 @@ def _when(value: Any, field: str, now: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+def _scrape_target_timing(doc: dict[str, Any], now: datetime) -> None:
+    """A dispatcher's scrape target (`frequency` seconds, `last_scheduled`) is due when
+    last_scheduled + frequency <= now: that is our `execution_date`, and `frequency` is our
+    `interval_s` (a job is due again that long after it ran). Derived only when absent."""
+    frequency = doc.get("frequency")
+    if frequency is None:
+        return
+    if (
+        isinstance(frequency, bool)
+        or not isinstance(frequency, int | float)
+        or not 0 < frequency <= MAX_INTERVAL_S
+    ):
+        raise BadJobInput(
+            f"frequency must be seconds from 1 to {MAX_INTERVAL_S}, got {frequency!r}"
+        )
+    doc.setdefault("interval_s", frequency)
+    if doc.get("execution_date") is None and doc.get("last_scheduled") is not None:
+        doc["last_scheduled"] = last = _when(doc["last_scheduled"], "last_scheduled", now)
+        doc["execution_date"] = last + timedelta(seconds=frequency)
+
+
 def preserved_job_doc(
     row: Mapping[str, Any],
     media_row: Mapping[str, Any],
@@ -323,6 +344,7 @@ def preserved_job_doc(
     enabled = doc.get("enabled", True)
     if not isinstance(enabled, bool):
         raise BadJobInput(f"enabled must be true or false, got {enabled!r}")
+    _scrape_target_timing(doc, now)
     doc["execution_date"] = _when(doc.get("execution_date"), "execution_date", now)
     doc["modified_at"] = _when(doc.get("modified_at"), "modified_at", now)
     certitude = doc.get("certitude", 0.5)

@@ -28,6 +28,7 @@ from crawlsched.store.assignments import MongoAssignmentStore
 from crawlsched.store.client import open_database
 from crawlsched.store.counting import CommandCounter, CountingDatabase
 from crawlsched.store.jobs import MongoJobStore
+from crawlsched.store.missed_runs import MongoMissedRunStore
 from crawlsched.store.reference import MongoReferenceStore
 from crawlsched.store.results import MongoResultStore
 from crawlsched.store.runs import MongoRunStore
@@ -79,6 +80,10 @@ class Runtime:
     @cached_property
     def schedules(self) -> MongoScheduleStore:
         return MongoScheduleStore(self.db)
+
+    @cached_property
+    def missed_runs(self) -> MongoMissedRunStore:
+        return MongoMissedRunStore(self.db)
 
     @cached_property
     def reference(self) -> MongoReferenceStore:
@@ -165,6 +170,7 @@ class Runtime:
             self.jobs(collection).create_indexes()
         self.runs.create_indexes()
         self.schedules.create_indexes()
+        self.missed_runs.create_indexes()
         self.reference.create_indexes()
         self.results.create_indexes()
         self.leases.create_indexes()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
@@ -26,6 +27,17 @@ class Settings(BaseSettings):
     )
 
     clock_interval_s: float = Field(5.0, gt=0, description="Seconds between two clock ticks.")
+    misfire_grace_s: float | None = Field(
+        None,
+        gt=0,
+        le=86400,
+        allow_inf_nan=False,
+        description="A fire time seen later than this is a misfire (its schedule's misfire "
+        "policy decides); unset: three clock intervals.",
+    )
+    schedule_horizon_days: float = Field(
+        3.0, gt=0, le=31, allow_inf_nan=False, description="Default horizon of upcoming runs."
+    )
     default_batch_limit: int = Field(
         100, ge=1, description="Jobs per batch when core_tasks has none."
     )
@@ -105,6 +117,10 @@ class Settings(BaseSettings):
         description="The clock's exporter also serves gauges read from MongoDB at scrape time "
         "(due jobs, waiting batches, leases, nodes, accounts, open runs).",
     )
+
+    @property
+    def misfire_grace(self) -> timedelta:
+        return timedelta(seconds=self.misfire_grace_s or 3 * self.clock_interval_s)
 
     @field_validator("mongo_url")
     @classmethod

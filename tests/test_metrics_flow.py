@@ -134,10 +134,11 @@ def test_store_gauges_report_a_failed_read_instead_of_failing_the_scrape():
 
 
 def test_missed_fire_times_are_counted_by_reason_from_a_closed_set(registry):
-    metrics.schedule_fired(missed=3)
-    metrics.missed_runs("overlapped")
-    assert sample_sum(registry, "crawlsched_missed_runs_total", reason="scheduler_down") == 3
-    assert sample_sum(registry, "crawlsched_missed_runs_total", reason="overlapped") == 1
+    metrics.schedule_fired()
+    metrics.missed_runs("no_clock", 3)
+    metrics.missed_runs("overlap")
+    assert sample_sum(registry, "crawlsched_missed_runs_total", reason="no_clock") == 3
+    assert sample_sum(registry, "crawlsched_missed_runs_total", reason="overlap") == 1
     assert sample_sum(registry, "crawlsched_schedules_fired_total") == 1
     with pytest.raises(ValueError, match="not one of"):
         metrics.missed_runs("https://example.com/some-url")
@@ -160,7 +161,8 @@ def test_a_late_tick_counts_the_fire_times_it_skipped(registry, embedded_mongo_u
     fired = []
     # When a tick comes
     assert fire_due(rt, lambda schedule_id, fire_at: fired.append(schedule_id)) == 1
-    # Then it fired once and counted the three fire times it skipped
+    # Then it fired once and counted the three fire times it skipped, as it recorded them
     assert fired == ["every-minute"]
-    assert sample_sum(registry, "crawlsched_missed_runs_total", reason="scheduler_down") == 3
-    assert rt.schedules.get("every-minute")["missed"] == 3
+    assert sample_sum(registry, "crawlsched_missed_runs_total", reason="no_clock") == 3
+    recorded = rt.missed_runs.list("every-minute", None, 100)
+    assert [row["reason"] for row in recorded] == ["no_clock"] * 3

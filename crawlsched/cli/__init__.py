@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from crawlsched.cli import admin, demo, doctor, jobs, pools, runs
+from crawlsched.cli import admin, demo, doctor, jobs, pools, runs, schedules
 
 app = typer.Typer(
     help="crawlsched: plan, admit, run and watch crawl jobs (dramatiq over RabbitMQ, MongoDB).",
@@ -17,3 +17,4 @@ runs.register(app)
 pools.register(app)
 doctor.register(app)
 app.add_typer(jobs.app, name="jobs", help="Add, import and inspect crawl jobs.")
+app.add_typer(schedules.app, name="schedules", help="Create, change and inspect schedules.")

@@ -153,6 +153,7 @@ def starve(
     message: BatchMessage,
     report: Callable[[ReportMessage], None],
     reason: str,
+    pools: Iterable[str] = (),
 ) -> int:
     """Give the jobs back untouched (pending, same attempt count) and count them starved.
 
@@ -165,6 +166,7 @@ def starve(
     log.warning("batch_starved", dispatch_id=message.dispatch_id, jobs=jobs, reason=reason)
     if counts:
         rt.runs.record_shortage(message.run_id, message.dispatch_id, jobs, reason, rt.now())
+        record_starved_miss(rt, message.run_id, pools)
         report(
             ReportMessage(
                 run_id=message.run_id,
@@ -174,6 +176,20 @@ def starve(
             )
         )
     return jobs
+
+
+def record_starved_miss(rt: Runtime, run_id: str, pools: Iterable[str]) -> None:
+    """The run's fire time also counts as missed (reason starved), with the pools that ran
+    short (`account:<media>`, `selenium`)."""
+    run = rt.runs.get(run_id)
+    schedule = rt.schedules.get(run["schedule_id"]) if run else None
+    if run is None or schedule is None:
+        return
+    new = False
+    for pool in sorted(pools) or ["unknown"]:
+        new |= rt.missed_runs.record_starved(schedule, run["fire_at"], run_id, pool, rt.now())
+    if new:
+        metrics.missed_runs("starved")
 
 
 def starve_overdue(rt: Runtime, report: Callable[[ReportMessage], None]) -> int:
@@ -189,7 +205,7 @@ def starve_overdue(rt: Runtime, report: Callable[[ReportMessage], None]) -> int:
         short = [taken["last_short"]] if taken.get("last_short") else taken["needs"]
         reason = f"waited {waited:.0f}s for the {describe_keys(short)}"
         message = BatchMessage.parse(taken["message"])
-        jobs = starve(rt, message, report, reason)
+        jobs = starve(rt, message, report, reason, short)
         metrics.batch_starved(short[0], message.task, message.media_name, jobs)
         rt.waiting.remove(doc["_id"], token)
         starved += 1

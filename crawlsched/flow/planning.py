@@ -75,23 +75,25 @@ def plan_collection(
     now: datetime,
     dispatch: Callable[[BatchMessage], None],
     stats: Counter,
+    targets: list[str] | None = None,
 ) -> None:
     """Stream each task's due jobs (parse, cut into batches, claim, dispatch), then audit.
 
     Batches leave as they fill and claims go in bulks of about CLAIM_CHUNK_JOBS, so neither
     memory nor any reply grows with the number of due jobs. With a claim cap
     (`max_claim_per_sweep`), the sweep stops reading once the run has claimed that many; the
-    rest stay due for the next sweep.
+    rest stay due for the next sweep. With `targets` (a target-set schedule) only the jobs of
+    those targets are read and claimed.
     """
     deadline = expiry_deadline(now, rt.settings.dispatch_lease_s)
     fields = rt.target_fields(store.collection_name)
     cap = rt.settings.max_claim_per_sweep
-    for task in store.due_tasks(now):
+    for task in store.due_tasks(now, targets):
         cutter = BatchCutter(store.collection_name, task, rt.settings.default_batch_limit)
         full: list[Batch] = []
         bad: list[Problem] = []
         taken = 0  # jobs put in a batch for this task so far
-        for row in store.due_rows(task, now, fields):
+        for row in store.due_rows(task, now, fields, targets):
             if cap and stats["claimed"] + taken >= cap:
                 stats["capped_at"] = cap  # the run stopped claiming here
                 break
@@ -140,10 +142,13 @@ def plan_run(
         log.info("plan_skipped_already_planned", run_id=run_id)
         return None
     schedule = rt.schedules.get(schedule_id)
-    collections = schedule["collections"] if schedule else []
+    # A deleted schedule plans nothing, even from a message sent before the deletion.
+    live = schedule is not None and schedule.get("state") != "deleted"
+    collections = schedule["collections"] if live else []
+    targets = schedule.get("targets") if live else None
     stats: Counter = Counter()
     for collection in collections:
-        plan_collection(rt, rt.jobs(collection), run_id, now, dispatch, stats)
+        plan_collection(rt, rt.jobs(collection), run_id, now, dispatch, stats, targets)
     planned = sum(rt.jobs(c).count_claimed_for_run(run_id) for c in collections)
     stats["planning_ms"] = round((time.perf_counter() - started) * 1000, 1)
     closed = rt.runs.close_planning(run_id, planned, stats, rt.now())

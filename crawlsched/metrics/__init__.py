@@ -50,11 +50,10 @@ def tick_done(seconds: float) -> None:
         _active.tick_seconds.observe(seconds)
 
 
-def schedule_fired(missed: int) -> None:
-    """One fire time won; `missed` fire times before it were skipped (the scheduler was down)."""
+def schedule_fired() -> None:
+    """One fire time won by this ticker and sent to the planner."""
     if _active:
         _active.schedules_fired.inc()
-    missed_runs("scheduler_down", missed)
 
 
 def missed_runs(reason: str, n: int = 1) -> None:

@@ -97,19 +97,27 @@ class MongoJobStore:
 
     # -- planning -------------------------------------------------------------------------
 
-    def due_tasks(self, now: datetime) -> list[str]:
+    def due_tasks(self, now: datetime, targets: Sequence[str] | None = None) -> list[str]:
         """Tasks with at least one due job: the others are skipped without an aggregation."""
-        return sorted(t for t in self._jobs.distinct("task", due_filter(now)) if isinstance(t, str))
+        due = due_filter(now, targets=None if targets is None else list(targets))
+        return sorted(t for t in self._jobs.distinct("task", due) if isinstance(t, str))
 
     def due_rows(
-        self, task: str, now: datetime, target_fields: Sequence[str] = ()
+        self,
+        task: str,
+        now: datetime,
+        target_fields: Sequence[str] = (),
+        targets: Sequence[str] | None = None,
     ) -> Iterator[dict[str, Any]]:
         """The pipeline for one task, streamed: due jobs joined, in priority order.
 
         Stopping early (a claim cap) closes the server cursor.
         """
         cursor = self._jobs.aggregate(
-            planning_pipeline(task, now, list(target_fields)), batchSize=PLANNING_BATCH
+            planning_pipeline(
+                task, now, list(target_fields), None if targets is None else list(targets)
+            ),
+            batchSize=PLANNING_BATCH,
         )
         try:
             yield from cursor

@@ -45,8 +45,11 @@ def _projection(target_fields: list[str]) -> dict[str, int]:
     return dict.fromkeys([*PROJECTED_FIELDS, *target_fields], 1)
 
 
-def due_filter(now: datetime, task: str | None = None) -> dict[str, Any]:
-    """Jobs that are enabled, pending or failed, not exhausted or set aside, and due by `now`."""
+def due_filter(
+    now: datetime, task: str | None = None, targets: list[str] | None = None
+) -> dict[str, Any]:
+    """Jobs that are enabled, pending or failed, not exhausted or set aside, and due by `now`;
+    with `targets` (a target-set schedule), only the jobs of those targets."""
     match: dict[str, Any] = {
         "execution_date": {"$lte": now},
         "enabled": {"$ne": False},
@@ -56,6 +59,8 @@ def due_filter(now: datetime, task: str | None = None) -> dict[str, Any]:
     }
     if task is not None:
         match["task"] = task
+    if targets is not None:
+        match["target"] = {"$in": list(targets)}
     return match
 
 
@@ -93,7 +98,10 @@ def _task_join(into: str) -> list[dict[str, Any]]:
 
 
 def planning_pipeline(
-    task: str, now: datetime, target_fields: list[str] = ()
+    task: str,
+    now: datetime,
+    target_fields: list[str] = (),
+    targets: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """The due jobs of one task, joined and in priority order, one small document each.
 
@@ -102,7 +110,7 @@ def planning_pipeline(
     lifted need flags by whoever consumes the rows (`row_category`).
     """
     return [
-        {"$match": due_filter(now, task)},
+        {"$match": due_filter(now, task, targets)},
         {"$sort": PRIORITY_SORT},
         # Only what the joins and the row need travels further (smaller documents to join).
         {"$project": dict.fromkeys(["_id", "target", "task", "media_name", *target_fields], 1)},

@@ -21,8 +21,10 @@ PLANNING, RUNNING, FINISHED = "planning", "running", "finished"
 
 
 def run_id_for(schedule_id: str, fire_at: datetime) -> str:
-    """Deterministic, so that a redelivered plan message lands on the same run."""
-    return f"{schedule_id}@{fire_at.strftime('%Y%m%dT%H%M%S')}Z"
+    """Deterministic, so that a redelivered plan message lands on the same run. Milliseconds
+    appear only when the fire time has some: two fire times in one second stay two runs."""
+    fraction = f".{fire_at.microsecond // 1000:03d}" if fire_at.microsecond >= 1000 else ""
+    return f"{schedule_id}@{fire_at.strftime('%Y%m%dT%H%M%S')}{fraction}Z"
 
 
 class MongoRunStore:
