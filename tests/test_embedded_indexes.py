@@ -17,6 +17,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from mongomock.collection import Collection
 
 from crawlsched.store import embedded
+from crawlsched.store.embedded import collection as embedded_collection
 
 FIELDS = ["a", "b", "c"]
 values = st.one_of(
@@ -60,8 +61,8 @@ class IndexedVersusPlain(RuleBasedStateMachine):
         client = mongomock.MongoClient()
         db = client["t"]
         # Stream aggregations three documents at a time, so that results cross chunk edges.
-        self._chunk = embedded.STREAM_CHUNK
-        embedded.STREAM_CHUNK = 3
+        self._chunk = embedded_collection.STREAM_CHUNK
+        embedded_collection.STREAM_CHUNK = 3
         self.indexed = db["indexed"]
         # The same database, but mongomock's own collection class: scans every time.
         self.plain = Collection(db, name="plain", _db_store=db._store)
@@ -122,7 +123,7 @@ class IndexedVersusPlain(RuleBasedStateMachine):
         assert list(self.indexed.aggregate(pipeline)) == list(self.plain.aggregate(pipeline))
 
     def teardown(self):
-        embedded.STREAM_CHUNK = self._chunk
+        embedded_collection.STREAM_CHUNK = self._chunk
 
     @invariant()
     def same_documents(self):
@@ -139,19 +140,19 @@ def test_embedded_index_lookup_touches_only_matching_documents(n):
     collection = mongomock.MongoClient()["t"]["jobs"]
     collection.insert_many([{"_id": i, "dispatch_id": f"d{i % 100}"} for i in range(n)])
     calls = 0
-    original = embedded.filter_applies
+    original = embedded_collection.filter_applies
 
     def counting(filter, doc):
         nonlocal calls
         calls += 1
         return original(filter, doc)
 
-    embedded.filter_applies = counting
+    embedded_collection.filter_applies = counting
     try:
         assert len(list(collection.find({"dispatch_id": "d7"}))) == n // 100
         assert len(list(collection.find({"_id": {"$in": [1, 2, 3]}}))) == 3
     finally:
-        embedded.filter_applies = original
+        embedded_collection.filter_applies = original
     # Only the candidates were filtered: 20 + 3 documents, not 2 x 2,000.
     assert calls == n // 100 + 3
 
@@ -161,7 +162,7 @@ def test_embedded_aggregation_streams_a_chunk_at_a_time(monkeypatch):
     embedded.install()
     collection = mongomock.MongoClient(tz_aware=True)["t"]["jobs"]
     collection.insert_many([{"_id": i, "state": 1, "rank": i % 7} for i in range(50)])
-    monkeypatch.setattr(embedded, "STREAM_CHUNK", 10)
+    monkeypatch.setattr(embedded_collection, "STREAM_CHUNK", 10)
     copies = 0
     original = embedded.IndexedCollection._read_copy
 

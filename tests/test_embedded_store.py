@@ -1,6 +1,6 @@
 """The embedded store's faster paths answer exactly what mongomock answers.
 
-An indexed collection (`store/embedded.py`) and a plain mongomock collection over the same
+An indexed collection (`store/embedded/`) and a plain mongomock collection over the same
 documents must give the same aggregation results (leading `$match`, `$lookup`, `$unwind`,
 later `$match`es, and mongomock's own stages around them), the same `distinct` values, the
 same cursor pages (skip, limit), and refuse the same writes on a unique index whose checks

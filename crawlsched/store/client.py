@@ -24,7 +24,7 @@ _embedded_lock = threading.Lock()
 
 
 def _embedded_client(url: str) -> tuple[mongomock.MongoClient, threading.RLock]:
-    embedded.install()  # indexed collections: cost per job stays flat (see embedded.py)
+    embedded.install()  # indexed collections: cost per job stays flat (see store/embedded/)
     with _embedded_lock:
         if url not in _embedded_clients:
             _embedded_clients[url] = (mongomock.MongoClient(tz_aware=True), threading.RLock())
