@@ -77,3 +77,12 @@ class NodeUnreachable(CrawlschedError):
         super().__init__(f"Selenium node {url} unreachable: {reason}")
         self.url = url
         self.reason = reason
+
+
+class ReportRejected(CrawlschedError, ValueError):
+    """A report the store does not bear out (forged, foreign or early): dead-lettered."""
+
+    def __init__(self, report_key: str, reason: str) -> None:
+        super().__init__(f"report {report_key[:100]!r} rejected: {reason}")
+        self.report_key = report_key
+        self.reason = reason

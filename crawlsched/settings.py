@@ -8,6 +8,8 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from crawlsched.catalog import MAX_BATCH_JOBS
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="CRAWLSCHED_", frozen=True, extra="ignore")
@@ -26,7 +28,7 @@ class Settings(BaseSettings):
 
     clock_interval_s: float = Field(5.0, gt=0, description="Seconds between two clock ticks.")
     default_batch_limit: int = Field(
-        100, ge=1, description="Jobs per batch when core_tasks has none."
+        100, ge=1, le=MAX_BATCH_JOBS, description="Jobs per batch when core_tasks has none."
     )
     dispatch_lease_s: float = Field(
         900.0, gt=0, description="How long a claimed batch may stay running before it is reclaimed."
@@ -59,6 +61,12 @@ class Settings(BaseSettings):
         description="Fernet key that encrypts account secrets at rest "
         "(`crawlsched accounts keygen` makes one). Needed by commands and workers that touch "
         "a secret.",
+    )
+    message_signing_key: SecretStr | None = Field(
+        None,
+        min_length=32,
+        description="When set, every message is signed (HMAC-SHA256) and one with a missing or "
+        "bad signature is dead-lettered; the same key on every process.",
     )
     admission_wait_s: float | None = Field(
         None,

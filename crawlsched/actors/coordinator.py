@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dramatiq
 
+from crawlsched.errors import ReportRejected
 from crawlsched.flow.coordination import record_report
 from crawlsched.messages import BadMessage, ReportMessage
 from crawlsched.runtime import get_runtime
@@ -11,7 +12,7 @@ from crawlsched.runtime import get_runtime
 QUEUE = "crawlsched.done"
 
 
-@dramatiq.actor(actor_name="record_finished", queue_name=QUEUE, throws=(BadMessage,))
+@dramatiq.actor(actor_name="record_finished", queue_name=QUEUE, throws=(BadMessage, ReportRejected))
 def record_finished(report: dict) -> None:
     record_report(get_runtime(), ReportMessage.parse(report))
 

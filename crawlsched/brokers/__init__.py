@@ -23,6 +23,7 @@ from dramatiq.middleware import (
 )
 
 from crawlsched import runtime
+from crawlsched.brokers.guards import GuardMessages, LogDeadLetters
 from crawlsched.brokers.middleware import LogContext
 from crawlsched.logs import configure_logging
 from crawlsched.settings import Settings
@@ -31,8 +32,12 @@ _configured: dramatiq.Broker | None = None
 
 
 def middleware(settings: Settings) -> list[dramatiq.Middleware]:
+    key = settings.message_signing_key
     return [
+        # First: nothing below (AgeLimit, the actors) sees a message that fails these checks.
+        GuardMessages(key.get_secret_value().encode() if key else None),
         LogContext(),
+        LogDeadLetters(),
         CurrentMessage(),
         # A tick or a plan older than this is stale: the next tick will do better.
         AgeLimit(max_age=24 * 3600 * 1000),

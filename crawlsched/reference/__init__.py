@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from crawlsched.catalog import ALL_TASKS
+from crawlsched.catalog import ALL_TASKS, MAX_BATCH_JOBS
 from crawlsched.errors import ReferenceDataError
 
 
@@ -17,7 +17,7 @@ class TaskRow(BaseModel):
     need_login: bool
     need_selenium: bool
     crawl_limit: int = Field(gt=0)
-    batch_limit: int | None = Field(None, gt=0)
+    batch_limit: int | None = Field(None, gt=0, le=MAX_BATCH_JOBS)
     enabled: bool = True
 
 
