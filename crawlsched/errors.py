@@ -86,3 +86,7 @@ class ReportRejected(CrawlschedError, ValueError):
         super().__init__(f"report {report_key[:100]!r} rejected: {reason}")
         self.report_key = report_key
         self.reason = reason
+
+
+class UnsafeTarget(CrawlschedError, ValueError):
+    """A crawl target that must not be fetched (scheme, credentials, or a refused address)."""

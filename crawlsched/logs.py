@@ -91,6 +91,9 @@ def configure_logging(log_format: str = "auto", level: str = "INFO") -> None:
     root.handlers[:] = [handler]
     root.setLevel(numeric)
     logging.getLogger("pika").setLevel(max(numeric, logging.WARNING))
+    # httpx logs every request's full URL at INFO: the driver logs what matters, scrubbed.
+    for noisy in ("httpx", "httpcore"):
+        logging.getLogger(noisy).setLevel(max(numeric, logging.WARNING))
 
 
 def get_logger(name: str) -> structlog.stdlib.BoundLogger:

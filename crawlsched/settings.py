@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Literal
 
@@ -90,8 +91,23 @@ class Settings(BaseSettings):
     page_load_timeout_s: float = Field(
         30.0, gt=0, le=600, allow_inf_nan=False, description="A browser page's load timeout."
     )
+    target_allow_networks: list[str] = Field(
+        default_factory=list,
+        description="Networks (CIDR) crawl targets may resolve to although private, loopback "
+        "or link-local, e.g. 127.0.0.1/32 for a local test site; none by default.",
+    )
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: str = "INFO"
+
+    @field_validator("target_allow_networks")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for text in value:
+            try:
+                ipaddress.ip_network(text.strip(), strict=False)
+            except ValueError:
+                raise ValueError(f"target_allow_networks: not a network: {text[:60]!r}") from None
+        return value
 
     @field_validator("mongo_url")
     @classmethod

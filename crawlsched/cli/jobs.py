@@ -93,7 +93,7 @@ def _add(fields: dict[str, Any]) -> None:
     with cli_runtime() as rt:
         job = job_input_from_row({k: v for k, v in fields.items() if v is not None})
         media, task_rows = _media(rt, job.media_name)
-        docs = build_job_docs(job, media, set(task_rows), rt.now())
+        docs = build_job_docs(job, media, set(task_rows), rt.now(), rt.allowed_networks)
         collection = TARGET_KINDS[job.kind].collection
         inserted, skipped = rt.jobs(collection).insert_new(docs)
         first = docs[0]
@@ -218,7 +218,7 @@ class _Importer:
                 collection, docs = self._preserved(raw)
             else:
                 job = job_input_from_row(raw, self.kind)
-                docs = build_job_docs(job, *self._media_of(job), self.now)
+                docs = build_job_docs(job, *self._media_of(job), self.now, self.rt.allowed_networks)
                 collection = TARGET_KINDS[job.kind].collection
         except BadJobInput as e:
             self._reject(line, str(e), raw)

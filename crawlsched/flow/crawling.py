@@ -182,7 +182,12 @@ def _crawl_jobs(
 def _run(rt: Runtime, message: BatchMessage, jobs: list[dict], leases: Leases) -> Progress:
     try:
         leases.keep()
-        context = CrawlContext(http=rt.http)
+        media = rt.media(message.media_name) or {}
+        context = CrawlContext(
+            http=rt.http,
+            secret_hosts=media.get("secret_hosts") or (),
+            allowed_networks=rt.allowed_networks,
+        )
         if account_lease := leases.of_pool(ACCOUNT_POOL):
             context.secret = rt.leases.secret(account_lease, rt.now())
         with _browser(rt, leases, context):
