@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import importlib.util
 import ipaddress
+import re
+import sys
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from crawlsched.catalog import MAX_BATCH_JOBS
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
 class Settings(BaseSettings):
@@ -27,25 +33,59 @@ class Settings(BaseSettings):
         None, description="YAML of models, media and tasks; the packaged default when unset."
     )
 
-    clock_interval_s: float = Field(5.0, gt=0, description="Seconds between two clock ticks.")
+    clock_interval_s: float = Field(
+        5.0, gt=0, le=3600, allow_inf_nan=False, description="Seconds between two clock ticks."
+    )
     default_batch_limit: int = Field(
         100, ge=1, le=MAX_BATCH_JOBS, description="Jobs per batch when core_tasks has none."
     )
     dispatch_lease_s: float = Field(
-        900.0, gt=0, description="How long a claimed batch may stay running before it is reclaimed."
+        900.0,
+        gt=0,
+        le=7 * 86400,
+        allow_inf_nan=False,
+        description="How long a claimed batch may stay running before it is reclaimed.",
     )
     resource_lease_s: float = Field(
-        900.0, gt=0, description="TTL of an account or Selenium-node lease."
+        900.0,
+        gt=0,
+        le=7 * 86400,
+        allow_inf_nan=False,
+        description="TTL of an account or Selenium-node lease.",
     )
     crawl_time_limit_s: float = Field(
-        600.0, gt=0, description="dramatiq TimeLimit for one crawl message (one batch)."
+        600.0,
+        gt=0,
+        le=86400,
+        allow_inf_nan=False,
+        description="dramatiq TimeLimit for one crawl message (one batch).",
     )
     max_attempts: int = Field(
-        5, ge=1, description="Failed attempts after which a job is exhausted."
+        5, ge=1, le=1000, description="Failed attempts after which a job is exhausted."
     )
-    backoff_base_s: float = Field(60.0, gt=0, description="First retry delay; doubles per attempt.")
-    backoff_max_s: float = Field(6 * 3600.0, gt=0, description="Ceiling of the retry delay.")
-    http_timeout_s: float = Field(20.0, gt=0)
+    backoff_base_s: float = Field(
+        60.0,
+        gt=0,
+        le=7 * 86400,
+        allow_inf_nan=False,
+        description="First retry delay; doubles per attempt.",
+    )
+    backoff_max_s: float = Field(
+        6 * 3600.0,
+        gt=0,
+        le=30 * 86400,
+        allow_inf_nan=False,
+        description="Ceiling of the retry delay.",
+    )
+    http_timeout_s: float = Field(20.0, gt=0, le=600, allow_inf_nan=False)
+    connect_timeout_s: float = Field(
+        5.0,
+        gt=0,
+        le=120,
+        allow_inf_nan=False,
+        description="How long a command, clock or worker waits for MongoDB or RabbitMQ to "
+        "answer before it reports the service unreachable.",
+    )
     driver_modules: list[str] = Field(
         default_factory=list,
         description="Extra modules imported at start-up that register crawl drivers (plug-ins).",
@@ -109,6 +149,29 @@ class Settings(BaseSettings):
                 raise ValueError(f"target_allow_networks: not a network: {text[:60]!r}") from None
         return value
 
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        if value.upper() not in LOG_LEVELS:
+            raise ValueError(
+                f"log_level must be one of {', '.join(LOG_LEVELS)}, got {value[:40]!r}"
+            )
+        return value.upper()
+
+    @field_validator("driver_modules")
+    @classmethod
+    def _importable(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not _MODULE.fullmatch(name):
+                raise ValueError(f"driver_modules: not a module name: {name[:80]!r}")
+            try:
+                found = importlib.util.find_spec(name) is not None
+            except (ImportError, ValueError):
+                found = False
+            if not found:
+                raise ValueError(f"driver_modules: no module named {name!r}")
+        return value
+
     @field_validator("mongo_url")
     @classmethod
     def _known_mongo_scheme(cls, value: str) -> str:
@@ -135,3 +198,26 @@ class Settings(BaseSettings):
         if base is not None and value < base:
             raise ValueError(f"backoff_max_s ({value}) must be >= backoff_base_s ({base})")
         return value
+
+
+def settings_error(error: ValidationError | SettingsError) -> str:
+    """One line naming the first bad setting by its environment variable, and why."""
+    if isinstance(error, SettingsError):
+        found = re.search(r'field "(\w+)"', str(error))
+        field = found.group(1).upper() if found else "*"
+        return f"invalid setting CRAWLSCHED_{field}: not valid JSON (lists are written as JSON)"
+    first = error.errors(include_url=False, include_input=False)[0]
+    field = str(first["loc"][0]) if first["loc"] else "settings"
+    more = error.error_count() - 1
+    tail = f" (and {more} more)" if more else ""
+    message = first["msg"].removeprefix("Value error, ")
+    return f"invalid setting CRAWLSCHED_{field.upper()}: {message}{tail}"
+
+
+def load_settings_or_exit() -> Settings:
+    """Settings from the environment, or one line on stderr and exit status 2."""
+    try:
+        return Settings()
+    except (ValidationError, SettingsError) as e:
+        print(settings_error(e), file=sys.stderr)
+        raise SystemExit(2) from None

@@ -26,7 +26,7 @@ from crawlsched import runtime
 from crawlsched.brokers.guards import GuardMessages, LogDeadLetters
 from crawlsched.brokers.middleware import LogContext
 from crawlsched.logs import configure_logging
-from crawlsched.settings import Settings
+from crawlsched.settings import Settings, load_settings_or_exit
 
 _configured: dramatiq.Broker | None = None
 
@@ -84,4 +84,4 @@ def _rebind_declared_actors(broker: dramatiq.Broker) -> None:
 
 def ensure_broker() -> dramatiq.Broker:
     """The broker set up by this process, or one from the environment (the `dramatiq` CLI)."""
-    return _configured if _configured is not None else setup_broker(Settings())
+    return _configured if _configured is not None else setup_broker(load_settings_or_exit())
