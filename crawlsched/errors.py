@@ -90,3 +90,12 @@ class ReportRejected(CrawlschedError, ValueError):
 
 class UnsafeTarget(CrawlschedError, ValueError):
     """A crawl target that must not be fetched (scheme, credentials, or a refused address)."""
+
+
+class ServiceUnreachable(CrawlschedError, ConnectionError):
+    """MongoDB or RabbitMQ did not answer within the connect timeout: one line says what to do."""
+
+    def __init__(self, service: str, url: str, hint: str, cause: str = "") -> None:
+        why = f" ({cause[:120]})" if cause else ""
+        super().__init__(f"{service} unreachable at {url}{why}: {hint}")
+        self.service = service

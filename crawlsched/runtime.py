@@ -66,7 +66,12 @@ class Runtime:
 
     @cached_property
     def db(self) -> CountingDatabase:
-        return open_database(self.settings.mongo_url, self.settings.mongo_db, self.counter)
+        return open_database(
+            self.settings.mongo_url,
+            self.settings.mongo_db,
+            self.counter,
+            self.settings.connect_timeout_s,
+        )
 
     def jobs(self, collection: str) -> MongoJobStore:
         if collection not in JOB_COLLECTIONS:

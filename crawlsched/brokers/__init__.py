@@ -26,6 +26,12 @@ from crawlsched import runtime
 from crawlsched.brokers.guards import GuardMessages, LogDeadLetters
 from crawlsched.brokers.middleware import LogContext
 from crawlsched.logs import configure_logging
+from crawlsched.services import (
+    bounded_pika_parameters,
+    check_broker,
+    check_mongo,
+    services_or_exit,
+)
 from crawlsched.settings import Settings, load_settings_or_exit
 
 _configured: dramatiq.Broker | None = None
@@ -61,6 +67,7 @@ def setup_broker(settings: Settings) -> dramatiq.Broker:
         broker.emit_after("process_boot")
     else:
         broker = RabbitmqBroker(url=settings.broker_url, middleware=middleware(settings))
+        bounded_pika_parameters(broker.parameters, settings.connect_timeout_s)
     dramatiq.set_broker(broker)
     _configured = broker
     _rebind_declared_actors(broker)
@@ -83,5 +90,16 @@ def _rebind_declared_actors(broker: dramatiq.Broker) -> None:
 
 
 def ensure_broker() -> dramatiq.Broker:
-    """The broker set up by this process, or one from the environment (the `dramatiq` CLI)."""
-    return _configured if _configured is not None else setup_broker(load_settings_or_exit())
+    """The broker set up by this process, or one from the environment (the `dramatiq` CLI).
+
+    A worker started by the `dramatiq` CLI checks both services before it takes a message:
+    one that cannot be reached is one line and exit 1, not a worker that looks ready.
+    """
+    if _configured is not None:
+        return _configured
+    settings = load_settings_or_exit()
+    with services_or_exit(settings):
+        broker = setup_broker(settings)
+        check_broker(settings, getattr(broker, "parameters", None))
+        check_mongo(settings, runtime.get_runtime())
+    return broker
