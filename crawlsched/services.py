@@ -13,7 +13,7 @@ from contextlib import contextmanager
 import pika
 import pika.exceptions
 import pymongo.errors
-from dramatiq.errors import ConnectionError as DramatiqConnectionError
+from dramatiq.errors import BrokerConnectionError
 
 from crawlsched.drivers.targets import redact
 from crawlsched.errors import ServiceUnreachable
@@ -80,6 +80,6 @@ def services_or_exit(settings: Settings) -> Iterator[None]:
     except pymongo.errors.ConnectionFailure as e:
         print(f"error: {mongo_unreachable(settings, e)}", file=sys.stderr)
         raise SystemExit(1) from None
-    except (pika.exceptions.AMQPError, DramatiqConnectionError) as e:
+    except (pika.exceptions.AMQPError, BrokerConnectionError) as e:
         print(f"error: {broker_unreachable(settings, e)}", file=sys.stderr)
         raise SystemExit(1) from None

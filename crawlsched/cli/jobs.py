@@ -338,6 +338,7 @@ def import_jobs(
         err_console.print(f"[red]error:[/red] cannot read {file}: {e}")
         raise typer.Exit(2) from None
     rejects_out = rejects.open("w", encoding="utf-8") if rejects else None
+    imp: _Importer | None = None
     try:
         with cli_runtime() as rt:
             imp = _Importer(rt, kind.value if kind else None, rejects_out, preserve)
@@ -347,13 +348,20 @@ def import_jobs(
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),
             )
-            with Progress(*columns, console=console) as progress:
+            with Progress(*columns, console=console, transient=True) as progress:
                 bar = progress.add_task(f"importing {file.name}", total=total)
                 for line, raw in rows:
                     imp.add(line, raw)
                     progress.update(bar, completed=line)
                 imp.finish()
                 progress.update(bar, completed=total)
+    except (typer.Exit, SystemExit):
+        # The error is already said; say what was written before it, so a re-run is safe to
+        # plan (rows already inserted are skipped as duplicates).
+        if imp is not None and imp.rows:
+            _import_report(imp)
+            console.print(f"import stopped at row {imp.rows}; the rows counted above are written")
+        raise
     finally:
         if rejects_out is not None:
             rejects_out.close()
