@@ -98,3 +98,25 @@ class ScheduleExists(CrawlschedError, ValueError):
     def __init__(self, schedule_id: str) -> None:
         super().__init__(f"schedule {schedule_id!r} exists already (use `schedules update`)")
         self.schedule_id = schedule_id
+
+
+class ReportRejected(CrawlschedError, ValueError):
+    """A report the store does not bear out (forged, foreign or early): dead-lettered."""
+
+    def __init__(self, report_key: str, reason: str) -> None:
+        super().__init__(f"report {report_key[:100]!r} rejected: {reason}")
+        self.report_key = report_key
+        self.reason = reason
+
+
+class UnsafeTarget(CrawlschedError, ValueError):
+    """A crawl target that must not be fetched (scheme, credentials, or a refused address)."""
+
+
+class ServiceUnreachable(CrawlschedError, ConnectionError):
+    """MongoDB or RabbitMQ did not answer within the connect timeout: one line says what to do."""
+
+    def __init__(self, service: str, url: str, hint: str, cause: str = "") -> None:
+        why = f" ({cause[:120]})" if cause else ""
+        super().__init__(f"{service} unreachable at {url}{why}: {hint}")
+        self.service = service

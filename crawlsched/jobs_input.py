@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
@@ -18,7 +18,8 @@ from bson import json_util
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from crawlsched.catalog import TARGET_KINDS, JobState
-from crawlsched.errors import BadJobInput
+from crawlsched.drivers.targets import check_literal
+from crawlsched.errors import BadJobInput, UnsafeTarget
 
 DEFAULT_INTERVAL_S = 24 * 3600  # a recurring job is crawled again daily unless told otherwise
 MAX_INTERVAL_S = 366 * 24 * 3600  # at least yearly; larger values would overflow date maths
@@ -132,9 +133,17 @@ def _chosen_tasks(job: JobInput, media_name: str, media_tasks: set[str]) -> list
 
 
 def build_job_docs(
-    job: JobInput, media_row: Mapping[str, Any], media_tasks: set[str], now: datetime
+    job: JobInput,
+    media_row: Mapping[str, Any],
+    media_tasks: set[str],
+    now: datetime,
+    allowed_networks: Sequence[Any] = (),
 ) -> list[dict[str, Any]]:
-    """One pending job document per task, or BadJobInput saying what to change."""
+    """One pending job document per task, or BadJobInput saying what to change.
+
+    URLs are checked as far as they can be without DNS (scheme, userinfo, private or loopback
+    IP literals unless an allowed network admits them); names are checked again at each fetch.
+    """
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware")
     media_name = str(media_row.get("media_name") or job.media or "?")
@@ -144,6 +153,12 @@ def build_job_docs(
             "url is for a profile whose address the media's template can't build, and must be "
             f"an http(s) URL; got {job.url!r} for a {job.kind}"
         )
+    for url in (target if job.kind == "website" else None, job.url):
+        if url is not None:
+            try:
+                check_literal(url, allowed_networks)
+            except UnsafeTarget as e:
+                raise BadJobInput(str(e)) from None
     tasks = _chosen_tasks(job, media_name, media_tasks)
     start = job.start_at or now
     try:

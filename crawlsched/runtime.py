@@ -18,6 +18,7 @@ import httpx
 
 from crawlsched.catalog import JOB_COLLECTIONS
 from crawlsched.drivers import registry
+from crawlsched.drivers.targets import parse_networks
 from crawlsched.planning.outcomes import RetryPolicy
 from crawlsched.resources.backends.mongo import MongoLeaseBackend
 from crawlsched.resources.inventory import MongoPoolInventory
@@ -66,7 +67,12 @@ class Runtime:
 
     @cached_property
     def db(self) -> CountingDatabase:
-        return open_database(self.settings.mongo_url, self.settings.mongo_db, self.counter)
+        return open_database(
+            self.settings.mongo_url,
+            self.settings.mongo_db,
+            self.counter,
+            self.settings.connect_timeout_s,
+        )
 
     def jobs(self, collection: str) -> MongoJobStore:
         if collection not in JOB_COLLECTIONS:
@@ -98,6 +104,11 @@ class Runtime:
         """One HTTP client per process for the drivers: building one costs ~30 ms (its TLS
         context), far too much per batch. httpx clients are safe to share between threads."""
         return httpx.Client(timeout=self.settings.http_timeout_s)
+
+    @cached_property
+    def allowed_networks(self) -> tuple:
+        """Private networks crawl targets may reach (settings; none by default)."""
+        return parse_networks(self.settings.target_allow_networks)
 
     @cached_property
     def probe_http(self) -> httpx.Client:

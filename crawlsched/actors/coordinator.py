@@ -8,6 +8,7 @@ import dramatiq
 from dramatiq.middleware import CurrentMessage
 
 from crawlsched import metrics
+from crawlsched.errors import ReportRejected
 from crawlsched.flow.coordination import record_report
 from crawlsched.messages import BadMessage, ReportMessage
 from crawlsched.runtime import get_runtime
@@ -15,7 +16,7 @@ from crawlsched.runtime import get_runtime
 QUEUE = "crawlsched.done"
 
 
-@dramatiq.actor(actor_name="record_finished", queue_name=QUEUE, throws=(BadMessage,))
+@dramatiq.actor(actor_name="record_finished", queue_name=QUEUE, throws=(BadMessage, ReportRejected))
 def record_finished(report: dict) -> None:
     parsed = ReportMessage.parse(report)
     if message := CurrentMessage.get_current_message():

@@ -18,7 +18,7 @@ from datetime import datetime
 from crawlsched import metrics
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage, ReportMessage
-from crawlsched.planning.outcomes import Outcome
+from crawlsched.planning.outcomes import PHASE_OUTCOMES, Outcome
 from crawlsched.resources.pools import Need
 from crawlsched.resources.queueing import (
     Load,
@@ -161,7 +161,7 @@ def starve(
     store = rt.jobs(message.collection)
     store.release(message.dispatch_id)
     # Read back rather than trust our own count: a redelivery must report the same numbers.
-    counts = store.outcomes_of(message.dispatch_id, {Outcome.STARVED})
+    counts = store.outcomes_of(message.dispatch_id, PHASE_OUTCOMES["admit"])
     jobs = counts.get(Outcome.STARVED, 0)
     log.warning("batch_starved", dispatch_id=message.dispatch_id, jobs=jobs, reason=reason)
     if counts:
@@ -170,8 +170,9 @@ def starve(
         report(
             ReportMessage(
                 run_id=message.run_id,
-                report_key=f"{message.dispatch_id}:admit",
-                counts=counts,
+                dispatch_id=message.dispatch_id,
+                collection=message.collection,
+                phase="admit",
                 stages_ms=dict(message.stages_ms),
             )
         )

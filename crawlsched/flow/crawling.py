@@ -25,13 +25,16 @@ from crawlsched.flow.admission import keys_of, requeue
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage, ReportMessage
 from crawlsched.planning.due import derive_target
-from crawlsched.planning.outcomes import JobUpdate, Outcome, after_failure, after_success
+from crawlsched.planning.outcomes import (
+    PHASE_OUTCOMES,
+    JobUpdate,
+    after_failure,
+    after_success,
+)
 from crawlsched.resources.rules import ACCOUNT_POOL, SELENIUM_POOL, pool_of
 from crawlsched.runtime import Runtime
 
 log = get_logger(__name__)
-
-CRAWL_OUTCOMES = {Outcome.SUCCEEDED, Outcome.FAILED, Outcome.EXHAUSTED}
 
 
 def job_url(job: dict[str, Any], target: str, media: dict[str, Any] | None) -> str:
@@ -173,14 +176,21 @@ def _crawl_jobs(
             return progress
         progress.found.extend((doc["_id"], item) for item in result.items)
         progress.discovered += len(result.discovered)
-        progress.updates.append(after_success(doc["_id"], doc.get("interval_s"), rt.now()))
+        progress.updates.append(
+            after_success(doc["_id"], doc.get("interval_s"), rt.now(), len(result.discovered))
+        )
     return progress
 
 
 def _run(rt: Runtime, message: BatchMessage, jobs: list[dict], leases: Leases) -> Progress:
     try:
         leases.keep()
-        context = CrawlContext(http=rt.http)
+        media = rt.media(message.media_name) or {}
+        context = CrawlContext(
+            http=rt.http,
+            secret_hosts=media.get("secret_hosts") or (),
+            allowed_networks=rt.allowed_networks,
+        )
         if account_lease := leases.of_pool(ACCOUNT_POOL):
             context.secret = rt.leases.secret(account_lease, rt.now())
         with _browser(rt, leases, context):
@@ -214,15 +224,17 @@ def crawl_batch(
             rt.pools.release(message.lease_ids, rt.now())
             wake(keys_of(message))
     # Read back rather than count here: a redelivery after a crash between recording and
-    # reporting must send the same report again (the coordinator drops the duplicate).
-    counts = store.outcomes_of(message.dispatch_id, CRAWL_OUTCOMES)
+    # reporting must send the same report again (the coordinator drops the duplicate). The
+    # report itself carries no counts: the coordinator reads them from the jobs too.
+    counts = store.outcomes_of(message.dispatch_id, PHASE_OUTCOMES["crawl"])
     if counts:
         elapsed_ms = round((time.perf_counter() - started) * 1000, 1)
         report(
             ReportMessage(
                 run_id=message.run_id,
-                report_key=f"{message.dispatch_id}:crawl",
-                counts=counts,
+                dispatch_id=message.dispatch_id,
+                collection=message.collection,
+                phase="crawl",
                 stages_ms={**message.stages_ms, "crawl": elapsed_ms},
             )
         )

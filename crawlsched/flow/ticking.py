@@ -10,7 +10,7 @@ from crawlsched import metrics
 from crawlsched.catalog import JOB_COLLECTIONS
 from crawlsched.logs import get_logger
 from crawlsched.messages import ReportMessage
-from crawlsched.planning.outcomes import Outcome, after_failure
+from crawlsched.planning.outcomes import PHASE_OUTCOMES, Outcome, after_failure
 from crawlsched.runtime import Runtime
 from crawlsched.schedules.policies import FirePlan, Misfire, Overlap, plan_fires
 from crawlsched.schedules.triggers import trigger_of
@@ -120,15 +120,16 @@ def reclaim_expired(rt: Runtime, report: Callable[[ReportMessage], None]) -> int
                 for job in expired.jobs
             ]
             reclaimed += store.record(expired.dispatch_id, updates, now)
-            counts = store.outcomes_of(expired.dispatch_id, {Outcome.EXPIRED})
+            counts = store.outcomes_of(expired.dispatch_id, PHASE_OUTCOMES["expire"])
             first = expired.jobs[0]
             metrics.jobs_finished(first.get("task", ""), first.get("media_name", ""), counts)
-            if counts and expired.run_id:
+            if counts and expired.run_id and not expired.dispatch_id.startswith("orphan-"):
                 report(
                     ReportMessage(
                         run_id=expired.run_id,
-                        report_key=f"{expired.dispatch_id}:expire",
-                        counts=counts,
+                        dispatch_id=expired.dispatch_id,
+                        collection=collection,
+                        phase="expire",
                     )
                 )
     cleared = rt.leases.expire(now)

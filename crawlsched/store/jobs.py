@@ -82,6 +82,13 @@ class ExpiredDispatch:
     jobs: list[dict[str, Any]]
 
 
+@dataclass(frozen=True)
+class DispatchReport:
+    held: int  # jobs the dispatch still holds
+    counts: dict[str, int]  # outcome -> jobs
+    links: int  # URLs its crawls discovered
+
+
 class MongoJobStore:
     def __init__(self, db: CountingDatabase, collection: str) -> None:
         self._db = db
@@ -269,6 +276,7 @@ class MongoJobStore:
                 "last_dispatch_id": dispatch_id,
                 "last_outcome": u.outcome,
                 "last_error": u.error,
+                "last_discovered": u.discovered,
                 "modified_at": now,
             }
             if u.execution_date is not None:
@@ -293,6 +301,29 @@ class MongoJobStore:
             outcome = doc.get("last_outcome") or "unknown"
             counts[outcome] = counts.get(outcome, 0) + 1
         return counts
+
+    def dispatch_report(
+        self, dispatch_id: str, run_id: str, labels: Iterable[str]
+    ) -> DispatchReport:
+        """What the store shows a dispatch of this run did: the coordinator believes only this.
+
+        `held` counts jobs the dispatch still holds (a genuine report is sent only after its
+        dispatch let go of every job); the counts and links come from the jobs of that run whose
+        last outcome was written by that dispatch, with one of the labels of its phase.
+        """
+        held = self._jobs.count_documents({"dispatch_id": dispatch_id})
+        counts: dict[str, int] = {}
+        links = 0
+        query = {
+            "last_dispatch_id": dispatch_id,
+            "run_id": run_id,
+            "last_outcome": {"$in": sorted(labels)},
+        }
+        for doc in self._jobs.find(query, {"last_outcome": 1, "last_discovered": 1}):
+            counts[doc["last_outcome"]] = counts.get(doc["last_outcome"], 0) + 1
+            found = doc.get("last_discovered")
+            links += found if isinstance(found, int) and found > 0 else 0
+        return DispatchReport(held, counts, links)
 
     # -- expiry ---------------------------------------------------------------------------
 

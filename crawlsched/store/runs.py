@@ -82,14 +82,20 @@ class MongoRunStore:
         counts: Mapping[str, int],
         discovered: int = 0,
         stages_ms: Mapping[str, float] | None = None,
+        links: int = 0,
     ) -> dict | None:
         """Apply one report; None when it was applied before (or the run is unknown).
 
-        Children discovered by the reporting crawl are added in the same `$inc` that takes the
-        parent off, so the outstanding count can never touch zero in between.
+        Child jobs discovered by the reporting crawl (`discovered`) are added in the same `$inc`
+        that takes the parent off, so the outstanding count can never touch zero in between.
+        `links` are URLs the crawl found: counted for the run, not waited for.
         """
         finished = sum(counts.values())
-        inc: dict[str, float] = {"outstanding": discovered - finished, "discovered": discovered}
+        inc: dict[str, float] = {
+            "outstanding": discovered - finished,
+            "discovered": discovered,
+            "links_discovered": links,
+        }
         for outcome, n in counts.items():
             inc[f"counts.{outcome}"] = n
         for stage, ms in (stages_ms or {}).items():
