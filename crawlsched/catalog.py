@@ -9,6 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
+# The most jobs one batch (one crawl message) may hold: a task's batch limit above it is refused,
+# and a message carrying more job ids is dead-lettered.
+MAX_BATCH_JOBS = 10_000
+
 
 class JobState(IntEnum):
     PENDING = 1

@@ -79,6 +79,49 @@ class NodeUnreachable(CrawlschedError):
         self.reason = reason
 
 
+class ScheduleNotFound(CrawlschedError, LookupError):
+    def __init__(self, schedule_id: str) -> None:
+        super().__init__(f"no schedule {schedule_id!r} (see `crawlsched schedules list`)")
+        self.schedule_id = schedule_id
+
+
+class ScheduleStateError(CrawlschedError, ValueError):
+    """The operation does not apply to the schedule in its state (e.g. updating a deleted one)."""
+
+    def __init__(self, schedule_id: str, state: str, operation: str) -> None:
+        super().__init__(f"schedule {schedule_id!r} is {state}: cannot {operation} it")
+        self.schedule_id = schedule_id
+        self.state = state
+
+
+class ScheduleExists(CrawlschedError, ValueError):
+    def __init__(self, schedule_id: str) -> None:
+        super().__init__(f"schedule {schedule_id!r} exists already (use `schedules update`)")
+        self.schedule_id = schedule_id
+
+
+class ReportRejected(CrawlschedError, ValueError):
+    """A report the store does not bear out (forged, foreign or early): dead-lettered."""
+
+    def __init__(self, report_key: str, reason: str) -> None:
+        super().__init__(f"report {report_key[:100]!r} rejected: {reason}")
+        self.report_key = report_key
+        self.reason = reason
+
+
+class UnsafeTarget(CrawlschedError, ValueError):
+    """A crawl target that must not be fetched (scheme, credentials, or a refused address)."""
+
+
+class ServiceUnreachable(CrawlschedError, ConnectionError):
+    """MongoDB or RabbitMQ did not answer within the connect timeout: one line says what to do."""
+
+    def __init__(self, service: str, url: str, hint: str, cause: str = "") -> None:
+        why = f" ({cause[:120]})" if cause else ""
+        super().__init__(f"{service} unreachable at {url}{why}: {hint}")
+        self.service = service
+
+
 class RunAlreadyEnded(CrawlschedError, ValueError):
     def __init__(self, run_id: str, state: str) -> None:
         super().__init__(f"run {run_id!r} has already ended ({state}): nothing to stop")

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 from urllib.parse import urlsplit
@@ -18,7 +18,8 @@ from bson import json_util
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from crawlsched.catalog import TARGET_KINDS, JobState
-from crawlsched.errors import BadJobInput
+from crawlsched.drivers.targets import check_literal
+from crawlsched.errors import BadJobInput, UnsafeTarget
 
 DEFAULT_INTERVAL_S = 24 * 3600  # a recurring job is crawled again daily unless told otherwise
 MAX_INTERVAL_S = 366 * 24 * 3600  # at least yearly; larger values would overflow date maths
@@ -132,9 +133,17 @@ def _chosen_tasks(job: JobInput, media_name: str, media_tasks: set[str]) -> list
 
 
 def build_job_docs(
-    job: JobInput, media_row: Mapping[str, Any], media_tasks: set[str], now: datetime
+    job: JobInput,
+    media_row: Mapping[str, Any],
+    media_tasks: set[str],
+    now: datetime,
+    allowed_networks: Sequence[Any] = (),
 ) -> list[dict[str, Any]]:
-    """One pending job document per task, or BadJobInput saying what to change."""
+    """One pending job document per task, or BadJobInput saying what to change.
+
+    URLs are checked as far as they can be without DNS (scheme, userinfo, private or loopback
+    IP literals unless an allowed network admits them); names are checked again at each fetch.
+    """
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware")
     media_name = str(media_row.get("media_name") or job.media or "?")
@@ -144,6 +153,12 @@ def build_job_docs(
             "url is for a profile whose address the media's template can't build, and must be "
             f"an http(s) URL; got {job.url!r} for a {job.kind}"
         )
+    for url in (target if job.kind == "website" else None, job.url):
+        if url is not None:
+            try:
+                check_literal(url, allowed_networks)
+            except UnsafeTarget as e:
+                raise BadJobInput(str(e)) from None
     tasks = _chosen_tasks(job, media_name, media_tasks)
     start = job.start_at or now
     try:
@@ -296,6 +311,27 @@ def _when(value: Any, field: str, now: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+def _scrape_target_timing(doc: dict[str, Any], now: datetime) -> None:
+    """A dispatcher's scrape target (`frequency` seconds, `last_scheduled`) is due when
+    last_scheduled + frequency <= now: that is our `execution_date`, and `frequency` is our
+    `interval_s` (a job is due again that long after it ran). Derived only when absent."""
+    frequency = doc.get("frequency")
+    if frequency is None:
+        return
+    if (
+        isinstance(frequency, bool)
+        or not isinstance(frequency, int | float)
+        or not 0 < frequency <= MAX_INTERVAL_S
+    ):
+        raise BadJobInput(
+            f"frequency must be seconds from 1 to {MAX_INTERVAL_S}, got {frequency!r}"
+        )
+    doc.setdefault("interval_s", frequency)
+    if doc.get("execution_date") is None and doc.get("last_scheduled") is not None:
+        doc["last_scheduled"] = last = _when(doc["last_scheduled"], "last_scheduled", now)
+        doc["execution_date"] = last + timedelta(seconds=frequency)
+
+
 def preserved_job_doc(
     row: Mapping[str, Any],
     media_row: Mapping[str, Any],
@@ -323,6 +359,7 @@ def preserved_job_doc(
     enabled = doc.get("enabled", True)
     if not isinstance(enabled, bool):
         raise BadJobInput(f"enabled must be true or false, got {enabled!r}")
+    _scrape_target_timing(doc, now)
     doc["execution_date"] = _when(doc.get("execution_date"), "execution_date", now)
     doc["modified_at"] = _when(doc.get("modified_at"), "modified_at", now)
     certitude = doc.get("certitude", 0.5)

@@ -7,9 +7,77 @@ broker middleware, so every line an actor logs carries it without passing it aro
 from __future__ import annotations
 
 import logging
+import re
 import sys
+import time
 
 import structlog
+
+_USERINFO = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@")
+
+
+# No value longer than this reaches a log line; longer ones are cut with a marker saying so.
+MAX_VALUE_CHARS = 2_000
+MAX_EVENT_KEYS = 40
+
+
+def _cut(value: str) -> str:
+    if len(value) <= MAX_VALUE_CHARS:
+        return value
+    return f"{value[:MAX_VALUE_CHARS]}…[truncated {len(value) - MAX_VALUE_CHARS} chars]"
+
+
+def bound_values(_logger, _method: str, event: dict) -> dict:
+    """A structlog processor: every value rendered within MAX_VALUE_CHARS, at most
+    MAX_EVENT_KEYS keys, so no message or exception can make a line big enough to break logging.
+    Also scrubs URL userinfo from strings (user:password@ never reaches a log)."""
+    bounded: dict = {}
+    for index, (key, value) in enumerate(event.items()):
+        if index >= MAX_EVENT_KEYS:
+            bounded["truncated_keys"] = len(event) - MAX_EVENT_KEYS
+            break
+        if isinstance(value, bool | int | float | type(None)):
+            bounded[key] = value
+        else:
+            bounded[key] = scrub_userinfo(_cut(value if isinstance(value, str) else repr(value)))
+    return bounded
+
+
+def scrub_userinfo(text: str) -> str:
+    """`scheme://user:pass@host` → `scheme://***@host` wherever it appears in the text."""
+    return _USERINFO.sub(r"\1***@", text) if "@" in text else text
+
+
+class OutageFilter(logging.Filter):
+    """While the broker is away, every consumer thread logs each failed reconnect (dramatiq
+    retries every few seconds per queue: hundreds of lines a minute). Let one such line through
+    per backoff step (1 s, 2 s, 4 s … capped at 60 s), saying how many were held back."""
+
+    MARKERS = ("connection error", "Restarting consumer")
+    MAX_STEP_S = 60.0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.step_s = 0.0
+        self.next_at = 0.0
+        self.held = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = str(record.msg)
+        if not any(marker in message for marker in self.MARKERS):
+            return True
+        now = time.monotonic()
+        if now - self.next_at > 2 * self.MAX_STEP_S:
+            self.step_s = 0.0  # a new outage: start again from the first step
+        if now < self.next_at:
+            self.held += 1
+            return False
+        self.step_s = min(max(self.step_s * 2, 1.0), self.MAX_STEP_S)
+        self.next_at = now + self.step_s
+        record.msg = f"broker connection lost; consumers keep reconnecting: {message}"
+        record.msg += f" ({self.held} similar lines held back; next report in {self.step_s:.0f}s)"
+        self.held = 0
+        return True
 
 
 def configure_logging(log_format: str = "auto", level: str = "INFO") -> None:
@@ -32,6 +100,7 @@ def configure_logging(log_format: str = "auto", level: str = "INFO") -> None:
             *shared,
             structlog.processors.StackInfoRenderer(),
             structlog.processors.format_exc_info,
+            bound_values,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
@@ -42,13 +111,27 @@ def configure_logging(log_format: str = "auto", level: str = "INFO") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
-            processor=renderer, foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name]
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.processors.format_exc_info,
+                bound_values,
+                renderer,
+            ],
+            foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name],
         )
     )
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(numeric)
-    logging.getLogger("pika").setLevel(max(numeric, logging.WARNING))
+    # pika logs each failed connection in five ERROR lines: the outage is reported once per
+    # backoff step instead (OutageFilter) and a command's failure in one line (services.py).
+    logging.getLogger("pika").setLevel(numeric if numeric <= logging.DEBUG else logging.CRITICAL)
+    for name in ("dramatiq.worker.ConsumerThread", "dramatiq.worker.WorkerThread"):
+        outage_filter = OutageFilter()
+        logging.getLogger(name).filters[:] = [outage_filter]
+    # httpx logs every request's full URL at INFO: the driver logs what matters, scrubbed.
+    for noisy in ("httpx", "httpcore"):
+        logging.getLogger(noisy).setLevel(max(numeric, logging.WARNING))
 
 
 def get_logger(name: str) -> structlog.stdlib.BoundLogger:

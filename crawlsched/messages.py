@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+)
 
-from crawlsched.catalog import ALL_TASKS, JOB_COLLECTIONS
+from crawlsched.catalog import ALL_TASKS, JOB_COLLECTIONS, MAX_BATCH_JOBS
 from crawlsched.errors import CrawlschedError
 from crawlsched.ids import decode_id, encode_id
 from crawlsched.planning.batching import Batch
@@ -18,41 +25,67 @@ class BadMessage(CrawlschedError, ValueError):
     """A message whose arguments do not parse: never retried, dead-lettered at once."""
 
 
+# Bounds on every payload: a message is untrusted input, and nothing in one may be big enough
+# to hurt a worker, a log line or a MongoDB document.
+MAX_ID_CHARS = 200
+MAX_NAME_CHARS = 100
+MAX_STAGES = 8
+# Dispatch ids are minted by the planner and admission as uuid4().hex.
+DISPATCH_ID_PATTERN = r"^[0-9a-f]{32}$"
+# A stage name is a plain word; a stage's time is finite and at most 30 days in milliseconds.
+StageName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z_]{0,31}$")]
+StageMs = Annotated[float, Field(ge=0, le=30 * 86_400_000, allow_inf_nan=False)]
+ShortName = Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME_CHARS)]
+LeaseId = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS)]
+JobIdText = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS)]
+
+
+def _short(error: ValidationError) -> str:
+    """The first problems of a validation error on one bounded line (never the whole input)."""
+    parts = [
+        f"{'.'.join(str(p) for p in e['loc'][:3]) or 'message'}: {e['msg'][:120]}"
+        for e in error.errors(include_input=False)[:3]
+    ]
+    more = error.error_count() - len(parts)
+    return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")
+
+
+def _known_collection_name(cls: type, value: str) -> str:
+    if value not in JOB_COLLECTIONS:
+        raise ValueError(f"unknown job collection {value[:MAX_NAME_CHARS]!r}")
+    return value
+
+
 class BatchMessage(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    run_id: str = Field(min_length=1)
-    dispatch_id: str = Field(min_length=1)
+    run_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
+    dispatch_id: str = Field(pattern=DISPATCH_ID_PATTERN)
     collection: str
     task: str
     category: Category
-    media_name: str = Field(min_length=1)
-    media_id: int
-    driver_class: str = Field(min_length=1)
+    media_name: ShortName
+    media_id: int = Field(ge=-(2**63), lt=2**63)
+    driver_class: ShortName
     need_login: bool
     need_selenium: bool
-    crawl_limit: int = Field(gt=0)
-    job_ids: list[str] = Field(min_length=1)
-    lease_ids: list[str] = Field(default_factory=list)
+    crawl_limit: int = Field(gt=0, le=1_000_000)
+    job_ids: list[JobIdText] = Field(min_length=1, max_length=MAX_BATCH_JOBS)
+    lease_ids: list[LeaseId] = Field(default_factory=list, max_length=8)
     # Time spent in earlier stages (e.g. admission), carried along so that the crawl's report
     # adds it to the run without a write of its own.
-    stages_ms: dict[str, float] = Field(default_factory=dict)
+    stages_ms: dict[StageName, StageMs] = Field(default_factory=dict, max_length=MAX_STAGES)
     # When the batch first waited for a resource: its wait bound counts from here, also for the
     # rest of a batch that was interrupted and waits again.
     first_parked_at: datetime | None = None
 
-    @field_validator("collection")
-    @classmethod
-    def _known_collection(cls, value: str) -> str:
-        if value not in JOB_COLLECTIONS:
-            raise ValueError(f"unknown job collection {value!r}")
-        return value
+    _known_collection = field_validator("collection")(_known_collection_name)
 
     @field_validator("task")
     @classmethod
     def _known_task(cls, value: str) -> str:
         if value not in ALL_TASKS:
-            raise ValueError(f"unknown task {value!r}")
+            raise ValueError(f"unknown task {value[:MAX_NAME_CHARS]!r}")
         return value
 
     @field_validator("first_parked_at")
@@ -91,7 +124,7 @@ class BatchMessage(BaseModel):
         try:
             return cls.model_validate(payload)
         except ValidationError as e:
-            raise BadMessage(f"malformed batch message: {e}") from e
+            raise BadMessage(f"malformed batch message: {_short(e)}") from e
 
     def decoded_job_ids(self) -> list[Any]:
         return [decode_id(text) for text in self.job_ids]
@@ -101,29 +134,32 @@ class BatchMessage(BaseModel):
 
 
 class ReportMessage(BaseModel):
-    """What a dispatch tells the coordinator: how its jobs ended, and what it discovered."""
+    """A dispatch tells the coordinator it is done: which dispatch, of which run, in which phase.
+
+    It carries no counts: the coordinator reads how the dispatch's jobs ended from the jobs
+    themselves, so a forged or replayed report can add nothing the store does not show.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    run_id: str = Field(min_length=1)
-    report_key: str = Field(min_length=1)
-    counts: dict[str, int]
-    discovered: int = Field(0, ge=0)
-    stages_ms: dict[str, float] = Field(default_factory=dict)
+    run_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
+    dispatch_id: str = Field(pattern=DISPATCH_ID_PATTERN)
+    collection: str
+    phase: Literal["crawl", "admit", "expire"]
+    stages_ms: dict[StageName, StageMs] = Field(default_factory=dict, max_length=MAX_STAGES)
 
-    @field_validator("counts")
-    @classmethod
-    def _non_negative(cls, value: dict[str, int]) -> dict[str, int]:
-        if any(n < 0 for n in value.values()):
-            raise ValueError("counts must be >= 0")
-        return value
+    _known_collection = field_validator("collection")(_known_collection_name)
+
+    @property
+    def report_key(self) -> str:
+        return f"{self.dispatch_id}:{self.phase}"
 
     @classmethod
     def parse(cls, payload: Any) -> ReportMessage:
         try:
             return cls.model_validate(payload)
         except ValidationError as e:
-            raise BadMessage(f"malformed report message: {e}") from e
+            raise BadMessage(f"malformed report message: {_short(e)}") from e
 
     def payload(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
@@ -153,7 +189,7 @@ class WakeMessage(BaseModel):
         try:
             return cls.model_validate(payload)
         except ValidationError as e:
-            raise BadMessage(f"malformed wake message: {e}") from e
+            raise BadMessage(f"malformed wake message: {_short(e)}") from e
 
     def payload(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

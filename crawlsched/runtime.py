@@ -18,6 +18,7 @@ import httpx
 
 from crawlsched.catalog import JOB_COLLECTIONS
 from crawlsched.drivers import registry
+from crawlsched.drivers.targets import parse_networks
 from crawlsched.planning.outcomes import RetryPolicy
 from crawlsched.resources.backends.mongo import MongoLeaseBackend
 from crawlsched.resources.inventory import MongoPoolInventory
@@ -30,6 +31,7 @@ from crawlsched.store.counting import CommandCounter, CountingDatabase
 from crawlsched.store.deliveries import MongoDeliveryStore
 from crawlsched.store.history import MongoHistoryStore
 from crawlsched.store.jobs import MongoJobStore
+from crawlsched.store.missed_runs import MongoMissedRunStore
 from crawlsched.store.reference import MongoReferenceStore
 from crawlsched.store.results import MongoResultStore
 from crawlsched.store.runs import MongoRunStore
@@ -67,7 +69,12 @@ class Runtime:
 
     @cached_property
     def db(self) -> CountingDatabase:
-        return open_database(self.settings.mongo_url, self.settings.mongo_db, self.counter)
+        return open_database(
+            self.settings.mongo_url,
+            self.settings.mongo_db,
+            self.counter,
+            self.settings.connect_timeout_s,
+        )
 
     def jobs(self, collection: str) -> MongoJobStore:
         if collection not in JOB_COLLECTIONS:
@@ -83,6 +90,10 @@ class Runtime:
         return MongoScheduleStore(self.db)
 
     @cached_property
+    def missed_runs(self) -> MongoMissedRunStore:
+        return MongoMissedRunStore(self.db)
+
+    @cached_property
     def reference(self) -> MongoReferenceStore:
         return MongoReferenceStore(self.db)
 
@@ -95,6 +106,11 @@ class Runtime:
         """One HTTP client per process for the drivers: building one costs ~30 ms (its TLS
         context), far too much per batch. httpx clients are safe to share between threads."""
         return httpx.Client(timeout=self.settings.http_timeout_s)
+
+    @cached_property
+    def allowed_networks(self) -> tuple:
+        """Private networks crawl targets may reach (settings; none by default)."""
+        return parse_networks(self.settings.target_allow_networks)
 
     @cached_property
     def probe_http(self) -> httpx.Client:
@@ -171,6 +187,7 @@ class Runtime:
             self.jobs(collection).create_indexes()
         self.runs.create_indexes()
         self.schedules.create_indexes()
+        self.missed_runs.create_indexes()
         self.reference.create_indexes()
         self.results.create_indexes()
         self.leases.create_indexes()

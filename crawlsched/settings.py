@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import importlib.util
+import ipaddress
+import re
+import sys
+import tempfile
+from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
+
+from crawlsched.catalog import MAX_BATCH_JOBS
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
 class Settings(BaseSettings):
@@ -24,25 +35,70 @@ class Settings(BaseSettings):
         None, description="YAML of models, media and tasks; the packaged default when unset."
     )
 
-    clock_interval_s: float = Field(5.0, gt=0, description="Seconds between two clock ticks.")
+    clock_interval_s: float = Field(
+        5.0, gt=0, le=3600, allow_inf_nan=False, description="Seconds between two clock ticks."
+    )
+    misfire_grace_s: float | None = Field(
+        None,
+        gt=0,
+        le=86400,
+        allow_inf_nan=False,
+        description="A fire time seen later than this is a misfire (its schedule's misfire "
+        "policy decides); unset: three clock intervals.",
+    )
+    schedule_horizon_days: float = Field(
+        3.0, gt=0, le=31, allow_inf_nan=False, description="Default horizon of upcoming runs."
+    )
     default_batch_limit: int = Field(
-        100, ge=1, description="Jobs per batch when core_tasks has none."
+        100, ge=1, le=MAX_BATCH_JOBS, description="Jobs per batch when core_tasks has none."
     )
     dispatch_lease_s: float = Field(
-        900.0, gt=0, description="How long a claimed batch may stay running before it is reclaimed."
+        900.0,
+        gt=0,
+        le=7 * 86400,
+        allow_inf_nan=False,
+        description="How long a claimed batch may stay running before it is reclaimed.",
     )
     resource_lease_s: float = Field(
-        900.0, gt=0, description="TTL of an account or Selenium-node lease."
+        900.0,
+        gt=0,
+        le=7 * 86400,
+        allow_inf_nan=False,
+        description="TTL of an account or Selenium-node lease.",
     )
     crawl_time_limit_s: float = Field(
-        600.0, gt=0, description="dramatiq TimeLimit for one crawl message (one batch)."
+        600.0,
+        gt=0,
+        le=86400,
+        allow_inf_nan=False,
+        description="dramatiq TimeLimit for one crawl message (one batch).",
     )
     max_attempts: int = Field(
-        5, ge=1, description="Failed attempts after which a job is exhausted."
+        5, ge=1, le=1000, description="Failed attempts after which a job is exhausted."
     )
-    backoff_base_s: float = Field(60.0, gt=0, description="First retry delay; doubles per attempt.")
-    backoff_max_s: float = Field(6 * 3600.0, gt=0, description="Ceiling of the retry delay.")
-    http_timeout_s: float = Field(20.0, gt=0)
+    backoff_base_s: float = Field(
+        60.0,
+        gt=0,
+        le=7 * 86400,
+        allow_inf_nan=False,
+        description="First retry delay; doubles per attempt.",
+    )
+    backoff_max_s: float = Field(
+        6 * 3600.0,
+        gt=0,
+        le=30 * 86400,
+        allow_inf_nan=False,
+        description="Ceiling of the retry delay.",
+    )
+    http_timeout_s: float = Field(20.0, gt=0, le=600, allow_inf_nan=False)
+    connect_timeout_s: float = Field(
+        5.0,
+        gt=0,
+        le=120,
+        allow_inf_nan=False,
+        description="How long a command, clock or worker waits for MongoDB or RabbitMQ to "
+        "answer before it reports the service unreachable.",
+    )
     driver_modules: list[str] = Field(
         default_factory=list,
         description="Extra modules imported at start-up that register crawl drivers (plug-ins).",
@@ -59,6 +115,12 @@ class Settings(BaseSettings):
         description="Fernet key that encrypts account secrets at rest "
         "(`crawlsched accounts keygen` makes one). Needed by commands and workers that touch "
         "a secret.",
+    )
+    message_signing_key: SecretStr | None = Field(
+        None,
+        min_length=32,
+        description="When set, every message is signed (HMAC-SHA256) and one with a missing or "
+        "bad signature is dead-lettered; the same key on every process.",
     )
     admission_wait_s: float | None = Field(
         None,
@@ -92,8 +154,70 @@ class Settings(BaseSettings):
     webhook_timeout_s: float = Field(
         10.0, gt=0, le=120, allow_inf_nan=False, description="Timeout of one webhook POST."
     )
+    target_allow_networks: list[str] = Field(
+        default_factory=list,
+        description="Networks (CIDR) crawl targets may resolve to although private, loopback "
+        "or link-local, e.g. 127.0.0.1/32 for a local test site; none by default.",
+    )
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: str = "INFO"
+    metrics_enabled: bool = Field(
+        True, description="Count Prometheus metrics in `dramatiq` worker processes."
+    )
+    metrics_dir: Path = Field(
+        Path(tempfile.gettempdir()) / "crawlsched-prometheus",
+        description="prometheus-client multiprocess directory of one worker group (one per "
+        "`dramatiq` command on a host); cleared when the group starts.",
+    )
+    metrics_address: str = Field(
+        "127.0.0.1:9191",
+        description="host:port of the worker group's exporter (actor and crawlsched metrics).",
+    )
+    clock_metrics_address: str | None = Field(
+        None, description="host:port where `crawlsched clock` serves its metrics; unset: none."
+    )
+    metrics_store_gauges: bool = Field(
+        True,
+        description="The clock's exporter also serves gauges read from MongoDB at scrape time "
+        "(due jobs, waiting batches, leases, nodes, accounts, open runs).",
+    )
+
+    @property
+    def misfire_grace(self) -> timedelta:
+        return timedelta(seconds=self.misfire_grace_s or 3 * self.clock_interval_s)
+
+    @field_validator("target_allow_networks")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for text in value:
+            try:
+                ipaddress.ip_network(text.strip(), strict=False)
+            except ValueError:
+                raise ValueError(f"target_allow_networks: not a network: {text[:60]!r}") from None
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        if value.upper() not in LOG_LEVELS:
+            raise ValueError(
+                f"log_level must be one of {', '.join(LOG_LEVELS)}, got {value[:40]!r}"
+            )
+        return value.upper()
+
+    @field_validator("driver_modules")
+    @classmethod
+    def _importable(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not _MODULE.fullmatch(name):
+                raise ValueError(f"driver_modules: not a module name: {name[:80]!r}")
+            try:
+                found = importlib.util.find_spec(name) is not None
+            except (ImportError, ValueError):
+                found = False
+            if not found:
+                raise ValueError(f"driver_modules: no module named {name!r}")
+        return value
 
     @field_validator("mongo_url")
     @classmethod
@@ -114,6 +238,13 @@ class Settings(BaseSettings):
             )
         return value
 
+    @field_validator("metrics_address", "clock_metrics_address")
+    @classmethod
+    def _host_port(cls, value: str | None, info) -> str | None:
+        if value is not None:
+            split_address(value, info.field_name)
+        return value
+
     @field_validator("backoff_max_s")
     @classmethod
     def _ceiling_above_base(cls, value: float, info) -> float:
@@ -121,3 +252,35 @@ class Settings(BaseSettings):
         if base is not None and value < base:
             raise ValueError(f"backoff_max_s ({value}) must be >= backoff_base_s ({base})")
         return value
+
+
+def split_address(value: str, field: str = "address") -> tuple[str, int]:
+    """`host:port` (IPv6 as `[::1]:9191`) → (host, port); ValueError naming the field."""
+    host, sep, port = value.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{field} must be host:port with a port 1-65535, got {value!r}")
+    return host, int(port)
+
+
+def settings_error(error: ValidationError | SettingsError) -> str:
+    """One line naming the first bad setting by its environment variable, and why."""
+    if isinstance(error, SettingsError):
+        found = re.search(r'field "(\w+)"', str(error))
+        field = found.group(1).upper() if found else "*"
+        return f"invalid setting CRAWLSCHED_{field}: not valid JSON (lists are written as JSON)"
+    first = error.errors(include_url=False, include_input=False)[0]
+    field = str(first["loc"][0]) if first["loc"] else "settings"
+    more = error.error_count() - 1
+    tail = f" (and {more} more)" if more else ""
+    message = first["msg"].removeprefix("Value error, ")
+    return f"invalid setting CRAWLSCHED_{field.upper()}: {message}{tail}"
+
+
+def load_settings_or_exit() -> Settings:
+    """Settings from the environment, or one line on stderr and exit status 2."""
+    try:
+        return Settings()
+    except (ValidationError, SettingsError) as e:
+        print(settings_error(e), file=sys.stderr)
+        raise SystemExit(2) from None

@@ -86,7 +86,7 @@ def settings_for_tests(**fields):
         log_format="json",
         secret_key=TEST_SECRET_KEY,
         browser_host_resolver_rules=TEST_HOST_RULES,
-        **fields,
+        **{"target_allow_networks": ["127.0.0.1/32"], **fields},
     )
 
 

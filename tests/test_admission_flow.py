@@ -119,6 +119,13 @@ def test_admission_starves_only_past_the_bound_naming_the_pool(stub_pipeline):
     )
     pending = rt.jobs("profiles").summary()
     assert pending == {str(int(JobState.PENDING)): 30}  # given back untouched, not failed
+    # And the fire time is a missed run, reason starved, with the pool that ran short
+    (missed,) = rt.missed_runs.list("sweep-profiles")
+    assert (missed["reason"], missed["run_id"], missed["pools"]) == (
+        "starved",
+        run["_id"],
+        ["account:twitter"],
+    )
 
 
 def test_admission_order_follows_priority_not_arrival(stub_pipeline, monkeypatch):

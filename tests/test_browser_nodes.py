@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from ipaddress import ip_network
 from threading import Thread
 
 import httpx
@@ -46,7 +47,9 @@ def _node() -> LocalChromedriver:
 def test_browser_driver_renders_what_http_misses(chromedriver_node):
     with JsSite() as site, httpx.Client(timeout=10) as http:
         url = f"{site.base_url}/page/p1"
-        plain = HttpPageDriver().crawl(_job(url), CrawlContext(http=http))
+        # The local site is on loopback, which crawl targets reach only when allow-listed.
+        loopback = CrawlContext(http=http, allowed_networks=[ip_network("127.0.0.1/32")])
+        plain = HttpPageDriver().crawl(_job(url), loopback)
         with open_browser(chromedriver_node, host_resolver_rules=TEST_HOST_RULES) as browser:
             rendered = BrowserPageDriver().crawl(
                 _job(url), CrawlContext(http=http, browser=browser)

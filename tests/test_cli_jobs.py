@@ -339,3 +339,36 @@ def test_summary_counts_per_collection_and_state(invoke: Invoke, rt: Runtime):
     ]  # fmt: skip
     cells = {row[0]: [int(c) for c in row[1:]] for row in table_rows(result)}
     assert cells == {"profiles": [0, 0, 1, 1, 0, 2], "websites": [1, 0, 0, 0, 0, 1]}
+
+
+def test_import_that_loses_mongodb_half_way_reports_what_it_wrote(
+    invoke: Invoke, rt: Runtime, tmp_path, monkeypatch: pytest.MonkeyPatch
+):
+    # Given 2,500 website rows (three bulk writes) and a server that goes away after the first
+    from pymongo.errors import AutoReconnect
+
+    path = tmp_path / "sites.jsonl"
+    path.write_text(
+        "".join(
+            f'{{"kind": "website", "target": "https://s{i}.example.org/"}}\n' for i in range(2500)
+        )
+    )
+    real_insert = MongoJobStore.insert_new
+    calls = []
+
+    def insert_then_lose(self, docs):
+        calls.append(len(docs))
+        if len(calls) > 1:
+            raise AutoReconnect("connection closed")
+        return real_insert(self, docs)
+
+    monkeypatch.setattr(MongoJobStore, "insert_new", insert_then_lose)
+
+    result = invoke("jobs", "import", str(path))
+
+    # Then: exit 1, one error line naming MongoDB, and the rows written before it
+    assert result.exit_code == 1, result.output
+    assert words(result).count("MongoDB unreachable") == 1
+    assert table_value(result, "jobs inserted") == 1000
+    assert "import stopped at row" in result.output
+    assert rt.db.websites.count_documents({}) == 1000

@@ -3,7 +3,8 @@
 Random writes (insert, update one/many, delete, upsert) go to an indexed collection and to a
 plain mongomock collection side by side; after each, random queries (equality, `$in`, `$and`,
 on `_id` and other fields, values of mixed types, arrays) must return the same documents in the
-same order, and a unique index must refuse the same writes.
+same order, and a unique index must refuse the same writes. Aggregations (a leading `$match`,
+`$sort`, then stages that stream a few documents at a time) must answer like mongomock's own.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from mongomock.collection import Collection
 
 from crawlsched.store import embedded
+from crawlsched.store.embedded import collection as embedded_collection
 
 FIELDS = ["a", "b", "c"]
 values = st.one_of(
@@ -58,6 +60,9 @@ class IndexedVersusPlain(RuleBasedStateMachine):
         embedded.install()
         client = mongomock.MongoClient()
         db = client["t"]
+        # Stream aggregations three documents at a time, so that results cross chunk edges.
+        self._chunk = embedded_collection.STREAM_CHUNK
+        embedded_collection.STREAM_CHUNK = 3
         self.indexed = db["indexed"]
         # The same database, but mongomock's own collection class: scans every time.
         self.plain = Collection(db, name="plain", _db_store=db._store)
@@ -101,6 +106,25 @@ class IndexedVersusPlain(RuleBasedStateMachine):
         assert list(self.indexed.find(query)) == list(self.plain.find(query))
         assert self.indexed.count_documents(query) == self.plain.count_documents(query)
 
+    @rule(
+        query=queries,
+        field=st.sampled_from(FIELDS),
+        direction=st.sampled_from([1, -1]),
+        keep=st.sampled_from(FIELDS),
+    )
+    def same_aggregations(self, query, field, direction, keep):
+        pipeline = [
+            {"$match": query},
+            {"$sort": {field: direction, "_id": 1}},
+            {"$project": {"a": 1, "b": 1, keep: 1}},
+            {"$addFields": {"copied": "$a"}},
+            {"$match": {"b": {"$ne": "y"}}},
+        ]
+        assert list(self.indexed.aggregate(pipeline)) == list(self.plain.aggregate(pipeline))
+
+    def teardown(self):
+        embedded_collection.STREAM_CHUNK = self._chunk
+
     @invariant()
     def same_documents(self):
         assert list(self.indexed.find({})) == list(self.plain.find({}))
@@ -116,18 +140,49 @@ def test_embedded_index_lookup_touches_only_matching_documents(n):
     collection = mongomock.MongoClient()["t"]["jobs"]
     collection.insert_many([{"_id": i, "dispatch_id": f"d{i % 100}"} for i in range(n)])
     calls = 0
-    original = embedded.filter_applies
+    original = embedded_collection.filter_applies
 
     def counting(filter, doc):
         nonlocal calls
         calls += 1
         return original(filter, doc)
 
-    embedded.filter_applies = counting
+    embedded_collection.filter_applies = counting
     try:
         assert len(list(collection.find({"dispatch_id": "d7"}))) == n // 100
         assert len(list(collection.find({"_id": {"$in": [1, 2, 3]}}))) == 3
     finally:
-        embedded.filter_applies = original
+        embedded_collection.filter_applies = original
     # Only the candidates were filtered: 20 + 3 documents, not 2 x 2,000.
     assert calls == n // 100 + 3
+
+
+def test_embedded_aggregation_streams_a_chunk_at_a_time(monkeypatch):
+    # Given more matching documents than one chunk
+    embedded.install()
+    collection = mongomock.MongoClient(tz_aware=True)["t"]["jobs"]
+    collection.insert_many([{"_id": i, "state": 1, "rank": i % 7} for i in range(50)])
+    monkeypatch.setattr(embedded_collection, "STREAM_CHUNK", 10)
+    copies = 0
+    original = embedded.IndexedCollection._read_copy
+
+    def counting(self, document, fields=None):
+        nonlocal copies
+        copies += 1
+        return original(self, document, fields)
+
+    monkeypatch.setattr(embedded.IndexedCollection, "_read_copy", counting)
+    pipeline = [
+        {"$match": {"state": 1}},
+        {"$sort": {"rank": -1, "_id": 1}},
+        {"$project": {"rank": 1}},
+    ]
+    # When the first row is read, only the first chunk has been copied
+    cursor = collection.aggregate(pipeline)
+    first = next(cursor)
+    assert copies == 10
+    # Then the whole result is what a sort of everything gives, in order
+    rest = list(cursor)
+    expected = sorted(range(50), key=lambda i: (-(i % 7), i))
+    assert [first["_id"], *(row["_id"] for row in rest)] == expected
+    assert copies == 50

@@ -11,7 +11,14 @@ from datetime import timedelta
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, multiple, rule
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    invariant,
+    multiple,
+    rule,
+    run_state_machine_as_test,
+)
 
 from crawlsched.resources import rules
 from crawlsched.resources.backends.mongo import MongoLeaseBackend
@@ -51,18 +58,30 @@ def make_pools(db, now=NOW):
 class LeasePoolMachine(RuleBasedStateMachine):
     leases = Bundle("leases")
 
+    # A MongoDB server URL runs the machine there (set by the test below); else embedded.
+    server_url: str | None = None
+    server_db = "lease_machine"
+
     def __init__(self):
         super().__init__()
-        self.url = "mongomock://lease-machine"
-        drop_embedded(self.url)
-        self.db = open_database(self.url, "crawlsched")
+        if self.server_url is None:
+            self.url = "mongomock://lease-machine"
+            drop_embedded(self.url)
+            self.db = open_database(self.url, "crawlsched")
+        else:
+            self.url = self.server_url
+            self.db = open_database(self.url, self.server_db)
+            self.db.raw.client.drop_database(self.server_db)
         self.backend, self.inventory = make_pools(self.db)
         self.pools = ResourcePools(self.backend, ttl_s=TTL_S)
         self.now = NOW
         self.holders = 0
 
     def teardown(self):
-        drop_embedded(self.url)
+        if self.server_url is None:
+            drop_embedded(self.url)
+        else:
+            self.db.raw.client.drop_database(self.server_db)
 
     # -- rules ------------------------------------------------------------------------------
 
@@ -167,6 +186,20 @@ class LeasePoolMachine(RuleBasedStateMachine):
 
 LeasePoolMachine.TestCase.settings = settings(max_examples=40, stateful_step_count=30)
 test_lease_pools_state_machine = LeasePoolMachine.TestCase
+
+
+@pytest.mark.multiprocess
+def test_lease_pools_state_machine_on_the_mongodb_server(
+    multiprocess_mongo_url, mongo_database_name
+):
+    """The same machine on the wire-protocol server (mongoeco, or a real mongod when
+    CRAWLSCHED_TEST_MONGO_URL is set): the backend production uses, not the embedded store."""
+
+    class OnServer(LeasePoolMachine):
+        server_url = multiprocess_mongo_url
+        server_db = mongo_database_name
+
+    run_state_machine_as_test(OnServer, settings=settings(max_examples=8, stateful_step_count=20))
 
 
 def test_a_banned_cooling_or_rate_limited_account_is_not_leased():

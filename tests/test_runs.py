@@ -130,12 +130,19 @@ def test_a_redelivered_report_counts_a_child_whose_parent_count_was_lost(embedde
 
     rt = Runtime(settings_for_tests(mongo_url=embedded_mongo_url, broker_url="stub://"))
     parent, child = "s@20261123T080000Z", "s@20261123T080000Z/1"
+    dispatch = "d" * 32
     rt.runs.open(parent, "s", NOW, NOW)
     rt.runs.open(child, "s", NOW, NOW, parent_id=parent)
     rt.runs.close_planning(parent, 3, {}, NOW, children=1)
     rt.runs.close_planning(child, 3, {}, NOW)
-    report = ReportMessage(run_id=child, report_key="d1:crawl", counts={"succeeded": 3})
-    rt.runs.report(child, report.report_key, report.counts)
+    rt.db.profiles.insert_many(
+        [
+            {"_id": i, "run_id": child, "last_dispatch_id": dispatch, "last_outcome": "succeeded"}
+            for i in range(3)
+        ]
+    )
+    report = ReportMessage(run_id=child, dispatch_id=dispatch, collection="profiles", phase="crawl")
+    rt.runs.report(child, report.report_key, {"succeeded": 3})
     assert rt.runs.finish(child, NOW)  # ...and the process died here
     assert rt.runs.get(parent)["state"] == RUNNING
 

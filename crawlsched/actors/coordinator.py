@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-import dramatiq
+import time
 
+import dramatiq
+from dramatiq.middleware import CurrentMessage
+
+from crawlsched import metrics
 from crawlsched.actors.notifier import send_webhook
+from crawlsched.errors import ReportRejected
 from crawlsched.flow.coordination import record_report
 from crawlsched.messages import BadMessage, ReportMessage
 from crawlsched.runtime import get_runtime
@@ -12,9 +17,12 @@ from crawlsched.runtime import get_runtime
 QUEUE = "crawlsched.done"
 
 
-@dramatiq.actor(actor_name="record_finished", queue_name=QUEUE, throws=(BadMessage,))
+@dramatiq.actor(actor_name="record_finished", queue_name=QUEUE, throws=(BadMessage, ReportRejected))
 def record_finished(report: dict) -> None:
-    record_report(get_runtime(), ReportMessage.parse(report), send_webhook)
+    parsed = ReportMessage.parse(report)
+    if message := CurrentMessage.get_current_message():
+        metrics.report_received(time.time() - message.message_timestamp / 1000)
+    record_report(get_runtime(), parsed, send_webhook)
 
 
 def send_report(report: ReportMessage) -> None:

@@ -26,10 +26,12 @@ def dispatch(message: BatchMessage) -> None:
 
 @dramatiq.actor(actor_name="plan_crawls", queue_name="crawlsched.plan", throws=(BadMessage,))
 def plan_crawls(schedule_id: str, fire_at: str) -> None:
+    if not isinstance(schedule_id, str) or not 0 < len(schedule_id) <= 200:
+        raise BadMessage("schedule_id must be a string of 1 to 200 characters")
     try:
         when = datetime.fromisoformat(fire_at)
     except (TypeError, ValueError) as e:
-        raise BadMessage(f"fire_at is not an ISO date: {fire_at!r}") from e
+        raise BadMessage(f"fire_at is not an ISO date: {str(fire_at)[:50]!r}") from e
     if when.tzinfo is None:
-        raise BadMessage(f"fire_at must carry a time zone: {fire_at!r}")
+        raise BadMessage(f"fire_at must carry a time zone: {fire_at[:50]!r}")
     plan_run(get_runtime(), schedule_id, when, dispatch, send_webhook)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 
 import dramatiq
 
+from crawlsched import metrics
 from crawlsched.actors.coordinator import send_report
 from crawlsched.actors.crawl import send_crawl
 from crawlsched.actors.gatekeepers import send_wake
@@ -24,6 +26,7 @@ def _send_plan(schedule_id: str, fire_at: datetime) -> None:
 # A tick is worthless once the next one is out: never retry it, never let it queue up for long.
 @dramatiq.actor(actor_name="tick", queue_name="crawlsched.ticks", max_retries=0, max_age=60_000)
 def tick() -> None:
+    started = time.perf_counter()
     runtime = get_runtime()
     fire_due(runtime, _send_plan)
     reclaim_expired(runtime, send_report)
@@ -31,3 +34,4 @@ def tick() -> None:
     starve_overdue(runtime, send_report)
     # The sweep that covers lost wake-ups: one read when nothing waits.
     admit_waiting(runtime, None, send_crawl)
+    metrics.tick_done(time.perf_counter() - started)

@@ -23,16 +23,28 @@ from dramatiq.middleware import (
 )
 
 from crawlsched import runtime
+from crawlsched.brokers.guards import GuardMessages, LogDeadLetters
 from crawlsched.brokers.middleware import LogContext
 from crawlsched.logs import configure_logging
-from crawlsched.settings import Settings
+from crawlsched.metrics.worker import WorkerMetrics
+from crawlsched.services import (
+    bounded_pika_parameters,
+    check_broker,
+    check_mongo,
+    services_or_exit,
+)
+from crawlsched.settings import Settings, load_settings_or_exit
 
 _configured: dramatiq.Broker | None = None
 
 
 def middleware(settings: Settings) -> list[dramatiq.Middleware]:
+    key = settings.message_signing_key
     return [
+        # First: nothing below (AgeLimit, the actors) sees a message that fails these checks.
+        GuardMessages(key.get_secret_value().encode() if key else None),
         LogContext(),
+        LogDeadLetters(),
         CurrentMessage(),
         # A tick or a plan older than this is stale: the next tick will do better.
         AgeLimit(max_age=24 * 3600 * 1000),
@@ -56,6 +68,10 @@ def setup_broker(settings: Settings) -> dramatiq.Broker:
         broker.emit_after("process_boot")
     else:
         broker = RabbitmqBroker(url=settings.broker_url, middleware=middleware(settings))
+        bounded_pika_parameters(broker.parameters, settings.connect_timeout_s)
+        if settings.metrics_enabled:
+            # Acts only in processes the `dramatiq` CLI boots (see crawlsched.metrics.worker).
+            broker.add_middleware(WorkerMetrics(settings))
     dramatiq.set_broker(broker)
     _configured = broker
     _rebind_declared_actors(broker)
@@ -78,5 +94,16 @@ def _rebind_declared_actors(broker: dramatiq.Broker) -> None:
 
 
 def ensure_broker() -> dramatiq.Broker:
-    """The broker set up by this process, or one from the environment (the `dramatiq` CLI)."""
-    return _configured if _configured is not None else setup_broker(Settings())
+    """The broker set up by this process, or one from the environment (the `dramatiq` CLI).
+
+    A worker started by the `dramatiq` CLI checks both services before it takes a message:
+    one that cannot be reached is one line and exit 1, not a worker that looks ready.
+    """
+    if _configured is not None:
+        return _configured
+    settings = load_settings_or_exit()
+    with services_or_exit(settings):
+        broker = setup_broker(settings)
+        check_broker(settings, getattr(broker, "parameters", None))
+        check_mongo(settings, runtime.get_runtime())
+    return broker

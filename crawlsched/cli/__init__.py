@@ -13,6 +13,7 @@ from crawlsched.cli import (
     pools,
     run_ops,  # noqa: F401  (adds now/stop/children/history to `run`)
     runs,
+    schedules,
 )
 
 app = typer.Typer(
@@ -27,3 +28,4 @@ pools.register(app)
 doctor.register(app)
 activity.register(app)
 app.add_typer(jobs.app, name="jobs", help="Add, import and inspect crawl jobs.")
+app.add_typer(schedules.app, name="schedules", help="Create, change and inspect schedules.")

@@ -12,6 +12,7 @@ from crawlsched.cli.common import cli_runtime, console, load_settings
 from crawlsched.drivers import registry
 from crawlsched.logs import configure_logging, get_logger
 from crawlsched.reference import load_reference
+from crawlsched.services import check_broker, services_or_exit
 
 log = get_logger(__name__)
 
@@ -68,7 +69,9 @@ def register(app: typer.Typer) -> None:
         settings = load_settings()
         from crawlsched.brokers import setup_broker
 
-        setup_broker(settings)
+        with services_or_exit(settings):
+            broker = setup_broker(settings)
+            check_broker(settings, getattr(broker, "parameters", None))
         from crawlsched.actors.ticker import tick
 
         configure_logging(settings.log_format, settings.log_level)
@@ -76,11 +79,19 @@ def register(app: typer.Typer) -> None:
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         signal.signal(signal.SIGINT, lambda *_: stop.set())
         period = interval or settings.clock_interval_s
+        clock_metrics = None
+        if settings.clock_metrics_address:
+            from crawlsched.metrics.clock import serve_clock_metrics
+
+            clock_metrics = serve_clock_metrics(settings, settings.clock_metrics_address)
         sent = 0
-        log.info("clock_started", interval_s=period)
+        log.info("clock_started", interval_s=period, metrics=settings.clock_metrics_address)
         while not stop.is_set():
-            tick.send()
+            with services_or_exit(settings):
+                tick.send()
             sent += 1
+            if clock_metrics:
+                clock_metrics.tick_sent()
             if count and sent >= count:
                 break
             stop.wait(period)

@@ -7,12 +7,12 @@ from contextlib import contextmanager
 from typing import NoReturn
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 
 from crawlsched.errors import CrawlschedError
 from crawlsched.runtime import Runtime
-from crawlsched.settings import Settings
+from crawlsched.services import services_or_exit
+from crawlsched.settings import Settings, load_settings_or_exit
 
 # Tables of run ids and queue names need room; a pipe would otherwise get rich's 80 columns.
 console = Console(width=None if Console().is_terminal else 140)
@@ -20,20 +20,18 @@ err_console = Console(stderr=True)
 
 
 def load_settings() -> Settings:
-    try:
-        return Settings()
-    except ValidationError as e:
-        err_console.print(f"[red]invalid CRAWLSCHED_* settings:[/red]\n{e}")
-        raise typer.Exit(2) from None
+    return load_settings_or_exit()
 
 
 @contextmanager
 def cli_runtime(settings: Settings | None = None) -> Iterator[Runtime]:
     """A runtime for one command; crawlsched errors become a red line and exit code 1."""
+    settings = settings or load_settings()
     try:
-        yield Runtime(settings or load_settings())
+        with services_or_exit(settings):
+            yield Runtime(settings)
     except CrawlschedError as e:
-        err_console.print(f"[red]error:[/red] {e}")
+        err_console.print(f"[red]error:[/red] {e}", soft_wrap=True)
         raise typer.Exit(1) from None
 
 

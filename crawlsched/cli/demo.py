@@ -78,6 +78,8 @@ def register(app: typer.Typer) -> None:
             # Batches that find no free account or node wait this long, then starve.
             admission_wait_s=DEMO_WAIT_S,
             browser_host_resolver_rules="MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+            # The demo site runs on loopback: admitted explicitly, nothing else private is.
+            target_allow_networks=["127.0.0.1/32"],
         )
         drop_embedded(DEMO_STORE)
         broker = setup_broker(settings)

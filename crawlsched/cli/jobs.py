@@ -93,7 +93,7 @@ def _add(fields: dict[str, Any]) -> None:
     with cli_runtime() as rt:
         job = job_input_from_row({k: v for k, v in fields.items() if v is not None})
         media, task_rows = _media(rt, job.media_name)
-        docs = build_job_docs(job, media, set(task_rows), rt.now())
+        docs = build_job_docs(job, media, set(task_rows), rt.now(), rt.allowed_networks)
         collection = TARGET_KINDS[job.kind].collection
         inserted, skipped = rt.jobs(collection).insert_new(docs)
         first = docs[0]
@@ -218,7 +218,7 @@ class _Importer:
                 collection, docs = self._preserved(raw)
             else:
                 job = job_input_from_row(raw, self.kind)
-                docs = build_job_docs(job, *self._media_of(job), self.now)
+                docs = build_job_docs(job, *self._media_of(job), self.now, self.rt.allowed_networks)
                 collection = TARGET_KINDS[job.kind].collection
         except BadJobInput as e:
             self._reject(line, str(e), raw)
@@ -338,6 +338,7 @@ def import_jobs(
         err_console.print(f"[red]error:[/red] cannot read {file}: {e}")
         raise typer.Exit(2) from None
     rejects_out = rejects.open("w", encoding="utf-8") if rejects else None
+    imp: _Importer | None = None
     try:
         with cli_runtime() as rt:
             imp = _Importer(rt, kind.value if kind else None, rejects_out, preserve)
@@ -347,13 +348,20 @@ def import_jobs(
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),
             )
-            with Progress(*columns, console=console) as progress:
+            with Progress(*columns, console=console, transient=True) as progress:
                 bar = progress.add_task(f"importing {file.name}", total=total)
                 for line, raw in rows:
                     imp.add(line, raw)
                     progress.update(bar, completed=line)
                 imp.finish()
                 progress.update(bar, completed=total)
+    except (typer.Exit, SystemExit):
+        # The error is already said; say what was written before it, so a re-run is safe to
+        # plan (rows already inserted are skipped as duplicates).
+        if imp is not None and imp.rows:
+            _import_report(imp)
+            console.print(f"import stopped at row {imp.rows}; the rows counted above are written")
+        raise
     finally:
         if rejects_out is not None:
             rejects_out.close()

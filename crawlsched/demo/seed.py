@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from urllib.parse import urlsplit
 
 from crawlsched.catalog import JobState
 from crawlsched.demo.site import MISSING_PREFIX
@@ -18,7 +19,13 @@ DEAD_EVERY = 7  # every 7th target 404s
 def demo_reference(base_url: str) -> ReferenceData:
     reference = load_reference()
     media = [
-        m.model_copy(update={"url_template": f"{base_url}/{m.name}/{{handle}}"})
+        m.model_copy(
+            update={
+                "url_template": f"{base_url}/{m.name}/{{handle}}",
+                # The demo site is where the demo accounts' secrets may go.
+                "secret_hosts": [urlsplit(base_url).hostname or "127.0.0.1"],
+            }
+        )
         if m.url_template
         else m
         for m in reference.media

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -41,8 +41,14 @@ class CrawlContext:
         selenium_url: str | None = None,
         browser: Any = None,
         open_browser: Callable[[], Any] | None = None,
+        secret_hosts: Sequence[str] = (),
+        allowed_networks: Sequence[Any] = (),
     ) -> None:
         self.http = http
+        # Where the secret may go (its media's declared hosts), and the private networks a
+        # crawl may reach (settings): see crawlsched.drivers.targets.
+        self.secret_hosts = tuple(secret_hosts)
+        self.allowed_networks = tuple(allowed_networks)
         self.secret = secret  # the leased account's credential; never log it
         self.selenium_url = selenium_url  # the leased node, when the task needs a browser
         self._browser = browser

@@ -9,6 +9,8 @@ import httpx
 
 from crawlsched.drivers.base import CrawlContext, CrawlJob, CrawlResult, DriverError
 from crawlsched.drivers.registry import register
+from crawlsched.drivers.targets import check_target, may_carry_secret, redact
+from crawlsched.errors import UnsafeTarget
 
 
 class _PageParser(HTMLParser):
@@ -35,15 +37,35 @@ class _PageParser(HTMLParser):
             self.title += data
 
 
+MAX_REDIRECTS = 5
+
+
+def fetch(url: str, context: CrawlContext) -> httpx.Response:
+    """GET with redirects followed by hand: each hop's target is resolved and checked before
+    connecting, and the secret goes only to hops whose host the media declares."""
+    for _ in range(MAX_REDIRECTS + 1):
+        try:
+            check_target(url, context.allowed_networks)
+        except UnsafeTarget as e:
+            raise DriverError(f"refused: {e}") from None
+        headers = {}
+        if context.secret and may_carry_secret(url, context.secret_hosts):
+            headers["Authorization"] = f"Bearer {context.secret}"
+        try:
+            response = context.http.get(url, headers=headers, follow_redirects=False)
+        except httpx.HTTPError as e:
+            raise DriverError(f"GET {redact(url)} failed: {type(e).__name__}") from None
+        if not response.is_redirect:
+            return response
+        url = str(response.url.join(response.headers["location"]))
+    raise DriverError(f"GET {redact(url)}: more than {MAX_REDIRECTS} redirects")
+
+
 class HttpPageDriver:
     def crawl(self, job: CrawlJob, context: CrawlContext) -> CrawlResult:
-        headers = {"Authorization": f"Bearer {context.secret}"} if context.secret else {}
-        try:
-            response = context.http.get(job.url, headers=headers, follow_redirects=True)
-        except httpx.HTTPError as e:
-            raise DriverError(f"GET {job.url} failed: {type(e).__name__}: {e}") from e
+        response = fetch(job.url, context)
         if response.status_code >= 400:
-            raise DriverError(f"GET {job.url} answered {response.status_code}")
+            raise DriverError(f"GET {redact(job.url)} answered {response.status_code}")
         parser = _PageParser()
         parser.feed(response.text)
         seen: dict[str, None] = {}

@@ -15,9 +15,10 @@ import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
+from crawlsched import metrics
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage, ReportMessage
-from crawlsched.planning.outcomes import Outcome
+from crawlsched.planning.outcomes import PHASE_OUTCOMES, Outcome
 from crawlsched.resources.pools import Need
 from crawlsched.resources.queueing import (
     Load,
@@ -73,6 +74,7 @@ def park(rt: Runtime, message: BatchMessage, now: datetime) -> dict:
 def admit(rt: Runtime, message: BatchMessage, forward: Callable[[BatchMessage], None]) -> int:
     """A new batch from the planner: park it, then admit what can be admitted now."""
     park(rt, message, rt.now())
+    metrics.batch_parked(message.category, message.media_name)
     return admit_waiting(rt, keys_of(message), forward)
 
 
@@ -141,6 +143,7 @@ def admit_waiting(
         rt.waiting.remove(batch.dispatch_id, token)
         load = load.plus(batch, len(grant.leases))
         admitted += 1
+        metrics.batch_admitted(message.category, message.media_name, waited_s)
         log.info(
             "batch_admitted",
             dispatch_id=message.dispatch_id,
@@ -156,24 +159,44 @@ def starve(
     message: BatchMessage,
     report: Callable[[ReportMessage], None],
     reason: str,
-) -> None:
-    """Give the jobs back untouched (pending, same attempt count) and count them starved."""
+    pools: Iterable[str] = (),
+) -> int:
+    """Give the jobs back untouched (pending, same attempt count) and count them starved.
+
+    Returns how many jobs of this dispatch are starved."""
     store = rt.jobs(message.collection)
     store.release(message.dispatch_id)
     # Read back rather than trust our own count: a redelivery must report the same numbers.
-    counts = store.outcomes_of(message.dispatch_id, {Outcome.STARVED})
+    counts = store.outcomes_of(message.dispatch_id, PHASE_OUTCOMES["admit"])
     jobs = counts.get(Outcome.STARVED, 0)
     log.warning("batch_starved", dispatch_id=message.dispatch_id, jobs=jobs, reason=reason)
     if counts:
         rt.runs.record_shortage(message.run_id, message.dispatch_id, jobs, reason, rt.now())
+        record_starved_miss(rt, message.run_id, pools)
         report(
             ReportMessage(
                 run_id=message.run_id,
-                report_key=f"{message.dispatch_id}:admit",
-                counts=counts,
+                dispatch_id=message.dispatch_id,
+                collection=message.collection,
+                phase="admit",
                 stages_ms=dict(message.stages_ms),
             )
         )
+    return jobs
+
+
+def record_starved_miss(rt: Runtime, run_id: str, pools: Iterable[str]) -> None:
+    """The run's fire time also counts as missed (reason starved), with the pools that ran
+    short (`account:<media>`, `selenium`)."""
+    run = rt.runs.get(run_id)
+    schedule = rt.schedules.get(run["schedule_id"]) if run else None
+    if run is None or schedule is None:
+        return
+    new = False
+    for pool in sorted(pools) or ["unknown"]:
+        new |= rt.missed_runs.record_starved(schedule, run["fire_at"], run_id, pool, rt.now())
+    if new:
+        metrics.missed_runs("starved")
 
 
 def starve_overdue(rt: Runtime, report: Callable[[ReportMessage], None]) -> int:
@@ -188,7 +211,9 @@ def starve_overdue(rt: Runtime, report: Callable[[ReportMessage], None]) -> int:
         waited = (now - taken["enqueued_at"]).total_seconds()
         short = [taken["last_short"]] if taken.get("last_short") else taken["needs"]
         reason = f"waited {waited:.0f}s for the {describe_keys(short)}"
-        starve(rt, BatchMessage.parse(taken["message"]), report, reason)
+        message = BatchMessage.parse(taken["message"])
+        jobs = starve(rt, message, report, reason, short)
+        metrics.batch_starved(short[0], message.task, message.media_name, jobs)
         rt.waiting.remove(doc["_id"], token)
         starved += 1
     return starved
@@ -222,6 +247,7 @@ def requeue(
         }
     )
     park(rt, rest, rt.now())
+    metrics.batch_requeued(message.task, message.media_name)
     log.warning(
         "batch_requeued",
         dispatch_id=message.dispatch_id,

@@ -1,5 +1,10 @@
 """The coordinator: apply each dispatch's report once; end the run when nothing is left.
 
+A report is a claim, not a fact. What it counts is read from the jobs: those of its run whose
+last outcome was written by its dispatch, with an outcome of its phase. A report for a dispatch
+that still holds jobs, that finished no job of that run, or for a run that does not exist is
+refused (dead-lettered by the actor), so a forged or foreign report changes nothing.
+
 A run ends exactly once (a compare-and-set): finished, failed (jobs ran and none succeeded)
 or stopped. Its end is an event (`emit`); a child run's end counts one child off its parent;
 a schedule that asks for webhook notifications of that end gets a delivery queued.
@@ -10,10 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from crawlsched import metrics
+from crawlsched.errors import ReportRejected
 from crawlsched.events import emit
 from crawlsched.flow.notifying import plan_webhook
 from crawlsched.logs import get_logger
 from crawlsched.messages import ReportMessage
+from crawlsched.planning.outcomes import PHASE_OUTCOMES
 from crawlsched.planning.run_end import run_end
 from crawlsched.runtime import Runtime
 from crawlsched.store.runs import ENDED, is_done
@@ -34,6 +42,7 @@ def finish_if_done(rt: Runtime, run: dict[str, Any], notify: Notify = _no_notify
     end = run_end(counts, bool(run.get("stop_requested")))
     if not rt.runs.finish(run["_id"], rt.now(), end.state, end.result):
         return False
+    metrics.run_finished()
     log.info("run_ended", run_id=run["_id"], result=end.result, planned=run.get("planned"))
     emit(
         rt,
@@ -59,16 +68,27 @@ def _count_child_ended(rt: Runtime, run: dict[str, Any], notify: Notify) -> None
 
 
 def record_report(rt: Runtime, report: ReportMessage, notify: Notify = _no_notify) -> bool:
-    """Returns True if this report ended its run."""
+    """Returns True if this report ended its run; raises ReportRejected for a false one."""
+    store = rt.jobs(report.collection)
+    seen = store.dispatch_report(report.dispatch_id, report.run_id, PHASE_OUTCOMES[report.phase])
+    if seen.held:
+        raise ReportRejected(report.report_key, f"its dispatch still holds {seen.held} jobs")
+    if not seen.counts:
+        raise ReportRejected(
+            report.report_key, f"no job of run {report.run_id[:100]!r} ended in that dispatch"
+        )
     run = rt.runs.report(
-        report.run_id, report.report_key, report.counts, report.discovered, report.stages_ms
+        report.run_id, report.report_key, seen.counts, stages_ms=report.stages_ms, links=seen.links
     )
     if run is None:
-        log.info("report_ignored_duplicate_or_unknown_run", report_key=report.report_key)
-        # A redelivery after a crash between a child's end and its parent's count: count it
-        # now (idempotent per child). One read, on duplicates only.
         ended = rt.runs.get(report.run_id)
-        if ended is not None and ended["state"] in ENDED:
+        if ended is None:
+            raise ReportRejected(report.report_key, "no such run")
+        metrics.report_ignored()
+        log.info("report_ignored_duplicate", report_key=report.report_key)
+        # A redelivery after a crash between a child's end and its parent's count: count it
+        # now (idempotent per child).
+        if ended["state"] in ENDED:
             _count_child_ended(rt, ended, notify)
         return False
     return finish_if_done(rt, run, notify)

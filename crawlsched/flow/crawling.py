@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from crawlsched import metrics
 from crawlsched.catalog import TASK_RESULTS
 from crawlsched.drivers import registry
 from crawlsched.drivers.base import CrawlContext, CrawlJob, LoginRejected, RateLimited
@@ -25,14 +27,18 @@ from crawlsched.ids import encode_id
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage, ReportMessage
 from crawlsched.planning.due import derive_target
-from crawlsched.planning.outcomes import STOPPED, JobUpdate, Outcome, after_failure, after_success
+from crawlsched.planning.outcomes import (
+    PHASE_OUTCOMES,
+    STOPPED,
+    JobUpdate,
+    after_failure,
+    after_success,
+)
 from crawlsched.resources.rules import ACCOUNT_POOL, SELENIUM_POOL, pool_of
 from crawlsched.runtime import Runtime
 from crawlsched.store.runs import schedule_id_of
 
 log = get_logger(__name__)
-
-CRAWL_OUTCOMES = {Outcome.SUCCEEDED, Outcome.FAILED, Outcome.EXHAUSTED, STOPPED}
 
 
 def job_url(job: dict[str, Any], target: str, media: dict[str, Any] | None) -> str:
@@ -120,6 +126,7 @@ def _browser(rt: Runtime, leases: Leases, context: CrawlContext) -> Iterator[Non
 
 def _node_lost(rt: Runtime, url: str, reason: str) -> None:
     rt.inventory.mark_node(url, healthy=False, reason=reason[:300], now=rt.now(), capacity=None)
+    metrics.node_marked_down()
     log.warning("node_marked_down", node=url, reason=reason[:300])
 
 
@@ -180,7 +187,7 @@ def _crawl_jobs(
             return progress
         progress.found.extend((doc["_id"], item) for item in result.items)
         progress.discovered += len(result.discovered)
-        update = after_success(doc["_id"], doc.get("interval_s"), rt.now())
+        update = after_success(doc["_id"], doc.get("interval_s"), rt.now(), len(result.discovered))
         progress.updates.append(update)
         progress.executions.append(_execution(doc, update, started_at, rt.now(), len(result.items)))
     return progress
@@ -224,7 +231,12 @@ def _run(
 ) -> Progress:
     try:
         leases.keep()
-        context = CrawlContext(http=rt.http)
+        media = rt.media(message.media_name) or {}
+        context = CrawlContext(
+            http=rt.http,
+            secret_hosts=media.get("secret_hosts") or (),
+            allowed_networks=rt.allowed_networks,
+        )
         if account_lease := leases.of_pool(ACCOUNT_POOL):
             context.secret = rt.leases.secret(account_lease, rt.now())
         with _browser(rt, leases, context):
@@ -254,6 +266,8 @@ def crawl_batch(
             model_id = rt.model_ids().get(sink.model)
             rt.results.save(message.task, model_id, progress.found, rt.now(), rt.worker_id)
             store.record(message.dispatch_id, progress.updates, rt.now())
+            outcomes = Counter(update.outcome for update in progress.updates)
+            metrics.jobs_finished(message.task, message.media_name, outcomes)
             record_history(rt, message, progress.executions)
             if progress.stopped:
                 store.release(message.dispatch_id, STOPPED, progress.stopped)
@@ -266,15 +280,17 @@ def crawl_batch(
             rt.pools.release(message.lease_ids, rt.now())
             wake(keys_of(message))
     # Read back rather than count here: a redelivery after a crash between recording and
-    # reporting must send the same report again (the coordinator drops the duplicate).
-    counts = store.outcomes_of(message.dispatch_id, CRAWL_OUTCOMES)
+    # reporting must send the same report again (the coordinator drops the duplicate). The
+    # report itself carries no counts: the coordinator reads them from the jobs too.
+    counts = store.outcomes_of(message.dispatch_id, PHASE_OUTCOMES["crawl"])
     if counts:
         elapsed_ms = round((time.perf_counter() - started) * 1000, 1)
         report(
             ReportMessage(
                 run_id=message.run_id,
-                report_key=f"{message.dispatch_id}:crawl",
-                counts=counts,
+                dispatch_id=message.dispatch_id,
+                collection=message.collection,
+                phase="crawl",
                 stages_ms={**message.stages_ms, "crawl": elapsed_ms},
             )
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from crawlsched import metrics
 from crawlsched.errors import CrawlschedError
 from crawlsched.logs import get_logger
 from crawlsched.resources.node_status import NodeStatus
@@ -45,6 +46,7 @@ def probe_nodes(
             came_up = True
             log.info("node_up", node=url)
         elif not healthy and (before != DOWN or revoked):
+            metrics.node_marked_down()
             log.warning("node_down", node=url, reason=reason, leases_revoked=len(revoked))
     if came_up:
         wake(frozenset({SELENIUM_KEY}))

@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import datetime
 
+from crawlsched import metrics
 from crawlsched.errors import BadJobDocument
 from crawlsched.events import emit
 from crawlsched.flow.coordination import Notify, finish_if_done
@@ -73,6 +74,7 @@ def _claim_chunk(
             stats["claimed"] += len(job_ids)
             stats[f"batches.{batch.category.value}"] += 1
             stats[f"jobs.{batch.category.value}"] += len(job_ids)
+            metrics.batch_dispatched(batch.task, batch.media_name, batch.category, len(job_ids))
             dispatch(BatchMessage.of(batch, owner, request.dispatch_id, job_ids))
 
 
@@ -83,26 +85,25 @@ def plan_collection(
     now: datetime,
     dispatch: Callable[[BatchMessage], None],
     stats: Counter,
+    targets: list[str] | None = None,
 ) -> None:
-    """Audit, then stream each task's due jobs: parse, cut into batches, claim, dispatch.
+    """Stream each task's due jobs (parse, cut into batches, claim, dispatch), then audit.
 
     Batches leave as they fill and claims go in bulks of about CLAIM_CHUNK_JOBS, so neither
     memory nor any reply grows with the number of due jobs. With a claim cap
     (`max_claim_per_sweep`), the sweep stops reading once the run has claimed that many; the
-    rest stay due for the next sweep.
+    rest stay due for the next sweep. With `targets` (a target-set schedule) only the jobs of
+    those targets are read and claimed.
     """
-    problems = [diagnose(row) for row in store.audit(now)]
-    stats["set_aside"] += store.set_aside([p for p in problems if p.set_aside], now)
-    stats["waiting_on_operator"] += sum(1 for p in problems if not p.set_aside)
     deadline = expiry_deadline(now, rt.settings.dispatch_lease_s)
     fields = rt.target_fields(store.collection_name)
     cap = rt.settings.max_claim_per_sweep
-    for task in store.due_tasks(now):
+    for task in store.due_tasks(now, targets):
         cutter = BatchCutter(store.collection_name, task, rt.settings.default_batch_limit)
         full: list[Batch] = []
         bad: list[Problem] = []
         taken = 0  # jobs put in a batch for this task so far
-        for row in store.due_rows(task, now, fields):
+        for row in store.due_rows(task, now, fields, targets):
             if cap and stats["claimed"] + taken >= cap:
                 stats["capped_at"] = cap  # the run stopped claiming here
                 break
@@ -125,6 +126,11 @@ def plan_collection(
         stats["set_aside"] += store.set_aside(bad, now)
         if cap and stats["claimed"] >= cap:
             break
+    # The audit finds only jobs the pipeline can never return, so it changes nothing above:
+    # run it last, and the first batches leave a whole collection scan sooner.
+    problems = [diagnose(row) for row in store.audit(now)]
+    stats["set_aside"] += store.set_aside([p for p in problems if p.set_aside], now)
+    stats["waiting_on_operator"] += sum(1 for p in problems if not p.set_aside)
 
 
 MAX_SHARDS = 64
@@ -159,7 +165,10 @@ def plan_run(
     end = functools.partial(finish_if_done, notify=notify) if notify else finish_if_done
     run = rt.runs.open(run_id, schedule_id, fire_at, now)
     schedule = rt.schedules.get(schedule_id)
-    collections = schedule["collections"] if schedule else []
+    # A deleted schedule plans nothing, even from a message sent before the deletion.
+    live = schedule is not None and schedule.get("state") != "deleted"
+    collections = schedule["collections"] if live else []
+    targets = schedule.get("targets") if live else None
     if not run["planning"]:
         # A crash may have come between closing the parent and closing its children.
         children = [c["_id"] for c in rt.runs.children_of(run_id) if c["planning"]]
@@ -174,7 +183,7 @@ def plan_run(
     stats: Counter = Counter()
     guarded = StoppedRunGuard(rt, run_id, dispatch)
     for collection in collections:
-        plan_collection(rt, rt.jobs(collection), owners, now, guarded.dispatch, stats)
+        plan_collection(rt, rt.jobs(collection), owners, now, guarded.dispatch, stats, targets)
     stats["planning_ms"] = round((time.perf_counter() - started) * 1000, 1)
     planned = sum(rt.jobs(c).count_claimed_for_run(r) for c in collections for r in children)
     if not children:
@@ -185,6 +194,7 @@ def plan_run(
     log.info("run_planned", run_id=run_id, planned=planned, **{k: v for k, v in stats.items()})
     if closed is not None:
         rt.runs.add_stage_time(run_id, "plan", stats["planning_ms"])
+        metrics.run_planned(stats["planning_ms"] / 1000, (rt.now() - fire_at).total_seconds())
         emit(rt, "RunStarted", run_id=run_id, schedule_id=schedule_id, planned=planned)
     _close_children(rt, children, collections, end)
     if closed is not None:

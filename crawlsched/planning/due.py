@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from crawlsched.catalog import MAX_BATCH_JOBS
 from crawlsched.errors import BadJobDocument
 
 
@@ -90,9 +91,13 @@ def parse_due_job(doc: Mapping[str, Any], target_fields: Sequence[str] = ("targe
         raise BadJobDocument(doc.get("_id"), f"{row}: crawl_limit must be > 0")
     batch_limit = doc.get("batch_limit")
     if batch_limit is not None and (
-        isinstance(batch_limit, bool) or not isinstance(batch_limit, int) or batch_limit <= 0
+        isinstance(batch_limit, bool)
+        or not isinstance(batch_limit, int)
+        or not 0 < batch_limit <= MAX_BATCH_JOBS
     ):
-        raise BadJobDocument(doc.get("_id"), f"{row}: batch_limit must be a positive integer")
+        raise BadJobDocument(
+            doc.get("_id"), f"{row}: batch_limit must be an integer from 1 to {MAX_BATCH_JOBS}"
+        )
     return DueJob(
         id=doc["_id"],
         target=target,

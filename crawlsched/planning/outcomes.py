@@ -52,6 +52,14 @@ class Outcome:
 # `run status` shows the column then.
 STOPPED = "stopped"
 
+# The outcomes each reporting phase writes, and so the only ones its report may count.
+PHASE_OUTCOMES: dict[str, frozenset[str]] = {
+    "crawl": frozenset({Outcome.SUCCEEDED, Outcome.FAILED, Outcome.EXHAUSTED, STOPPED}),
+    "admit": frozenset({Outcome.STARVED}),
+    "expire": frozenset({Outcome.EXPIRED}),
+    "stop": frozenset({STOPPED}),
+}
+
 # Every outcome a run counts, in display order, with what it means to an operator.
 OUTCOME_MEANINGS: dict[str, str] = {
     Outcome.SUCCEEDED: "crawled; results stored; the job is due again after its interval",
@@ -71,9 +79,12 @@ class JobUpdate:
     exhausted: bool
     execution_date: datetime | None  # None: leave it as it is
     error: str | None = None
+    discovered: int = 0  # URLs the crawl found (the coordinator sums them from the jobs)
 
 
-def after_success(job_id: Any, interval_s: float | None, now: datetime) -> JobUpdate:
+def after_success(
+    job_id: Any, interval_s: float | None, now: datetime, discovered: int = 0
+) -> JobUpdate:
     """A recurring job is due again one interval from now; a one-off job is done."""
     if interval_s:
         return JobUpdate(
@@ -83,8 +94,11 @@ def after_success(job_id: Any, interval_s: float | None, now: datetime) -> JobUp
             0,
             False,
             now + timedelta(seconds=interval_s),
+            discovered=discovered,
         )
-    return JobUpdate(job_id, Outcome.SUCCEEDED, JobState.DONE, 0, False, None)
+    return JobUpdate(
+        job_id, Outcome.SUCCEEDED, JobState.DONE, 0, False, None, discovered=discovered
+    )
 
 
 def after_failure(

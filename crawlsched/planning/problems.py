@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -17,8 +17,70 @@ class Problem:
     set_aside: bool
 
 
+class ReferenceIndex:
+    """The media and task rows a job joins to, as the planning pipeline joins them.
+
+    A job's `media_name` finds its media rows, the media's `media_name_id` and the job's task
+    find its task rows. A job plans when one of its media is enabled and that media has an
+    enabled row for the task; an absent `enabled` means enabled (only `false` disables).
+    """
+
+    def __init__(
+        self, media: Iterable[Mapping[str, Any]], tasks: Iterable[Mapping[str, Any]]
+    ) -> None:
+        self._media: dict[Any, list[Mapping[str, Any]]] = {}
+        for row in media:
+            key = _key(row.get("media_name"))
+            if key is not None:
+                self._media.setdefault(key, []).append(row)
+        self._tasks: dict[tuple[Any, Any], list[Mapping[str, Any]]] = {}
+        for row in tasks:
+            pair = (_key(row.get("media_name_id")), _key(row.get("name")))
+            if None not in pair:
+                self._tasks.setdefault(pair, []).append(row)
+
+    def join(self, media_name: Any, task: Any) -> tuple[Mapping[str, Any] | None, list]:
+        """The media row and the task rows of that media a job is diagnosed with.
+
+        When the job plans: an enabled media and its enabled rows. Otherwise the closest miss:
+        no media, a disabled media, or an enabled media and its (disabled or no) rows.
+        """
+        media_rows = self._media.get(_key(media_name), [])
+        enabled = [m for m in media_rows if m.get("enabled") is not False]
+        if not enabled:
+            return (media_rows[0] if media_rows else None), []
+        for media in enabled:
+            rows = [r for r in self._task_rows(media, task) if r.get("enabled") is not False]
+            if rows:
+                return media, rows
+        return enabled[0], self._task_rows(enabled[0], task)
+
+    def plans(self, media_name: Any, task: Any) -> bool:
+        """Whether a job of this media and task joins an enabled media and task row."""
+        media, rows = self.join(media_name, task)
+        return bool(media and media.get("enabled") is not False and rows) and (
+            rows[0].get("enabled") is not False
+        )
+
+    def _task_rows(self, media: Mapping[str, Any], task: Any) -> list[Mapping[str, Any]]:
+        return self._tasks.get((_key(media.get("media_name_id")), _key(task)), [])
+
+
+def _key(value: Any) -> Any:
+    """A joined value as a dictionary key, equal where MongoDB's equality is: 1 and 1.0 are one
+    number, `true` is not 1. None for what cannot be a key (null, arrays, documents)."""
+    if isinstance(value, bool):
+        return (bool, value)
+    if isinstance(value, int | float):
+        return ("number", value)
+    if value is None or not isinstance(value, Hashable):
+        return None
+    return (type(value), value)
+
+
 def diagnose(row: Mapping[str, Any]) -> Problem:
-    """Classify one row of the audit pipeline (`store.pipeline.audit_pipeline`)."""
+    """Classify one audit row (`MongoJobStore.audit`): the job, its `media` row (or None) and
+    the `task_row`s of that media for the job's task."""
     job_id = row.get("_id")
     media = row.get("media")
     if isinstance(media, list):  # not unwound: the first (names are unique)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 from pathlib import Path
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from crawlsched.catalog import ALL_TASKS
+from crawlsched.catalog import ALL_TASKS, MAX_BATCH_JOBS
 from crawlsched.errors import ReferenceDataError
 
 
@@ -17,8 +18,11 @@ class TaskRow(BaseModel):
     need_login: bool
     need_selenium: bool
     crawl_limit: int = Field(gt=0)
-    batch_limit: int | None = Field(None, gt=0)
+    batch_limit: int | None = Field(None, gt=0, le=MAX_BATCH_JOBS)
     enabled: bool = True
+
+
+_HOST = re.compile(r"[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?")
 
 
 class MediaRow(BaseModel):
@@ -30,6 +34,8 @@ class MediaRow(BaseModel):
     driver_class: str = Field(min_length=1)
     used_tool: str = ""
     url_template: str | None = None
+    # The hosts an account secret of this media may be sent to (exact names, no scheme).
+    secret_hosts: list[str] = Field(default_factory=list, max_length=50)
     tasks: dict[str, TaskRow]
 
     @model_validator(mode="after")
@@ -37,6 +43,9 @@ class MediaRow(BaseModel):
         unknown = sorted(set(self.tasks) - set(ALL_TASKS))
         if unknown:
             raise ValueError(f"media {self.name!r}: unknown tasks {unknown}; known: {ALL_TASKS}")
+        for host in self.secret_hosts:
+            if not _HOST.fullmatch(host):
+                raise ValueError(f"media {self.name!r}: secret_hosts: not a host name: {host!r}")
         if self.url_template is not None and "{handle}" not in self.url_template:
             raise ValueError(f"media {self.name!r}: url_template must contain {{handle}}")
         return self

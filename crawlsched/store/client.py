@@ -9,7 +9,7 @@ import threading
 
 import mongomock
 import pymongo
-from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_exponential
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from crawlsched.store import embedded
 from crawlsched.store.counting import CommandCounter, CountingDatabase
@@ -24,7 +24,7 @@ _embedded_lock = threading.Lock()
 
 
 def _embedded_client(url: str) -> tuple[mongomock.MongoClient, threading.RLock]:
-    embedded.install()  # indexed collections: cost per job stays flat (see embedded.py)
+    embedded.install()  # indexed collections: cost per job stays flat (see store/embedded/)
     with _embedded_lock:
         if url not in _embedded_clients:
             _embedded_clients[url] = (mongomock.MongoClient(tz_aware=True), threading.RLock())
@@ -37,20 +37,25 @@ def drop_embedded(url: str = "mongomock://") -> None:
         _embedded_clients.pop(url, None)
 
 
-@retry(
-    retry=retry_if_exception_type(pymongo.errors.ConnectionFailure),
-    wait=wait_exponential(multiplier=0.2, max=5),
-    stop=stop_after_delay(30),
-    reraise=True,
-)
-def _ping(client: pymongo.MongoClient) -> None:
-    client.admin.command("ping")
+def _ping(client: pymongo.MongoClient, timeout_s: float) -> None:
+    for attempt in Retrying(
+        retry=retry_if_exception_type(pymongo.errors.ConnectionFailure),
+        wait=wait_exponential(multiplier=0.2, max=5),
+        stop=stop_after_delay(timeout_s),
+        reraise=True,
+    ):
+        with attempt:
+            client.admin.command("ping")
 
 
 def open_database(
-    mongo_url: str, db_name: str, counter: CommandCounter | None = None
+    mongo_url: str,
+    db_name: str,
+    counter: CommandCounter | None = None,
+    connect_timeout_s: float = 5.0,
 ) -> CountingDatabase:
-    """Connect (retrying a server that is still starting for up to 30 s) and return the database.
+    """Connect (retrying a server that is still starting, for up to `connect_timeout_s`) and
+    return the database; pymongo's ConnectionFailure past that.
 
     `counter`, when given, counts commands at the store boundary; on a real server the same
     counter also receives pymongo's command-monitoring events so the two can be compared.
@@ -60,7 +65,13 @@ def open_database(
         client, lock = _embedded_client(mongo_url)
         return CountingDatabase(client[db_name], counter, lock)
     server = pymongo.MongoClient(
-        mongo_url, tz_aware=True, event_listeners=[counter.listener], appname="crawlsched"
+        mongo_url,
+        tz_aware=True,
+        event_listeners=[counter.listener],
+        appname="crawlsched",
+        # Each try gives up within the timeout (pymongo's default is 30 s).
+        serverSelectionTimeoutMS=int(connect_timeout_s * 1000),
+        connectTimeoutMS=int(connect_timeout_s * 1000),
     )
-    _ping(server)
+    _ping(server, connect_timeout_s)
     return CountingDatabase(server[db_name], counter)

@@ -12,9 +12,9 @@ housekeeping (`hello`, `endSessions`, …) are not store decisions; both views l
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import Counter
-from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -102,24 +102,39 @@ class CommandCounter:
 
 
 class LockedCursor:
-    """A lazy cursor of the embedded store, read whole under the store's lock on first use.
+    """A lazy cursor of the embedded store, read under the store's lock a chunk at a time.
 
+    Each chunk is computed with the lock held, so no concurrent write changes what it sees
+    half-way; between chunks others may write, as they may between a real server's `getMore`s.
     Chained calls (`sort`, `limit`, `skip`, …) go to the cursor and stay locked-read.
     """
+
+    CHUNK = 1000
 
     def __init__(self, cursor: Any, lock: AbstractContextManager) -> None:
         self._cursor = cursor
         self._lock = lock
-        self._rows: Iterator[Any] | None = None
+        self._rows: list[Any] = []
+        self._position = 0
+        self._exhausted = False
 
     def __iter__(self) -> LockedCursor:
         return self
 
     def __next__(self) -> Any:
-        if self._rows is None:
+        if self._position >= len(self._rows):
+            if self._exhausted:
+                raise StopIteration
             with self._lock:
-                self._rows = iter(list(self._cursor))
-        return next(self._rows)
+                self._rows = list(itertools.islice(self._cursor, self.CHUNK))
+            self._position = 0
+            if len(self._rows) < self.CHUNK:
+                self._exhausted = True
+            if not self._rows:
+                raise StopIteration
+        row = self._rows[self._position]
+        self._position += 1
+        return row
 
     def __getattr__(self, attr: str) -> Any:
         value = getattr(self._cursor, attr)

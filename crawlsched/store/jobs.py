@@ -18,10 +18,14 @@ from pymongo.errors import BulkWriteError
 from crawlsched.catalog import JobState
 from crawlsched.planning.due import Category
 from crawlsched.planning.outcomes import JobUpdate
-from crawlsched.planning.problems import Problem
+from crawlsched.planning.problems import Problem, ReferenceIndex
 from crawlsched.store.counting import CountingDatabase
 from crawlsched.store.pipeline import (
-    audit_pipeline,
+    AUDIT_FIELDS,
+    MEDIA_COLLECTION,
+    TASKS_COLLECTION,
+    UNDATED,
+    audit_filter,
     due_filter,
     planning_pipeline,
     row_category,
@@ -57,6 +61,10 @@ JOB_INDEXES: list[tuple[list[tuple[str, int]], dict[str, Any]]] = [
 ]
 
 
+# What the audit reads of the reference rows to judge a (media, task) pair.
+MEDIA_JOIN_FIELDS = ("media_name", "media_name_id", "enabled")
+TASK_JOIN_FIELDS = ("media_name_id", "name", "enabled")
+
 # Rows per cursor batch while planning: a reply holds at most this many small documents.
 PLANNING_BATCH = 500
 
@@ -74,6 +82,13 @@ class ExpiredDispatch:
     jobs: list[dict[str, Any]]
 
 
+@dataclass(frozen=True)
+class DispatchReport:
+    held: int  # jobs the dispatch still holds
+    counts: dict[str, int]  # outcome -> jobs
+    links: int  # URLs its crawls discovered
+
+
 class MongoJobStore:
     def __init__(self, db: CountingDatabase, collection: str) -> None:
         self._db = db
@@ -89,19 +104,27 @@ class MongoJobStore:
 
     # -- planning -------------------------------------------------------------------------
 
-    def due_tasks(self, now: datetime) -> list[str]:
+    def due_tasks(self, now: datetime, targets: Sequence[str] | None = None) -> list[str]:
         """Tasks with at least one due job: the others are skipped without an aggregation."""
-        return sorted(t for t in self._jobs.distinct("task", due_filter(now)) if isinstance(t, str))
+        due = due_filter(now, targets=None if targets is None else list(targets))
+        return sorted(t for t in self._jobs.distinct("task", due) if isinstance(t, str))
 
     def due_rows(
-        self, task: str, now: datetime, target_fields: Sequence[str] = ()
+        self,
+        task: str,
+        now: datetime,
+        target_fields: Sequence[str] = (),
+        targets: Sequence[str] | None = None,
     ) -> Iterator[dict[str, Any]]:
         """The pipeline for one task, streamed: due jobs joined, in priority order.
 
         Stopping early (a claim cap) closes the server cursor.
         """
         cursor = self._jobs.aggregate(
-            planning_pipeline(task, now, list(target_fields)), batchSize=PLANNING_BATCH
+            planning_pipeline(
+                task, now, list(target_fields), None if targets is None else list(targets)
+            ),
+            batchSize=PLANNING_BATCH,
         )
         try:
             yield from cursor
@@ -120,7 +143,29 @@ class MongoJobStore:
         return lists
 
     def audit(self, now: datetime) -> list[dict[str, Any]]:
-        return list(self._jobs.aggregate(audit_pipeline(now)))
+        """Jobs the planning pipeline can never return, each with its `media` row (or None)
+        and its `task_row`s, for `planning.problems.diagnose` to say why.
+
+        Without a join per job: the (media, task) pairs the jobs use come from one `distinct`
+        per task and are judged against the reference rows (a few, read whole); then only the
+        jobs of a pair that can't plan, or whose execution date is not a date, are read.
+        Jobs with no media name or no task never plan: they are read too.
+        """
+        base = audit_filter(now)
+        reference = ReferenceIndex(
+            self._db[MEDIA_COLLECTION].find({}, dict.fromkeys(MEDIA_JOIN_FIELDS, 1)),
+            self._db[TASKS_COLLECTION].find({}, dict.fromkeys(TASK_JOIN_FIELDS, 1)),
+        )
+        stuck: list[dict[str, Any]] = [{"media_name": None}, {"task": None}, UNDATED]
+        for task in self._jobs.distinct("task", base):
+            for name in self._jobs.distinct("media_name", {**base, "task": {"$eq": task}}):
+                if not reference.plans(name, task):
+                    stuck.append({"media_name": {"$eq": name}, "task": {"$eq": task}})
+        rows = []
+        for doc in self._jobs.find({**base, "$or": stuck}, dict.fromkeys(AUDIT_FIELDS, 1)):
+            media, task_rows = reference.join(doc.get("media_name"), doc.get("task"))
+            rows.append({**doc, "media": media, "task_row": task_rows})
+        return rows
 
     def set_aside(self, problems: Iterable[Problem], now: datetime) -> int:
         """Flag jobs that can't be planned so sweeps stop looking at them; returns how many."""
@@ -237,6 +282,7 @@ class MongoJobStore:
                 "last_dispatch_id": dispatch_id,
                 "last_outcome": u.outcome,
                 "last_error": u.error,
+                "last_discovered": u.discovered,
                 "modified_at": now,
             }
             if u.execution_date is not None:
@@ -262,6 +308,29 @@ class MongoJobStore:
             counts[outcome] = counts.get(outcome, 0) + 1
         return counts
 
+    def dispatch_report(
+        self, dispatch_id: str, run_id: str, labels: Iterable[str]
+    ) -> DispatchReport:
+        """What the store shows a dispatch of this run did: the coordinator believes only this.
+
+        `held` counts jobs the dispatch still holds (a genuine report is sent only after its
+        dispatch let go of every job); the counts and links come from the jobs of that run whose
+        last outcome was written by that dispatch, with one of the labels of its phase.
+        """
+        held = self._jobs.count_documents({"dispatch_id": dispatch_id})
+        counts: dict[str, int] = {}
+        links = 0
+        query = {
+            "last_dispatch_id": dispatch_id,
+            "run_id": run_id,
+            "last_outcome": {"$in": sorted(labels)},
+        }
+        for doc in self._jobs.find(query, {"last_outcome": 1, "last_discovered": 1}):
+            counts[doc["last_outcome"]] = counts.get(doc["last_outcome"], 0) + 1
+            found = doc.get("last_discovered")
+            links += found if isinstance(found, int) and found > 0 else 0
+        return DispatchReport(held, counts, links)
+
     # -- expiry ---------------------------------------------------------------------------
 
     def expired(self, now: datetime, limit: int = 10_000) -> list[ExpiredDispatch]:
@@ -269,7 +338,14 @@ class MongoJobStore:
         by_dispatch: dict[str, ExpiredDispatch] = {}
         cursor = self._jobs.find(
             {"state": int(JobState.RUNNING), "lease_deadline": {"$lt": now}},
-            {"_id": 1, "dispatch_id": 1, "run_id": 1, "attempt_count": 1},
+            {
+                "_id": 1,
+                "dispatch_id": 1,
+                "run_id": 1,
+                "attempt_count": 1,
+                "task": 1,
+                "media_name": 1,
+            },
         ).limit(limit)
         for doc in cursor:
             dispatch_id = doc.get("dispatch_id") or f"orphan-{doc['_id']}"

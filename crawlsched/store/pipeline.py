@@ -1,8 +1,8 @@
 """Step 2: the aggregation over one job collection and one task, as plain data.
 
 Written in the subset that MongoDB ≥ 6, mongomock and the multi-process test server all accept:
-`$lookup` with localField/foreignField, `$unwind` then `$match`, `$ne` instead of `$not`, `$facet`
-with four `$match`es instead of a `$group` that pushes `$$REMOVE`, `now` passed in.
+`$lookup` with localField/foreignField, `$unwind` then `$match`, `$ne` instead of `$not`, `now`
+passed in. Rows stream through a cursor in priority order; the category is read from each row.
 
 Joins as the old system's pipeline does, so that its databases plan as they are: a job's
 `media_name` to `childs_socialmedia.media_name`, then that media's `media_name_id` and the
@@ -45,8 +45,11 @@ def _projection(target_fields: list[str]) -> dict[str, int]:
     return dict.fromkeys([*PROJECTED_FIELDS, *target_fields], 1)
 
 
-def due_filter(now: datetime, task: str | None = None) -> dict[str, Any]:
-    """Jobs that are enabled, pending or failed, not exhausted or set aside, and due by `now`."""
+def due_filter(
+    now: datetime, task: str | None = None, targets: list[str] | None = None
+) -> dict[str, Any]:
+    """Jobs that are enabled, pending or failed, not exhausted or set aside, and due by `now`;
+    with `targets` (a target-set schedule), only the jobs of those targets."""
     match: dict[str, Any] = {
         "execution_date": {"$lte": now},
         "enabled": {"$ne": False},
@@ -56,6 +59,8 @@ def due_filter(now: datetime, task: str | None = None) -> dict[str, Any]:
     }
     if task is not None:
         match["task"] = task
+    if targets is not None:
+        match["target"] = {"$in": list(targets)}
     return match
 
 
@@ -93,7 +98,10 @@ def _task_join(into: str) -> list[dict[str, Any]]:
 
 
 def planning_pipeline(
-    task: str, now: datetime, target_fields: list[str] = ()
+    task: str,
+    now: datetime,
+    target_fields: list[str] = (),
+    targets: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """The due jobs of one task, joined and in priority order, one small document each.
 
@@ -102,8 +110,10 @@ def planning_pipeline(
     lifted need flags by whoever consumes the rows (`row_category`).
     """
     return [
-        {"$match": due_filter(now, task)},
+        {"$match": due_filter(now, task, targets)},
         {"$sort": PRIORITY_SORT},
+        # Only what the joins and the row need travels further (smaller documents to join).
+        {"$project": dict.fromkeys(["_id", "target", "task", "media_name", *target_fields], 1)},
         *_media_join(),
         {"$unwind": "$media"},
         {"$match": {"media.enabled": {"$ne": False}}},
@@ -115,53 +125,15 @@ def planning_pipeline(
     ]
 
 
-def audit_pipeline(now: datetime) -> list[dict[str, Any]]:
-    """Jobs the planning pipeline can never return, with what is needed to say why.
-
-    Looks at every enabled, plannable job that has not been set aside, and keeps those whose
-    media is unknown or disabled, whose task has no enabled row for its media, or whose
-    execution date is not a date (MongoDB's type bracketing would hide it from `$lte` forever).
-    """
+def audit_filter(now: datetime) -> dict[str, Any]:
+    """The jobs the audit looks at: enabled, plannable, not set aside, due or not."""
     base = due_filter(now)
     base.pop("execution_date")
-    return [
-        {"$match": base},
-        *_media_join(),
-        # One media per job (names are unique); kept when there is none, to report it.
-        {"$unwind": {"path": "$media", "preserveNullAndEmptyArrays": True}},
-        *_task_join("task_rows"),
-        {
-            "$addFields": {
-                "task_row": {
-                    "$filter": {
-                        "input": "$task_rows",
-                        "as": "row",
-                        "cond": {"$eq": ["$$row.name", "$task"]},
-                    }
-                }
-            }
-        },
-        {
-            "$match": {
-                "$or": [
-                    {"media": None},
-                    {"media.enabled": False},
-                    {"task_row": {"$size": 0}},
-                    {"task_row.enabled": False},
-                    {"$nor": [{"execution_date": {"$type": "date"}}]},
-                ]
-            }
-        },
-        {
-            "$project": {
-                "_id": 1,
-                "target": 1,
-                "task": 1,
-                "media_name_id": 1,
-                "media_name": 1,
-                "execution_date": 1,
-                "media": 1,
-                "task_row": 1,
-            }
-        },
-    ]
+    return base
+
+
+# A job whose execution date is not a date: MongoDB's type bracketing hides it from `$lte`.
+UNDATED = {"$nor": [{"execution_date": {"$type": "date"}}]}
+
+# What an audit row carries of the job (`planning.problems.diagnose` reads it).
+AUDIT_FIELDS = ("_id", "target", "task", "media_name_id", "media_name", "execution_date")

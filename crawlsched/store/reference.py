@@ -48,6 +48,7 @@ class MongoReferenceStore:
                             "driver_class": m.driver_class,
                             "used_tool": m.used_tool,
                             "url_template": m.url_template,
+                            "secret_hosts": list(m.secret_hosts),
                         }
                     },
                     upsert=True,

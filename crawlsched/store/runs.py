@@ -22,8 +22,10 @@ ENDED = (FINISHED, STOPPED)
 
 
 def run_id_for(schedule_id: str, fire_at: datetime) -> str:
-    """Deterministic, so that a redelivered plan message lands on the same run."""
-    return f"{schedule_id}@{fire_at.strftime('%Y%m%dT%H%M%S')}Z"
+    """Deterministic, so that a redelivered plan message lands on the same run. Milliseconds
+    appear only when the fire time has some: two fire times in one second stay two runs."""
+    fraction = f".{fire_at.microsecond // 1000:03d}" if fire_at.microsecond >= 1000 else ""
+    return f"{schedule_id}@{fire_at.strftime('%Y%m%dT%H%M%S')}{fraction}Z"
 
 
 def schedule_id_of(run_id: str) -> str | None:
@@ -116,14 +118,20 @@ class MongoRunStore:
         counts: Mapping[str, int],
         discovered: int = 0,
         stages_ms: Mapping[str, float] | None = None,
+        links: int = 0,
     ) -> dict | None:
         """Apply one report; None when it was applied before (or the run is unknown).
 
-        Children discovered by the reporting crawl are added in the same `$inc` that takes the
-        parent off, so the outstanding count can never touch zero in between.
+        Child jobs discovered by the reporting crawl (`discovered`) are added in the same `$inc`
+        that takes the parent off, so the outstanding count can never touch zero in between.
+        `links` are URLs the crawl found: counted for the run, not waited for.
         """
         finished = sum(counts.values())
-        inc: dict[str, float] = {"outstanding": discovered - finished, "discovered": discovered}
+        inc: dict[str, float] = {
+            "outstanding": discovered - finished,
+            "discovered": discovered,
+            "links_discovered": links,
+        }
         for outcome, n in counts.items():
             inc[f"counts.{outcome}"] = n
         for stage, ms in (stages_ms or {}).items():

@@ -1,4 +1,6 @@
-"""MongoScheduleStore: due schedules, advanced by compare-and-set so one ticker fires each time."""
+"""MongoScheduleStore: schedules, their operations, and due fire times committed by
+compare-and-set on `next_fire_at`, so exactly one ticker fires each time whatever the number of
+tickers and clocks."""
 
 from __future__ import annotations
 
@@ -6,10 +8,15 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pymongo import ASCENDING
+from pymongo.errors import DuplicateKeyError
 
 from crawlsched.catalog import TARGET_KINDS
-from crawlsched.schedules.interval import IntervalSchedule
+from crawlsched.errors import ScheduleExists, ScheduleNotFound, ScheduleStateError
+from crawlsched.schedules.policies import FirePlan
 from crawlsched.store.counting import CountingDatabase
+
+# Runs in these states hold a schedule's "previous run still running" for the overlap policy.
+ACTIVE_RUN_STATES = ["planning", "running"]
 
 
 def default_sweeps(now: datetime) -> list[dict[str, Any]]:
@@ -31,10 +38,18 @@ def default_sweeps(now: datetime) -> list[dict[str, Any]]:
 class MongoScheduleStore:
     def __init__(self, db: CountingDatabase) -> None:
         self._schedules = db.schedules
+        self._runs = db.runs
 
     def create_indexes(self) -> None:
         self._schedules.create_index(
             [("enabled", ASCENDING), ("next_fire_at", ASCENDING)], name="due"
+        )
+        self._schedules.create_index([("owner", ASCENDING)], name="owner")
+        self._schedules.create_index(
+            [("buffered_fire_at", ASCENDING)], name="buffered", sparse=True
+        )
+        self._runs.create_index(
+            [("schedule_id", ASCENDING), ("state", ASCENDING)], name="schedule_state"
         )
 
     def ensure_defaults(self, now: datetime) -> int:
@@ -50,18 +65,85 @@ class MongoScheduleStore:
     def due(self, now: datetime) -> list[dict[str, Any]]:
         return list(self._schedules.find({"enabled": True, "next_fire_at": {"$lte": now}}))
 
-    def advance(self, schedule: dict[str, Any], now: datetime) -> datetime | None:
-        """Move `next_fire_at` past `now` if nobody else has; return the fire time we won."""
-        fire_at = schedule["next_fire_at"]
-        timing = IntervalSchedule(schedule["anchor"], schedule["interval_s"])
+    def commit(self, schedule: dict[str, Any], plan: FirePlan) -> bool:
+        """Apply a fire plan if no other ticker has moved the schedule since we read it.
+
+        The filter holds both fields the plan was computed from, so of two tickers that read
+        the same schedule exactly one writes; the loser plans nothing and records nothing.
+        """
         result = self._schedules.update_one(
-            {"_id": schedule["_id"], "next_fire_at": fire_at},
             {
-                "$set": {"next_fire_at": timing.next_after(now), "last_fired_at": fire_at},
-                "$inc": {"fired": 1, "missed": timing.missed_between(fire_at, now)},
+                "_id": schedule["_id"],
+                "next_fire_at": schedule["next_fire_at"],
+                "buffered_fire_at": schedule.get("buffered_fire_at"),
+            },
+            {
+                "$set": {
+                    "next_fire_at": plan.next_fire_at,
+                    "buffered_fire_at": plan.buffered,
+                    "last_fired_at": plan.fire[-1] if plan.fire else schedule.get("last_fired_at"),
+                    # A one-time schedule that has fired (or missed) is spent.
+                    **(
+                        {"enabled": False, "state": "done"}
+                        if plan.next_fire_at is None and plan.buffered is None
+                        else {}
+                    ),
+                },
+                "$inc": {"fired": len(plan.fire), "missed": len(plan.missed)},
             },
         )
-        return fire_at if result.modified_count == 1 else None
+        return result.modified_count == 1
+
+    def buffered(self) -> list[dict[str, Any]]:
+        """Enabled schedules holding a fire time back until their previous run ends."""
+        return list(self._schedules.find({"enabled": True, "buffered_fire_at": {"$ne": None}}))
+
+    def previous_running(self, schedule_id: str) -> bool:
+        return (
+            self._runs.find_one(
+                {"schedule_id": schedule_id, "state": {"$in": ACTIVE_RUN_STATES}}, {"_id": 1}
+            )
+            is not None
+        )
+
+    # -- operations -----------------------------------------------------------------------
+
+    def insert(self, doc: dict[str, Any]) -> None:
+        try:
+            self._schedules.insert_one(doc)
+        except DuplicateKeyError:
+            raise ScheduleExists(doc["_id"]) from None
+
+    def require(self, schedule_id: str, operation: str, allowed: tuple[str, ...]) -> dict:
+        """The schedule, if its state allows `operation`; else a one-line error."""
+        doc = self.get(schedule_id)
+        if doc is None:
+            raise ScheduleNotFound(schedule_id)
+        state = doc.get("state", "active")
+        if state not in allowed:
+            raise ScheduleStateError(schedule_id, state, operation)
+        return doc
+
+    def transition(
+        self, doc: dict[str, Any], operation: str, fields: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Set `fields` if the schedule is still in the state it was read in (else it changed
+        under us: say so rather than overwrite)."""
+        state = doc.get("state", "active")
+        state_filter: Any = state if "state" in doc else {"$in": [None, "active"]}
+        result = self._schedules.update_one(
+            {"_id": doc["_id"], "state": state_filter, "next_fire_at": doc.get("next_fire_at")},
+            {"$set": fields},
+        )
+        if result.matched_count != 1:
+            raise ScheduleStateError(doc["_id"], "being changed by someone else", operation)
+        return {**doc, **fields}
+
+    def for_owner(self, owner: str | None, include_deleted: bool = False) -> list[dict]:
+        query: dict[str, Any] = {} if include_deleted else {"state": {"$ne": "deleted"}}
+        if owner is not None:
+            query["owner"] = owner
+        return list(self._schedules.find(query).sort("_id", ASCENDING))
 
     def fire_now(self, schedule_id: str, now: datetime) -> int:
         """Make a schedule due immediately (the demo and `crawlsched sweep now`)."""

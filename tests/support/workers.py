@@ -9,6 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from crawlsched.demo.node import free_port
 from crawlsched.resources.secrets import generate_key
 
 REPO = Path(__file__).resolve().parents[2]
@@ -20,6 +21,12 @@ TEST_HOST_RULES = "MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"
 
 def crawlsched_env(broker_url: str, mongo_url: str, mongo_db: str, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRAWLSCHED_")}
+    # Every worker group its own metrics directory and exporter port: groups of one test, and
+    # tests of other checkouts on this machine, never share them.
+    env.update(
+        CRAWLSCHED_METRICS_DIR=tempfile.mkdtemp(prefix="crawlsched-metrics-"),
+        CRAWLSCHED_METRICS_ADDRESS=f"127.0.0.1:{free_port()}",
+    )
     env.update(
         CRAWLSCHED_BROKER_URL=broker_url,
         CRAWLSCHED_MONGO_URL=mongo_url,
@@ -27,9 +34,10 @@ def crawlsched_env(broker_url: str, mongo_url: str, mongo_db: str, **extra: str)
         CRAWLSCHED_LOG_FORMAT="json",
         CRAWLSCHED_SECRET_KEY=TEST_SECRET_KEY,
         CRAWLSCHED_BROWSER_HOST_RESOLVER_RULES=TEST_HOST_RULES,
+        CRAWLSCHED_TARGET_ALLOW_NETWORKS='["127.0.0.1/32"]',
         PYTHONPATH=str(REPO),
-        **extra,
     )
+    env.update(extra)
     return env
 
 

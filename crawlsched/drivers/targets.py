@@ -1,0 +1,115 @@
+"""Where a crawl may go, and where a credential may be sent: checked before any connection.
+
+A crawl target is refused unless it is http(s), carries no userinfo, and every address its host
+resolves to is public — private, loopback, link-local (cloud metadata at 169.254.169.254),
+multicast, reserved and unspecified addresses are refused unless an allowed network admits
+them (`CRAWLSCHED_TARGET_ALLOW_NETWORKS`, e.g. 127.0.0.1/32 for the demo and the tests).
+Pure apart from name resolution, which is passed in.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Callable, Iterable, Sequence
+from urllib.parse import urlsplit, urlunsplit
+
+from crawlsched.errors import UnsafeTarget
+
+IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+Resolver = Callable[[str, int], list[str]]
+
+
+def parse_networks(values: Iterable[str]) -> tuple[IpNetwork, ...]:
+    return tuple(ipaddress.ip_network(v.strip(), strict=False) for v in values)
+
+
+def resolve(host: str, port: int) -> list[str]:
+    """Every address the host resolves to (the connection may use any of them)."""
+    try:
+        infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
+    except (socket.gaierror, UnicodeError) as e:
+        raise UnsafeTarget(f"host {host!r} does not resolve: {e}") from None
+    return sorted({str(info[4][0]) for info in infos})
+
+
+def redact(url: str) -> str:
+    """The URL without user:password@ (for logs and error messages), at most 300 characters."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url[:300]
+    if "@" in parts.netloc:
+        host = parts.netloc.rsplit("@", 1)[1]
+        url = urlunsplit((parts.scheme, f"***@{host}", parts.path, parts.query, parts.fragment))
+    return url[:300]
+
+
+def _refusal(address: IpAddress, allowed: Sequence[IpNetwork]) -> str | None:
+    if any(address in network for network in allowed if network.version == address.version):
+        return None
+    mapped = getattr(address, "ipv4_mapped", None)
+    if mapped is not None:
+        return _refusal(mapped, allowed)
+    for kind in ("loopback", "link_local", "private", "multicast", "reserved", "unspecified"):
+        if getattr(address, f"is_{kind}"):
+            return kind.replace("_", "-")
+    if not address.is_global:
+        return "non-global"
+    return None
+
+
+def split_web_url(url: str) -> tuple[str, int]:
+    """(host, port) of an http(s) URL without userinfo, or UnsafeTarget saying what is wrong."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as e:
+        raise UnsafeTarget(f"not a valid URL {redact(url)!r}: {e}") from None
+    if parts.scheme not in ("http", "https"):
+        raise UnsafeTarget(f"only http(s) targets are crawled, got {redact(url)!r}")
+    if parts.username is not None or parts.password is not None:
+        raise UnsafeTarget(f"credentials in a URL are refused: {redact(url)!r}")
+    if not parts.hostname:
+        raise UnsafeTarget(f"URL without a host: {redact(url)!r}")
+    return parts.hostname, port or (443 if parts.scheme == "https" else 80)
+
+
+def check_literal(url: str, allowed: Sequence[IpNetwork]) -> None:
+    """The checks that need no DNS (when a job is added): scheme, userinfo, an IP literal or
+    `localhost` in a refused range. Names are resolved and checked again before each fetch."""
+    host, _ = split_web_url(url)
+    if host == "localhost" or host.endswith(".localhost"):
+        check_addresses(url, ["127.0.0.1"], allowed)
+        return
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return
+    check_addresses(url, [str(address)], allowed)
+
+
+def check_addresses(url: str, addresses: Sequence[str], allowed: Sequence[IpNetwork]) -> None:
+    for text in addresses:
+        reason = _refusal(ipaddress.ip_address(text.split("%")[0]), allowed)
+        if reason is not None:
+            raise UnsafeTarget(
+                f"{redact(url)!r} resolves to {reason} address {text}; "
+                "add its network to CRAWLSCHED_TARGET_ALLOW_NETWORKS to allow it"
+            )
+
+
+def check_target(url: str, allowed: Sequence[IpNetwork], resolver: Resolver = resolve) -> None:
+    """Before a fetch: resolve the host and refuse the URL if any address is not allowed."""
+    host, port = split_web_url(url)
+    check_addresses(url, resolver(host, port), allowed)
+
+
+def may_carry_secret(url: str, secret_hosts: Iterable[str]) -> bool:
+    """A credential goes only to a host its media declares (exact name, case-insensitive)."""
+    try:
+        host = urlsplit(url).hostname
+    except ValueError:
+        return False
+    return host is not None and host.lower() in {h.lower() for h in secret_hosts}

@@ -1,0 +1,101 @@
+"""Schedule operations: create, update, pause, unpause, stop, delete; upcoming runs.
+
+Each checks everything before it writes (nothing is stored half-way), writes with a
+compare-and-set on the state it read, then emits its event (ScheduleCreated, …).
+
+States: active → paused ⇄ active; active|paused → stopped (for good: it never fires again but
+stays listed with its history); any → deleted (hidden from lists; every later operation is
+refused). A one-time schedule that fired is `done`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from crawlsched import metrics
+from crawlsched.events import emit
+from crawlsched.runtime import Runtime
+from crawlsched.schedules.policies import MissedReason, due_times
+from crawlsched.schedules.spec import apply_update, build_schedule
+from crawlsched.schedules.triggers import trigger_of
+from crawlsched.schedules.upcoming import upcoming_rows
+
+LIVE = ("active", "paused")
+
+
+def create(rt: Runtime, schedule_id: str, given: Mapping[str, Any]) -> dict[str, Any]:
+    doc = build_schedule(schedule_id, given, rt.now())
+    rt.schedules.insert(doc)
+    emit(rt, "ScheduleCreated", schedule_id=schedule_id, owner=doc["owner"])
+    return doc
+
+
+def update(rt: Runtime, schedule_id: str, changes: Mapping[str, Any]) -> dict[str, Any]:
+    doc = rt.schedules.require(schedule_id, "update", LIVE)
+    fields = apply_update(doc, changes, rt.now())
+    fields["updated_at"] = rt.now()
+    if doc.get("state", "active") == "paused":
+        fields["enabled"] = False
+    updated = rt.schedules.transition(doc, "update", fields)
+    emit(rt, "ScheduleUpdated", schedule_id=schedule_id, fields=sorted(changes))
+    return updated
+
+
+def _switch_off(
+    rt: Runtime, schedule_id: str, operation: str, allowed: tuple[str, ...], state: str, event: str
+) -> dict[str, Any]:
+    """Pause, stop or delete: the schedule stops firing, stamped with when."""
+    doc = rt.schedules.require(schedule_id, operation, allowed)
+    now = rt.now()
+    fields = {"state": state, "enabled": False, f"{state}_at": now, "updated_at": now}
+    changed = rt.schedules.transition(doc, operation, fields)
+    emit(rt, event, schedule_id=schedule_id)
+    return changed
+
+
+def pause(rt: Runtime, schedule_id: str) -> dict[str, Any]:
+    return _switch_off(rt, schedule_id, "pause", ("active",), "paused", "SchedulePaused")
+
+
+def unpause(rt: Runtime, schedule_id: str) -> dict[str, Any]:
+    """Fire times that fell in the pause are recorded missed (reason paused), one by one."""
+    doc = rt.schedules.require(schedule_id, "unpause", ("paused",))
+    now = rt.now()
+    trigger = trigger_of(doc)
+    missed: list[datetime] = []
+    following = doc.get("next_fire_at")
+    if following is not None:
+        # Times before now were missed; one due exactly now fires at the next tick.
+        before_now = now - timedelta(microseconds=1)
+        missed, following, _ = due_times(trigger, following, before_now)
+        if following is not None and following <= before_now:  # more than the cap were missed
+            following = trigger.next_after(before_now)
+    fields: dict[str, Any] = {
+        "state": "active" if following is not None else "done",
+        "enabled": following is not None,
+        "next_fire_at": following,
+        "updated_at": now,
+    }
+    unpaused = rt.schedules.transition(doc, "unpause", fields)
+    rt.missed_runs.record(doc, [(t, MissedReason.PAUSED) for t in missed], now)
+    metrics.missed_runs(MissedReason.PAUSED.value, len(missed))
+    emit(rt, "ScheduleUnpaused", schedule_id=schedule_id, missed=len(missed))
+    return unpaused
+
+
+def stop(rt: Runtime, schedule_id: str) -> dict[str, Any]:
+    return _switch_off(rt, schedule_id, "stop", LIVE, "stopped", "ScheduleStopped")
+
+
+def delete(rt: Runtime, schedule_id: str) -> dict[str, Any]:
+    allowed = (*LIVE, "stopped", "done")
+    return _switch_off(rt, schedule_id, "delete", allowed, "deleted", "ScheduleDeleted")
+
+
+def upcoming_runs(
+    rt: Runtime, schedules: list[dict[str, Any]], horizon: timedelta
+) -> list[tuple[str, datetime]]:
+    """(schedule id, fire time) of active schedules within `horizon` of now, in time order."""
+    return upcoming_rows(schedules, rt.now(), horizon)

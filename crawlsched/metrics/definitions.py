@@ -1,0 +1,107 @@
+"""crawlsched's own metric objects (counters and histograms counted where things happen).
+
+Imported only by `crawlsched.metrics.enable()`: prometheus-client picks its multiprocess mode
+when it is first imported, so a worker sets PROMETHEUS_MULTIPROC_DIR before this module loads.
+Labels are small closed sets (task, media, category, pool, outcome, reason): never a URL, a
+username or an id. Gauges read from MongoDB are not here: see `store_gauges`.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from crawlsched.schedules.policies import MissedReason
+
+# Seconds, from a fraction of a second (a tick) to a day (a batch that waited its whole bound).
+SECONDS_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 86400)
+# Why a fire time was never run: the same closed set the `missed_runs` collection records (no
+# clock ticked in time, the previous run still ran, the schedule was paused, batches starved).
+MISSED_REASONS = tuple(reason.value for reason in MissedReason)
+
+
+class FlowMetrics:
+    """Everything the actors count, registered in `registry`."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        def counter(name: str, doc: str, labels: tuple[str, ...] = ()) -> Counter:
+            return Counter(name, doc, labels, registry=registry)
+
+        def histogram(name: str, doc: str, labels: tuple[str, ...] = ()) -> Histogram:
+            return Histogram(name, doc, labels, buckets=SECONDS_BUCKETS, registry=registry)
+
+        self.ticks = counter("crawlsched_ticks_total", "Ticks processed by the ticker.")
+        self.tick_seconds = histogram(
+            "crawlsched_tick_duration_seconds", "Time one tick took (fire, reclaim, probe…)."
+        )
+        self.schedules_fired = counter(
+            "crawlsched_schedules_fired_total", "Fire times won by this deployment's tickers."
+        )
+        self.missed_runs = counter(
+            "crawlsched_missed_runs_total",
+            "Fire times that were never run, by reason.",
+            ("reason",),
+        )
+        self.runs_planned = counter("crawlsched_runs_planned_total", "Runs whose planning closed.")
+        self.runs_finished = counter("crawlsched_runs_finished_total", "Runs that finished.")
+        self.plan_seconds = histogram(
+            "crawlsched_planning_duration_seconds", "Time to plan one firing of a schedule."
+        )
+        self.schedule_lag = histogram(
+            "crawlsched_schedule_lag_seconds",
+            "From a schedule's fire time to its run's batches all dispatched.",
+        )
+        self.batches_dispatched = counter(
+            "crawlsched_batches_dispatched_total",
+            "Batches claimed and sent on by the planner.",
+            ("task", "category"),
+        )
+        self.jobs_dispatched = counter(
+            "crawlsched_jobs_dispatched_total",
+            "Jobs claimed and sent on by the planner.",
+            ("task", "media", "category"),
+        )
+        self.jobs_finished = counter(
+            "crawlsched_jobs_finished_total",
+            "Jobs that ended an attempt, by outcome (succeeded, failed, exhausted, expired, "
+            "starved).",
+            ("task", "media", "outcome"),
+        )
+        self.batches_parked = counter(
+            "crawlsched_batches_parked_total",
+            "Batches from the planner that went to wait for an account and/or a Selenium node.",
+            ("category", "media"),
+        )
+        self.batches_admitted = counter(
+            "crawlsched_batches_admitted_total",
+            "Waiting batches admitted with their leases.",
+            ("category", "media"),
+        )
+        self.admission_wait = histogram(
+            "crawlsched_admission_wait_seconds",
+            "How long an admitted batch waited for its resources.",
+            ("category",),
+        )
+        self.batches_starved = counter(
+            "crawlsched_batches_starved_total",
+            "Batches that waited past their bound, by the pool that ran short.",
+            ("pool", "media"),
+        )
+        self.batches_requeued = counter(
+            "crawlsched_batches_requeued_total",
+            "Batches that lost their node or account mid-way and went back to wait.",
+            ("task", "media"),
+        )
+        self.nodes_marked_down = counter(
+            "crawlsched_nodes_marked_down_total", "Times a Selenium node was found or made down."
+        )
+        self.report_lag = histogram(
+            "crawlsched_report_lag_seconds",
+            "From a crawl's report being sent to the coordinator applying it.",
+        )
+        self.reports_ignored = counter(
+            "crawlsched_reports_ignored_total",
+            "Reports dropped as duplicates (redeliveries) or for an unknown run.",
+        )
+        # Zero series for the closed label sets, so rates and alerts work from the first scrape.
+        for reason in MISSED_REASONS:
+            self.missed_runs.labels(reason=reason)

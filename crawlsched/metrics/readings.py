@@ -1,0 +1,103 @@
+"""Pure: fold store documents into gauge readings (no I/O; `now` is an argument).
+
+The store gauges are Airflow's pool metrics and more: per pool and media the capacity that is
+usable now (`open_slots` = capacity - held), the leases held (`running_slots`), the batches and
+jobs waiting (`queued_slots`) with the oldest wait, and those already past their wait bound
+(`starving_tasks`: the next tick starves them).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from crawlsched.planning.due import Category
+from crawlsched.resources import rules
+
+NODE_STATES = (rules.UP, rules.DOWN, rules.UNKNOWN, "draining", "disabled")
+UNPLANNABLE = "unplannable"  # due, but its media or task row is missing or disabled
+
+
+@dataclass
+class Waiting:
+    batches: int = 0
+    jobs: int = 0
+    overdue: int = 0
+    oldest_s: float = 0.0
+
+
+def pool_labels(key: str) -> tuple[str, str]:
+    """A pool key (`account:<media>` or `selenium`) as the labels (pool, media)."""
+    pool, _, media = key.partition(":")
+    return pool, media
+
+
+def due_by_category(
+    groups: Iterable[tuple[str, str, int]],
+    media_rows: Iterable[Mapping[str, Any]],
+    task_rows: Iterable[Mapping[str, Any]],
+) -> Counter:
+    """(task, media, due jobs) → due jobs per (task, category), as the planner would route them."""
+    media_ids = {
+        m["media_name"]: m.get("media_name_id")
+        for m in media_rows
+        if m.get("enabled") is not False and "media_name" in m
+    }
+    flags = {
+        (t.get("media_name_id"), t.get("name")): Category.of(
+            t.get("need_login") is True, t.get("need_selenium") is True
+        ).value
+        for t in task_rows
+        if t.get("enabled") is not False
+    }
+    due: Counter = Counter()
+    for task, media, n in groups:
+        key = (media_ids.get(media), task) if media in media_ids else None
+        due[(task, flags.get(key, UNPLANNABLE))] += n
+    return due
+
+
+def waiting_by_pool(docs: Iterable[Mapping[str, Any]], now: datetime) -> dict:
+    """Waiting batches per (pool, media) they need: counts, jobs, overdue, oldest wait (s)."""
+    out: dict[tuple[str, str], Waiting] = {}
+    for doc in docs:
+        waited = max((now - doc["enqueued_at"]).total_seconds(), 0.0)
+        overdue = doc.get("wait_until") is not None and doc["wait_until"] <= now
+        for key in doc.get("needs") or ():
+            entry = out.setdefault(pool_labels(key), Waiting())
+            entry.batches += 1
+            entry.jobs += int(doc.get("jobs") or 0)
+            entry.overdue += overdue
+            entry.oldest_s = max(entry.oldest_s, waited)
+    return out
+
+
+def account_pool(accounts: Iterable[Mapping[str, Any]], now: datetime) -> tuple[dict, Counter]:
+    """Per media: (usable capacity, leases held); and accounts per (media, state)."""
+    slots: dict[tuple[str, str], list[int]] = {}
+    states: Counter = Counter()
+    for account in accounts:
+        media = str(account.get("media_name", ""))
+        state = rules.account_state(account, now)
+        states[(media, state)] += 1
+        entry = slots.setdefault((rules.ACCOUNT_POOL, media), [0, 0])
+        if state == rules.ACTIVE:
+            entry[0] += rules.capacity_of(rules.ACCOUNT_POOL, account)
+        entry[1] += len(rules.live_leases(account, now))
+    return {k: tuple(v) for k, v in slots.items()}, states
+
+
+def node_pool(nodes: Iterable[Mapping[str, Any]], now: datetime) -> tuple[dict, Counter]:
+    """The Selenium pool: (usable capacity, leases held); and nodes per state."""
+    capacity = held = 0
+    states: Counter = Counter()
+    for node in nodes:
+        state = rules.node_state(node)
+        states[state] += 1
+        if state == rules.UP:
+            capacity += rules.capacity_of(rules.SELENIUM_POOL, node)
+        held += len(rules.live_leases(node, now))
+    return {(rules.SELENIUM_POOL, ""): (capacity, held)}, states

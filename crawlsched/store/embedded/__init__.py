@@ -1,0 +1,64 @@
+"""Indexes for the embedded store, so that its cost per job stays flat as collections grow.
+
+mongomock answers every query, update and unique-index check by scanning the whole collection:
+an update of one job by `_id` costs O(N), and a sweep that claims N jobs in batches costs
+O(N²). A real server uses indexes. This module gives mongomock the same shape of cost without
+touching what it computes:
+
+- **Candidates, then mongomock's own filter.** When a query's top level names `_id` or another
+  field by equality or `$in`, only the documents that index finds are handed to mongomock's
+  `filter_applies`; the result is exactly what the full scan would return (in insertion
+  order), only cheaper. Any other query scans, as before.
+- **Kept current by the write hook.** mongomock calls `_ensure_uniques(doc)` after every insert
+  and every update that changed a document, before it is visible to anyone else (each operation
+  holds the client's lock, see `client.py`). That call refreshes this document's entries.
+  Deleted documents are dropped when a lookup finds them gone.
+- **Unique indexes** are checked through the same entries instead of a scan per write, and
+  not at all when an update left the index's key of that document exactly as it was (a claim
+  or an outcome changes `state` and `dispatch_id`, never `(media_name_id, target, task)`).
+- **Aggregations** read their leading `$match` through the same candidates and copy only the
+  documents it keeps (mongomock copies the whole collection first); `$lookup` asks the
+  foreign collection once per distinct local value within a stage instead of once per
+  document; `$lookup` and `$unwind` copy documents with a copier for BSON-shaped data (dicts,
+  lists, immutable scalars) instead of `copy.deepcopy`. Every other stage is mongomock's own.
+
+Field indexes are built on first use, one scan each. Values that cannot be hashed (lists,
+sub-documents) go to an "always a candidate" bucket, which keeps array matching correct.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import mongomock
+from mongomock import aggregate as mongomock_aggregate
+
+from crawlsched.store.embedded.collection import IndexedCollection
+from crawlsched.store.embedded.indexes import copy_document
+
+__all__ = ["IndexedCollection", "copy_document", "install"]
+
+
+class _CopyModule:
+    """What mongomock's modules see as `copy`: the same, with `copy_document` as deepcopy (an
+    update snapshots every document it touches, `$group` copies its input)."""
+
+    copy = staticmethod(copy.copy)
+
+    @staticmethod
+    def deepcopy(value: Any, memo: Any = None) -> Any:
+        return copy_document(value) if memo is None else copy.deepcopy(value, memo)
+
+
+_installed = False
+
+
+def install() -> None:
+    """Make every mongomock database of this process create indexed collections."""
+    global _installed
+    if not _installed:
+        mongomock.database.Collection = IndexedCollection
+        mongomock.collection.copy = _CopyModule
+        mongomock_aggregate.copy = _CopyModule
+        _installed = True

@@ -1,0 +1,260 @@
+"""IndexedCollection: mongomock's Collection with index lookups and streaming aggregations."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from mongomock import DuplicateKeyError, helpers
+from mongomock import aggregate as mongomock_aggregate
+from mongomock.collection import Collection, Cursor
+from mongomock.command_cursor import CommandCursor
+from mongomock.filtering import filter_applies
+
+from crawlsched.store.embedded.indexes import (
+    SELECTIVE,
+    StoreIndexes,
+    equality_values,
+    store_key,
+    typed,
+)
+from crawlsched.store.embedded.stages import (
+    FAST_STAGES,
+    plain_inclusion,
+    plain_sort,
+    single_stage,
+    sort_documents,
+    streams,
+)
+
+# How many documents a streaming aggregation copies and carries through its stages at a time.
+STREAM_CHUNK = 500
+
+
+class _Cursor(Cursor):
+    """mongomock's cursor, reading its n-th document in O(1).
+
+    mongomock's `__next__` slices the whole result list past `skip` for every document, so
+    reading a result of N documents cost O(N²) (half a million references copied for 1,000).
+    """
+
+    def __next__(self) -> Any:
+        if self._skip < 0:
+            return super().__next__()
+        results = self._compute_results()
+        if self._limit and self._emitted >= abs(self._limit):
+            raise StopIteration
+        position = self._skip + self._emitted
+        if position >= len(results):
+            raise StopIteration
+        self._emitted += 1
+        return results[position]
+
+    next = __next__
+
+
+class IndexedCollection(Collection):
+    """mongomock's Collection with candidate lookups by `_id` and by equality fields."""
+
+    @property
+    def _indexes(self) -> StoreIndexes:
+        store = self._store
+        indexes = getattr(store, "_crawlsched_indexes", None)
+        if indexes is None:
+            indexes = StoreIndexes()
+            store._crawlsched_indexes = indexes
+        return indexes
+
+    def _narrowest(self, filter: Mapping[str, Any]) -> set[Any] | None:
+        """The smallest id set some top-level equality (or one inside `$and`) allows.
+
+        Sizes are compared before any set is built: copying the ids of a common value (say
+        every job whose `dispatch_id` is null) would cost as much as the scan it replaces.
+        """
+        best: tuple[int, Any] | None = None  # (size, how to build the set)
+        for field, condition in filter.items():
+            if field == "$and" and isinstance(condition, list):
+                sets = [self._narrowest(c) for c in condition if isinstance(c, Mapping)]
+                ids = min((s for s in sets if s is not None), key=len, default=None)
+                option = None if ids is None else (len(ids), lambda ids=ids: ids)
+            else:
+                plain = not field.startswith("$") and "." not in field
+                values = equality_values(condition) if plain else None
+                if values is None:
+                    continue
+                if field == "_id":
+                    keys = {store_key(v) for v in values}
+                    option = (len(keys), lambda keys=keys: keys)
+                else:
+                    index = self._indexes.field(field, self._store)
+                    option = (index.estimate(values), lambda i=index, v=values: i.lookup(v))
+            if option is not None and (best is None or option[0] < best[0]):
+                best = option
+        return None if best is None else best[1]()
+
+    def _candidates(self, filter: Any) -> list[dict] | None:
+        if not isinstance(filter, Mapping) or not filter or self._store.is_empty:
+            return None
+        store = self._store
+        best = self._narrowest(filter)
+        if best is None or len(best) > len(store) * SELECTIVE:
+            return None
+        indexes = self._indexes
+        docs = []
+        for doc_id in best:
+            if doc_id in store:
+                indexes.seen(doc_id)
+                docs.append((indexes.order[doc_id], store[doc_id]))
+            else:
+                indexes.forget(doc_id)  # deleted since it was filed
+        docs.sort(key=lambda pair: pair[0])
+        return [doc for _, doc in docs]
+
+    def _iter_documents(self, filter: Any) -> Iterator[dict]:
+        candidates = self._candidates(filter)
+        if candidates is None:
+            yield from super()._iter_documents(filter)
+            return
+        for document in candidates:
+            if filter_applies(filter, document):
+                yield document
+
+    def _insert(self, data: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(data, Mapping) and "_id" in data:
+            # A document inserted again under an old id is checked afresh.
+            self._indexes.forget_checked(store_key(data["_id"]))
+        result = super()._insert(data, *args, **kwargs)
+        if isinstance(data, Mapping):
+            self._indexes.inserted(store_key(data["_id"]))
+        return result
+
+    def _ensure_uniques(self, new_data: dict) -> None:
+        # Called by mongomock after every insert and every changing update of `new_data`.
+        doc_id = store_key(new_data["_id"])
+        for name, index in self._store.indexes.items():
+            if index.get("unique"):
+                self._check_unique(name, index, new_data, doc_id)
+        self._indexes.refresh(doc_id, new_data)
+
+    def _check_unique(
+        self, name: str, index: Mapping[str, Any], new_data: dict, doc_id: Any
+    ) -> None:
+        spec = {}
+        for key, _ in index["key"]:
+            try:
+                spec[key] = helpers.get_value_by_dot(new_data, key)
+            except KeyError:
+                spec[key] = None
+        partial = index.get("partialFilterExpression")
+        applies = partial is None or filter_applies(partial, new_data)
+        # The store held no duplicate before this write; if this document's key (and whether
+        # the index covers it) is exactly what it was last checked with, it still holds none.
+        typed_key = [typed(value) for value in spec.values()]
+        stamp = None if None in typed_key else (applies, *typed_key)
+        checked = self._indexes.checked_keys(name, index)
+        if stamp is not None and checked.get(doc_id) == stamp:
+            return
+        checked.pop(doc_id, None)
+        if not (index.get("sparse") and set(spec.values()) == {None}) and applies:
+            query = spec if partial is None else {"$and": [partial, spec]}
+            for other in self._iter_documents(query):
+                if store_key(other["_id"]) != doc_id:
+                    raise DuplicateKeyError("E11000 Duplicate Key Error", 11000)
+        if stamp is not None:
+            checked[doc_id] = stamp
+
+    def create_index(
+        self, key_or_list: Any, cache_for: int = 300, session: Any = None, **kwargs: Any
+    ) -> str:
+        """mongomock checks the documents already there against a new unique index without its
+        partial filter, so a partial unique index over jobs it does not cover (the old system's,
+        without `target`) was refused. Check only the covered documents, then register it."""
+        partial = kwargs.get("partialFilterExpression")
+        if session or not kwargs.get("unique") or partial is None:
+            return super().create_index(key_or_list, cache_for, session, **kwargs)
+        keys = helpers.create_index_list(key_or_list)
+        name = kwargs.get("name") or helpers.gen_index_name(keys)
+        index: dict[str, Any] = {"key": keys}
+        if kwargs.get("sparse"):
+            index["sparse"] = True
+        index["unique"] = True
+        if kwargs.get("expireAfterSeconds") is not None:
+            index["expireAfterSeconds"] = kwargs["expireAfterSeconds"]
+        index["partialFilterExpression"] = partial
+        existing = self._store.indexes.get(name)
+        if existing is not None:
+            if existing == index:
+                return name
+            return super().create_index(key_or_list, cache_for, session, **kwargs)  # refuses
+        for doc in list(self._store.documents):
+            self._check_unique(name, index, doc, store_key(doc["_id"]))
+        self._store.create_index(name, index)
+        return name
+
+    def find(self, *args: Any, **kwargs: Any) -> Cursor:
+        cursor = super().find(*args, **kwargs)
+        cursor.__class__ = _Cursor
+        return cursor
+
+    def distinct(self, key: Any, filter: Any = None, session: Any = None) -> list[Any]:
+        """mongomock's `distinct` reads every matching document whole (a copy each): for a
+        top-level field, read only that field."""
+        if session or not isinstance(key, str) or "." in key or key.startswith("$"):
+            return super().distinct(key, filter, session=session)
+        return self.find(filter, {key: 1}).distinct(key)
+
+    # -- aggregation ----------------------------------------------------------------------
+
+    def aggregate(self, pipeline: Any, session: Any = None, **kwargs: Any) -> CommandCursor:
+        """mongomock's aggregation, with a leading `$match` answered like `find` (indexed
+        candidates) and cheaper `$sort`, `$lookup` and `$unwind`.
+
+        When the stages after the leading `$match` and `$sort`s all work one document at a
+        time, the result streams: the matching documents are sorted as references (nothing
+        copied), then copied and carried through the rest `STREAM_CHUNK` at a time, as the
+        cursor is read. So a planning sweep holds one reference per due job, not a copy.
+        """
+        stages = list(pipeline) if isinstance(pipeline, list | tuple) else None
+        if session or not stages or not all(single_stage(s) for s in stages):
+            return super().aggregate(pipeline, session=session, **kwargs)
+        first = stages[0]
+        if "$match" not in first or not isinstance(first["$match"], Mapping):
+            return CommandCursor(self._run_stages(list(self.find()), stages))
+        # References, not copies; the filter's dates made naive as `find` makes them.
+        spec = helpers.patch_datetime_awareness_in_document(first["$match"])
+        matched = list(self._iter_documents(spec))
+        rest = stages[1:]
+        while rest and "$sort" in rest[0] and plain_sort(rest[0]["$sort"]):
+            matched = sort_documents(matched, self.database, rest[0]["$sort"])
+            rest = rest[1:]
+        if not all(streams(stage) for stage in rest):
+            return CommandCursor(self._run_stages([self._read_copy(d) for d in matched], rest))
+        fields = None
+        if rest and plain_inclusion(rest[0]):
+            fields, rest = dict(rest[0]["$project"]), rest[1:]
+        return CommandCursor(self._stream(matched, fields, rest))
+
+    def _read_copy(self, document: dict, fields: Mapping[str, Any] | None = None) -> dict:
+        """The document as `find` (with this projection) would return it."""
+        copied = self._copy_only_fields(document, None if fields is None else dict(fields), dict)
+        if self.codec_options.tz_aware:
+            copied = helpers.make_datetime_timezone_aware_in_document(copied)
+        return copied
+
+    def _stream(
+        self, matched: list[dict], fields: Mapping[str, Any] | None, stages: list[dict]
+    ) -> Iterator[dict]:
+        for start in range(0, len(matched), STREAM_CHUNK):
+            chunk = [self._read_copy(d, fields) for d in matched[start : start + STREAM_CHUNK]]
+            yield from self._run_stages(chunk, stages)
+
+    def _run_stages(self, docs: list[dict], stages: list[dict]) -> list[dict]:
+        for stage in stages:
+            ((operator, options),) = stage.items()
+            fast = FAST_STAGES.get(operator)
+            if fast is not None and fast[0](options):
+                docs = fast[1](docs, self.database, options)
+            else:
+                cursor = mongomock_aggregate.process_pipeline(docs, self.database, [stage], None)
+                docs = list(cursor)
+        return docs

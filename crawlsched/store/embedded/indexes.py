@@ -1,0 +1,159 @@
+"""Field indexes of one embedded collection: value -> ids, kept current by the write hook."""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import itertools
+from collections.abc import Hashable, Iterable, Mapping
+from typing import Any
+
+from bson import ObjectId
+from mongomock import helpers
+
+_MISSING = object()
+# Above this many candidates an index answer is no better than a scan.
+SELECTIVE = 0.5
+
+
+def hashable(value: Any) -> bool:
+    return isinstance(value, Hashable) and not isinstance(value, list | dict)
+
+
+# Values that are never changed in place: a copy of a document may share them.
+_IMMUTABLE = frozenset({str, int, float, bool, type(None), bytes, datetime.datetime, ObjectId})
+
+
+def copy_document(value: Any) -> Any:
+    """`copy.deepcopy` for BSON-shaped data: dicts and lists copied, immutable scalars shared.
+
+    Anything else (a `SON`, a tuple, a `Decimal128`, …) goes to `copy.deepcopy` as before.
+    """
+    kind = type(value)
+    if kind is dict:
+        return {key: copy_document(item) for key, item in value.items()}
+    if kind is list:
+        return [copy_document(item) for item in value]
+    if kind in _IMMUTABLE:
+        return value
+    return copy.deepcopy(value)
+
+
+def typed(value: Any) -> tuple[type, Any] | None:
+    """A scalar with its type (`1`, `1.0` and `True` differ), or None for anything else."""
+    kind = type(value)
+    return (kind, value) if kind in _IMMUTABLE else None
+
+
+class _FieldIndex:
+    """value -> ids for one top-level field, plus ids whose value is a list or a document."""
+
+    def __init__(self, field: str) -> None:
+        self.field = field
+        self.by_value: dict[Any, set[Any]] = {}
+        self.complex: set[Any] = set()
+        self.key_of: dict[Any, Any] = {}  # id -> the value it is filed under (or _MISSING)
+
+    def file(self, doc_id: Any, doc: Mapping[str, Any]) -> None:
+        value = doc.get(self.field)
+        old = self.key_of.get(doc_id, _MISSING)
+        if old is not _MISSING and hashable(value) and old == value:
+            return  # the same bucket: Python equality is what files a value
+        self.unfile(doc_id)
+        if hashable(value):
+            self.by_value.setdefault(value, set()).add(doc_id)
+            self.key_of[doc_id] = value
+        else:
+            self.complex.add(doc_id)
+            self.key_of[doc_id] = _MISSING
+
+    def unfile(self, doc_id: Any) -> None:
+        if doc_id not in self.key_of:
+            return
+        key = self.key_of.pop(doc_id)
+        if key is _MISSING:
+            self.complex.discard(doc_id)
+        else:
+            ids = self.by_value.get(key)
+            if ids is not None:
+                ids.discard(doc_id)
+                if not ids:
+                    del self.by_value[key]
+
+    def estimate(self, values: Iterable[Any]) -> int:
+        """How many ids `lookup(values)` would return, without building the set."""
+        return len(self.complex) + sum(len(self.by_value.get(v, ())) for v in set(values))
+
+    def lookup(self, values: Iterable[Any]) -> set[Any]:
+        found = set(self.complex)
+        for value in values:
+            found |= self.by_value.get(value, set())
+        return found
+
+
+class StoreIndexes:
+    """The indexes of one collection store (shared by every Collection object over it)."""
+
+    def __init__(self) -> None:
+        self.fields: dict[str, _FieldIndex] = {}
+        self.order: dict[Any, int] = {}
+        self._next = itertools.count()
+        # Per unique index (by name): the index definition, and for each document the key it
+        # was last checked with. The definition is kept so that a re-created index starts over.
+        self.unique_keys: dict[str, tuple[Mapping[str, Any], dict[Any, tuple]]] = {}
+
+    def checked_keys(self, name: str, index: Mapping[str, Any]) -> dict[Any, tuple]:
+        entry = self.unique_keys.get(name)
+        if entry is None or entry[0] is not index:
+            entry = self.unique_keys[name] = (index, {})
+        return entry[1]
+
+    def seen(self, doc_id: Any) -> None:
+        if doc_id not in self.order:
+            self.order[doc_id] = next(self._next)
+
+    def inserted(self, doc_id: Any) -> None:
+        """A (re-)inserted document goes last in the store, whatever its id was before."""
+        self.order[doc_id] = next(self._next)
+
+    def forget_checked(self, doc_id: Any) -> None:
+        for _, keys in self.unique_keys.values():
+            keys.pop(doc_id, None)
+
+    def field(self, name: str, store: Any) -> _FieldIndex:
+        index = self.fields.get(name)
+        if index is None:
+            index = self.fields[name] = _FieldIndex(name)
+            for doc in store.documents:
+                doc_id = store_key(doc["_id"])
+                self.seen(doc_id)
+                index.file(doc_id, doc)
+        return index
+
+    def refresh(self, doc_id: Any, doc: Mapping[str, Any]) -> None:
+        self.seen(doc_id)
+        for index in self.fields.values():
+            index.file(doc_id, doc)
+
+    def forget(self, doc_id: Any) -> None:
+        self.order.pop(doc_id, None)
+        self.forget_checked(doc_id)
+        for index in self.fields.values():
+            index.unfile(doc_id)
+
+
+def store_key(doc_id: Any) -> Any:
+    return helpers.hashdict(doc_id) if isinstance(doc_id, dict) else doc_id
+
+
+def equality_values(condition: Any) -> list[Any] | None:
+    """The values a top-level condition can only match, or None if it is not equality/$in."""
+    if isinstance(condition, dict):
+        if set(condition) == {"$in"} and isinstance(condition["$in"], list | tuple):
+            values = list(condition["$in"])
+            return values if all(hashable(v) for v in values) else None
+        if set(condition) == {"$eq"}:
+            condition = condition["$eq"]
+        else:
+            return None
+    return [condition] if hashable(condition) else None

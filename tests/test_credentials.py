@@ -1,0 +1,119 @@
+"""The HTTP driver against a real server on 127.0.0.1 that records every request's headers:
+the account secret reaches only hosts its media declares, never follows a redirect elsewhere,
+and refused targets receive no traffic at all (checked before connecting)."""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import pytest
+
+from crawlsched.drivers.base import CrawlContext, CrawlJob, DriverError
+from crawlsched.drivers.http import HttpPageDriver
+from crawlsched.drivers.targets import parse_networks
+from crawlsched.errors import UnsafeTarget
+
+SECRET = "s3cret-token-value"
+LOOPBACK = parse_networks(["127.0.0.1/32", "::1/128"])
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.server.seen.append(
+            (self.headers.get("Host"), self.path, self.headers.get("Authorization"))
+        )
+        if self.path.startswith("/redirect-to/"):
+            self.send_response(302)
+            self.send_header("Location", self.path.removeprefix("/redirect-to/").replace("~", "/"))
+            self.end_headers()
+            return
+        body = b"<html><title>ok</title><a href='/next'>n</a></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def server():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    httpd.seen = []
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _crawl(url: str, allowed=LOOPBACK, secret_hosts=("127.0.0.1",)):
+    job = CrawlJob("j1", "t", url, "profile", "twitter", 10)
+    with httpx.Client(timeout=5) as client:
+        context = CrawlContext(
+            http=client, secret=SECRET, secret_hosts=secret_hosts, allowed_networks=allowed
+        )
+        return HttpPageDriver().crawl(job, context)
+
+
+def test_secret_sent_to_a_declared_host(server):
+    port = server.server_address[1]
+    _crawl(f"http://127.0.0.1:{port}/p")
+    assert server.seen == [(f"127.0.0.1:{port}", "/p", f"Bearer {SECRET}")]
+
+
+def test_no_secret_to_a_host_the_media_does_not_declare(server):
+    port = server.server_address[1]
+    _crawl(f"http://localhost:{port}/p")
+    assert len(server.seen) == 1
+    assert server.seen[0][2] is None
+
+
+def test_redirect_from_declared_host_to_another_drops_the_secret(server):
+    port = server.server_address[1]
+    elsewhere = f"http:~~localhost:{port}~landing"
+    _crawl(f"http://127.0.0.1:{port}/redirect-to/{elsewhere}")
+    assert [(path, auth) for _, path, auth in server.seen] == [
+        (f"/redirect-to/{elsewhere}", f"Bearer {SECRET}"),
+        ("/landing", None),
+    ]
+
+
+def test_redirect_to_a_refused_address_is_not_followed(server):
+    port = server.server_address[1]
+    with pytest.raises(DriverError, match="link-local"):
+        _crawl(f"http://127.0.0.1:{port}/redirect-to/http:~~169.254.169.254~latest~meta-data")
+    assert len(server.seen) == 1  # only the first hop reached anyone
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://127.0.0.1:{port}/p", "loopback"),  # loopback not admitted this time
+        ("http://localhost:{port}/p", "loopback"),  # a name resolving to loopback
+        ("http://169.254.169.254/latest/meta-data/", "link-local"),
+        ("http://10.0.0.8/", "private"),
+        ("http://[::ffff:127.0.0.1]:{port}/", "loopback"),
+        ("file:///etc/passwd", "http"),
+        ("http://user:pw@127.0.0.1:{port}/", "credentials"),
+    ],
+)
+def test_refused_target_receives_no_traffic(server, url, reason):
+    port = server.server_address[1]
+    with pytest.raises(DriverError, match=reason) as caught:
+        _crawl(url.format(port=port), allowed=())
+    assert server.seen == []
+    assert SECRET not in str(caught.value) and "pw@" not in str(caught.value)
+
+
+def test_literal_check_needs_no_dns():
+    from crawlsched.drivers.targets import check_literal
+
+    check_literal("https://example.invalid/page", ())  # a name: checked again at fetch
+    with pytest.raises(UnsafeTarget):
+        check_literal("http://192.168.1.1/", ())
+    check_literal("http://192.168.1.1/", parse_networks(["192.168.0.0/16"]))

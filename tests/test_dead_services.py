@@ -1,0 +1,126 @@
+"""Every command, the clock and a `dramatiq` worker pointed at a closed port: one clear line
+naming the service, the URL without its password and what to check; exit 1, in bounded time,
+with a bounded number of log lines. Real subprocesses, real pika and pymongo."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.workers import crawlsched_env
+
+BIN = Path(sys.executable).parent
+PASSWORD = "hunter2-do-not-print"
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # nothing listens once it is closed
+
+
+COMMANDS = [
+    ["init-db"],
+    ["sweep-now", "sweep-profiles"],
+    ["runs"],
+    ["pools"],
+    ["run", "status", "x@20240101T000000Z"],
+    ["run", "resources", "x@20240101T000000Z"],
+    ["accounts", "add", "twitter", "alice", "--secret-env", "HOME"],
+    ["accounts", "list"],
+    ["accounts", "ban", "twitter", "alice"],
+    ["accounts", "disable", "twitter", "alice"],
+    ["accounts", "enable", "twitter", "alice"],
+    ["nodes", "add", "http://127.0.0.1:4444"],
+    ["nodes", "list"],
+    ["nodes", "drain", "http://127.0.0.1:4444"],
+    ["nodes", "remove", "http://127.0.0.1:4444"],
+    ["jobs", "problems"],
+    ["jobs", "retry-problems"],
+    ["jobs", "summary"],
+    ["jobs", "add", "profile", "twitter", "alice"],
+    ["jobs", "add", "website", "https://example.org/"],
+]
+
+
+def _run(args: list[str], env: dict[str, str], timeout: float = 60) -> tuple[int, str, float]:
+    started = time.monotonic()
+    done = subprocess.run(
+        args,
+        env=env,
+        input="s3cret\n",
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    return done.returncode, done.stderr + done.stdout, time.monotonic() - started
+
+
+def _env(mongo_url: str, broker_url: str) -> dict[str, str]:
+    env = crawlsched_env(broker_url, mongo_url, "dead_services")
+    env["CRAWLSCHED_CONNECT_TIMEOUT_S"] = "1"
+    return env
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c[:2]))
+def test_command_with_mongodb_gone_says_so_in_one_line(command, tmp_path):
+    jobs_file = tmp_path / "jobs.jsonl"
+    jobs_file.write_text('{"kind": "website", "target": "https://example.org/"}\n')
+    url = f"mongodb://admin:{PASSWORD}@127.0.0.1:{_closed_port()}/"
+    args = [str(BIN / "crawlsched"), *(a.format(jobs_file=jobs_file) for a in command)]
+
+    code, output, elapsed = _run(args, _env(url, "stub://"))
+
+    lines = output.strip().splitlines()
+    assert code == 1, output
+    assert len(lines) == 1, output
+    if command[:2] == ["nodes", "add"]:  # it probes the node first, and says so
+        assert lines[0].startswith("error: Selenium node http://127.0.0.1:4444 unreachable")
+        return
+    assert lines[0].startswith("error: MongoDB unreachable at mongodb://***@127.0.0.1:"), output
+    assert "CRAWLSCHED_MONGO_URL" in lines[0] and PASSWORD not in output
+    assert elapsed < 30
+
+
+def test_clock_with_broker_gone_says_so_in_one_line():
+    url = f"amqp://guest:{PASSWORD}@127.0.0.1:{_closed_port()}/%2f"
+    env = _env("mongomock://", url)
+
+    code, output, elapsed = _run([str(BIN / "crawlsched"), "clock", "--count", "1"], env)
+
+    assert code == 1, output
+    assert output.strip().splitlines() == [
+        f"error: RabbitMQ unreachable at amqp://***@127.0.0.1:{url.split(':')[3]} "
+        "(AMQPConnectionError): is RabbitMQ running, and do the user, password and vhost of "
+        "CRAWLSCHED_BROKER_URL exist?"
+    ]
+    assert elapsed < 30
+
+
+@pytest.mark.parametrize("service", ["broker", "mongodb", "vhost"])
+def test_dramatiq_worker_with_a_service_gone_exits_with_one_line(service, rabbitmq_url):
+    mongo = f"mongodb://admin:{PASSWORD}@127.0.0.1:{_closed_port()}/"
+    broker = f"amqp://guest:{PASSWORD}@127.0.0.1:{_closed_port()}/%2f"
+    if service == "mongodb":
+        broker = rabbitmq_url
+    elif service == "vhost":
+        mongo, broker = "mongomock://", rabbitmq_url.rsplit("/", 1)[0] + "/no-such-vhost"
+    else:
+        mongo = "mongomock://"
+    args = [str(BIN / "dramatiq"), "crawlsched.actors", "--processes", "1", "--threads", "1"]
+
+    code, output, elapsed = _run([*args, "--skip-logging"], _env(mongo, broker), timeout=90)
+
+    ours = [line for line in output.splitlines() if line.startswith("error: ")]
+    expected = "MongoDB" if service == "mongodb" else "RabbitMQ"
+    assert code != 0, output
+    assert len(ours) == 1 and ours[0].startswith(f"error: {expected} unreachable at "), output
+    assert PASSWORD not in output
+    assert len(output.strip().splitlines()) <= 3, output  # ours and dramatiq's "exited (code 1)"
+    assert elapsed < 60

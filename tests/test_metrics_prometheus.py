@@ -1,0 +1,232 @@
+"""A real Prometheus scrapes a `dramatiq` worker group (2 processes) and the clock during a run.
+
+Once per module: the demo's jobs on the multi-process MongoDB server, a Selenium node that is
+down (so Selenium batches wait, then starve), `dramatiq crawlsched.actors --processes 2` and
+`crawlsched clock` as subprocesses on the real RabbitMQ, Prometheus scraping both exporters
+every second. Then the worker group is restarted and scraped again.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import dramatiq
+import httpx
+import pytest
+
+from crawlsched.demo.node import free_port
+from crawlsched.demo.site import DemoSite
+from crawlsched.runtime import Runtime
+from crawlsched.settings import Settings
+from tests.support.deploy import dashboard_queries, rule_expressions
+from tests.support.mongo_server import fresh_database_name
+from tests.support.prometheus import PrometheusServer
+from tests.support.rabbit import publish_raw
+from tests.support.seeding import all_runs_finished, fire_all_now, seed
+from tests.support.services import service_unavailable
+from tests.support.waiting import wait_for
+from tests.support.workers import REPO, TEST_SECRET_KEY, DramatiqWorkers, crawlsched_env
+
+pytestmark = [pytest.mark.rabbitmq, pytest.mark.multiprocess]
+
+WORKERS_JOB, CLOCK_JOB = "crawlsched-workers", "crawlsched-clock"
+METRIC_NAME = re.compile(r"\b(?:crawlsched|dramatiq)_[a-z0-9_]+")
+
+
+def _total(prom: PrometheusServer, expr: str) -> float:
+    return prom.value(f"sum({expr})") or 0.0
+
+
+def _exporter_answers(address: str) -> bool:
+    try:
+        return httpx.get(f"http://{address}/metrics", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def observed(rabbitmq_url, multiprocess_mongo_url, tmp_path_factory):
+    if not PrometheusServer.available():
+        service_unavailable("prometheus is not installed (Debian package prometheus)")
+    db_name = fresh_database_name("metrics_prometheus")
+    worker_address, clock_address = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    env = crawlsched_env(
+        rabbitmq_url,
+        multiprocess_mongo_url,
+        db_name,
+        CRAWLSCHED_METRICS_DIR=str(tmp_path_factory.mktemp("metrics")),
+        CRAWLSCHED_METRICS_ADDRESS=worker_address,
+        CRAWLSCHED_CLOCK_METRICS_ADDRESS=clock_address,
+        CRAWLSCHED_ADMISSION_WAIT_S="3",
+        CRAWLSCHED_NODE_PROBE_INTERVAL_S="1",
+    )
+    rt = Runtime(
+        Settings(
+            mongo_url=multiprocess_mongo_url,
+            mongo_db=db_name,
+            broker_url=rabbitmq_url,
+            secret_key=TEST_SECRET_KEY,
+        )
+    )
+    found: dict = {}
+    targets = {WORKERS_JOB: [worker_address], CLOCK_JOB: [clock_address]}
+    cli = str(Path(sys.executable).parent / "crawlsched")
+    with DemoSite() as site, PrometheusServer(targets) as prom:
+        seed(rt, site.base_url, node_url=None)
+        # A node nobody listens on: the ticker finds it down, Selenium batches starve.
+        rt.inventory.add_node(f"http://127.0.0.1:{free_port()}", "chromedriver", 2, rt.now())
+        fire_all_now(rt)
+        workers = DramatiqWorkers(env, processes=2, threads=2).start()
+        clock = subprocess.Popen(
+            [cli, "clock", "--interval", "0.5"], cwd=REPO, env=env, stderr=subprocess.PIPE
+        )
+        try:
+            runs = wait_for(lambda: all_runs_finished(rt), 120, "both sweeps to finish")
+            found["runs"] = runs
+            counts = Counter()
+            for run in runs:
+                counts.update(run["counts"])
+            found["counts"] = counts
+            # When Prometheus has scraped the final counts
+            wait_for(
+                lambda: _total(prom, "crawlsched_jobs_finished_total") == sum(counts.values()),
+                60,
+                f"Prometheus to see {sum(counts.values())} jobs finished",
+            )
+            wait_for(
+                lambda: _total(prom, "crawlsched_runs_finished_total") == len(runs),
+                30,
+                "Prometheus to see the runs finished",
+            )
+            found["by_outcome"] = {
+                outcome: _total(prom, f'crawlsched_jobs_finished_total{{outcome="{outcome}"}}')
+                for outcome in counts
+            }
+            found["assignments"] = sum(len(rt.assignments.for_run(r["_id"])) for r in runs)
+            found["shortages"] = sum(len(r.get("shortages", [])) for r in runs)
+            for name in (
+                "crawlsched_jobs_dispatched_total",
+                "crawlsched_runs_planned_total",
+                "crawlsched_runs_finished_total",
+                "crawlsched_batches_admitted_total",
+                "crawlsched_batches_starved_total",
+                "crawlsched_batches_parked_total",
+                'dramatiq_messages_total{actor_name="record_finished"}',
+            ):
+                found[name] = _total(prom, name)
+            found["crawled_by"] = set(rt.db.profile_data.distinct("crawled_by")) | set(
+                rt.db.articles.distinct("crawled_by")
+            )
+            wait_for(
+                lambda: prom.value('max(crawlsched_nodes{state="down"})') == 1,
+                30,
+                "the store gauges to show the node down",
+            )
+            found["twitter_capacity"] = prom.value(
+                'max(crawlsched_pool_capacity{pool="account", media="twitter"})'
+            )
+            # A message that is dead-lettered (bad input is never retried): dramatiq's error and
+            # reject counters get a series too.
+            bad = dramatiq.Message(
+                queue_name="crawlsched.plan",
+                actor_name="plan_crawls",
+                args=("sweep-profiles", "not-a-date"),
+                kwargs={},
+                options={},
+            )
+            publish_raw(rabbitmq_url, "crawlsched.plan", bad.encode())
+            wait_for(
+                lambda: _total(prom, "dramatiq_message_rejects_total") >= 1,
+                30,
+                "Prometheus to see the dead-lettered message",
+            )
+            found["names"] = prom.names()
+            found["query_errors"] = {}
+            for where, expr in dashboard_and_rule_metric_queries():
+                try:
+                    prom.query(expr)
+                except httpx.HTTPStatusError as e:
+                    found["query_errors"][where] = e.response.text[:300]
+
+            # When the worker group is restarted (same multiprocess directory)
+            workers.stop()
+            workers = DramatiqWorkers(env, processes=2, threads=2).start()
+            wait_for(lambda: _exporter_answers(worker_address), 60, "the new group's exporter")
+            ready_at = time.time()
+            wait_for(
+                lambda: (
+                    (prom.value(f'timestamp(up{{job="{WORKERS_JOB}"}})') or 0) > ready_at + 2
+                    and prom.value(f'up{{job="{WORKERS_JOB}"}}') == 1
+                ),
+                60,
+                "Prometheus to scrape the new group",
+            )
+            found["after_restart_jobs_finished"] = _total(prom, "crawlsched_jobs_finished_total")
+            found["after_restart_reports"] = _total(
+                prom, 'dramatiq_messages_total{actor_name="record_finished"}'
+            )
+            found["after_restart_ticks"] = _total(prom, "crawlsched_ticks_total")
+        except AssertionError:
+            print(workers.output()[-5000:])
+            raise
+        finally:
+            clock.terminate()
+            clock.wait(timeout=20)
+            workers.stop()
+    return found
+
+
+def test_prometheus_counters_equal_what_the_run_did(observed):
+    runs, counts = observed["runs"], observed["counts"]
+    # Both worker processes crawled, so the sums below add two processes' counts.
+    assert len(observed["crawled_by"]) == 2, observed["crawled_by"]
+    assert counts["starved"] > 0 and counts["succeeded"] > 0
+    assert observed["by_outcome"] == {k: float(v) for k, v in counts.items()}
+    assert observed["crawlsched_jobs_dispatched_total"] == sum(r["planned"] for r in runs)
+    assert observed["crawlsched_runs_planned_total"] == len(runs) == 2
+    assert observed["crawlsched_runs_finished_total"] == 2
+    assert observed["crawlsched_batches_admitted_total"] == observed["assignments"] > 0
+    assert observed["crawlsched_batches_starved_total"] == observed["shortages"] > 0
+    assert (
+        observed["crawlsched_batches_parked_total"]
+        == observed["assignments"] + observed["shortages"]
+    )
+    # dramatiq's own actor metrics come through the same exporter: one message per report.
+    assert observed['dramatiq_messages_total{actor_name="record_finished"}'] >= len(runs)
+    assert observed["twitter_capacity"] == 2
+
+
+def test_prometheus_restart_does_not_resurrect_old_counts(observed):
+    assert observed["crawlsched_runs_finished_total"] == 2
+    # The new group counted ticks of its own, and nothing of the old group's run.
+    assert observed["after_restart_ticks"] > 0
+    assert observed["after_restart_jobs_finished"] == 0
+    assert observed["after_restart_reports"] == 0
+
+
+def dashboard_and_rule_metric_queries() -> list[tuple[str, str]]:
+    return [*dashboard_queries(), *rule_expressions()]
+
+
+def dashboard_and_rule_metric_names() -> dict[str, set[str]]:
+    used: dict[str, set[str]] = {}
+    for where, expr in dashboard_and_rule_metric_queries():
+        for name in METRIC_NAME.findall(expr):
+            used.setdefault(name, set()).add(where)
+    return used
+
+
+def test_every_metric_in_dashboards_and_alerts_is_really_exported(observed):
+    used = dashboard_and_rule_metric_names()
+    assert len(used) > 20
+    missing = {name: sorted(where) for name, where in used.items() if name not in observed["names"]}
+    assert missing == {}
+
+
+def test_every_dashboard_and_alert_query_is_valid_promql(observed):
+    assert observed["query_errors"] == {}
