@@ -92,9 +92,15 @@ def test_consumer_receives_every_event_of_a_run_and_a_schedule_in_order(
     _setup(rt, accounts=1)
     _twitter_jobs(rt, 30, 0, "u")
 
-    # When the schedule's life is emitted and its sweep runs to its end
-    for name in SCHEDULE_LIFE:
-        emit(rt, name, schedule_id="nightly")
+    # When a schedule lives its whole life through the schedule operations, and a sweep runs
+    from crawlsched.flow import schedule_ops
+
+    schedule_ops.create(rt, "nightly", {"interval_s": 86400, "collections": ["websites"]})
+    schedule_ops.update(rt, "nightly", {"interval_s": 43200})
+    schedule_ops.pause(rt, "nightly")
+    schedule_ops.unpause(rt, "nightly")
+    schedule_ops.stop(rt, "nightly")
+    schedule_ops.delete(rt, "nightly")
     _fire_profiles(rt)
     run = _profile_run_ended(rt)
 

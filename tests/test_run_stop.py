@@ -279,8 +279,7 @@ def test_history_and_stop_checks_cost_a_few_commands_per_batch_not_per_job(
     # the stop reads): far below one per job (a baseline before and after brackets any drift;
     # quiet, it is about 2.5 per batch of 25, 0.1 per job); and the history is there
     extra = with_history - max(baseline, again)
-    print(
-        f"commands/job baselines {baseline / 200:.3f} {again / 200:.3f}, with {with_history / 200:.3f}"
-    )
+    per_job = [round(n / 200, 3) for n in (baseline, again, with_history)]
+    print(f"commands/job: baselines {per_job[0]} and {per_job[1]}, with history {per_job[2]}")
     assert rt.db.task_history.count_documents({"run_id": seen[1]}) == 200
     assert extra < 200 * 0.5, (baseline, with_history, again)
