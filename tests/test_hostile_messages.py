@@ -263,3 +263,24 @@ def test_plan_message_with_wrong_arguments_is_dead_lettered_not_retried(world):
     assert len(reasons) == 3, logs
     assert len(broker.dead_letters) == 3
     assert all(len(r) <= 500 for r in reasons)
+
+
+def test_with_a_signing_key_unsigned_and_tampered_messages_are_dead_lettered(stub_pipeline):
+    broker, worker = stub_pipeline(message_signing_key="k" * 32)
+    actor = _record_finished()
+    payload = _report(RUN, uuid.uuid4().hex)
+    unsigned = actor.message(payload)
+    signed = actor.message(payload)
+    broker.emit_before("enqueue", signed, None)  # what send() does: signs it
+    tampered = signed.copy(args=(_report(OTHER_RUN, uuid.uuid4().hex),))
+
+    def put_raw():
+        for message in (unsigned, tampered):
+            broker.queues[message.queue_name].put(message.encode())
+        actor.send(payload)  # signed on the way out, then refused by the coordinator
+
+    logs = _deliver(broker, worker, put_raw)
+
+    reasons = _dead_letter_reasons(logs)
+    assert sorted(r.startswith("missing or bad signature") for r in reasons) == [False, True, True]
+    assert any("ReportRejected" in r for r in reasons)
