@@ -20,7 +20,7 @@ from crawlsched.demo.node import LocalChromedriver  # noqa: E402
 from crawlsched.drivers.base import CrawlContext, CrawlJob  # noqa: E402
 from crawlsched.drivers.browser import BrowserPageDriver  # noqa: E402
 from crawlsched.drivers.browser_session import open_browser  # noqa: E402
-from crawlsched.drivers.targets import parse_networks
+from crawlsched.drivers.targets import parse_networks  # noqa: E402
 from tests.support.js_site import JsSite  # noqa: E402
 
 RULES = "MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"
