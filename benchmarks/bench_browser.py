@@ -20,14 +20,19 @@ from crawlsched.demo.node import LocalChromedriver  # noqa: E402
 from crawlsched.drivers.base import CrawlContext, CrawlJob  # noqa: E402
 from crawlsched.drivers.browser import BrowserPageDriver  # noqa: E402
 from crawlsched.drivers.browser_session import open_browser  # noqa: E402
+from crawlsched.drivers.targets import parse_networks  # noqa: E402
 from tests.support.js_site import JsSite  # noqa: E402
 
 RULES = "MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"
 
 
+# The benchmark's site runs on loopback: admitted explicitly, as in the demo.
+LOOPBACK = parse_networks(["127.0.0.1/32"])
+
+
 def crawl(driver, browser, url: str) -> None:
     job = CrawlJob("j", "t", url, "profile", "tiktok", crawl_limit=10)
-    result = driver.crawl(job, CrawlContext(http=None, browser=browser))
+    result = driver.crawl(job, CrawlContext(http=None, browser=browser, allowed_networks=LOOPBACK))
     assert result.items[0]["rendered"]
 
 

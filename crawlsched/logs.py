@@ -120,15 +120,15 @@ def configure_logging(log_format: str = "auto", level: str = "INFO") -> None:
             foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name],
         )
     )
+    # On the handler, not a logger: dramatiq names a logger per consumer thread and queue.
+    handler.addFilter(OutageFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(numeric)
     # pika logs each failed connection in five ERROR lines: the outage is reported once per
     # backoff step instead (OutageFilter) and a command's failure in one line (services.py).
     logging.getLogger("pika").setLevel(numeric if numeric <= logging.DEBUG else logging.CRITICAL)
-    for name in ("dramatiq.worker.ConsumerThread", "dramatiq.worker.WorkerThread"):
-        outage_filter = OutageFilter()
-        logging.getLogger(name).filters[:] = [outage_filter]
+
     # httpx logs every request's full URL at INFO: the driver logs what matters, scrubbed.
     for noisy in ("httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(max(numeric, logging.WARNING))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from ipaddress import ip_network
 from threading import Thread
 
 import httpx
@@ -23,6 +22,7 @@ from crawlsched.drivers.base import CrawlContext, CrawlJob
 from crawlsched.drivers.browser import BrowserPageDriver
 from crawlsched.drivers.browser_session import is_session_lost, open_browser
 from crawlsched.drivers.http import HttpPageDriver
+from crawlsched.drivers.targets import parse_networks
 from crawlsched.errors import NodeUnreachable
 from crawlsched.resources.node_probe import probe_node
 from crawlsched.resources.rules import DOWN
@@ -47,12 +47,13 @@ def _node() -> LocalChromedriver:
 def test_browser_driver_renders_what_http_misses(chromedriver_node):
     with JsSite() as site, httpx.Client(timeout=10) as http:
         url = f"{site.base_url}/page/p1"
-        # The local site is on loopback, which crawl targets reach only when allow-listed.
-        loopback = CrawlContext(http=http, allowed_networks=[ip_network("127.0.0.1/32")])
-        plain = HttpPageDriver().crawl(_job(url), loopback)
+        loopback = parse_networks(["127.0.0.1/32"])
+        plain = HttpPageDriver().crawl(
+            _job(url), CrawlContext(http=http, allowed_networks=loopback)
+        )
         with open_browser(chromedriver_node, host_resolver_rules=TEST_HOST_RULES) as browser:
             rendered = BrowserPageDriver().crawl(
-                _job(url), CrawlContext(http=http, browser=browser)
+                _job(url), CrawlContext(http=http, browser=browser, allowed_networks=loopback)
             )
     assert RENDERED_MARK not in plain.items[0]["title"] and plain.items[0]["links"] == []
     page = rendered.items[0]

@@ -124,3 +124,31 @@ def test_dramatiq_worker_with_a_service_gone_exits_with_one_line(service, rabbit
     assert PASSWORD not in output
     assert len(output.strip().splitlines()) <= 3, output  # ours and dramatiq's "exited (code 1)"
     assert elapsed < 60
+
+
+@pytest.mark.rabbitmq
+def test_worker_that_loses_the_broker_logs_the_outage_a_few_times_a_minute(rabbitmq_url, tmp_path):
+    # Given a dramatiq worker connected to RabbitMQ through a proxy we can cut
+    from tests.support.tcp_proxy import TcpProxy
+    from tests.support.waiting import wait_for
+    from tests.support.workers import DramatiqWorkers
+
+    proxy = TcpProxy(5672).start()
+    via_proxy = rabbitmq_url.replace("127.0.0.1:5672", f"127.0.0.1:{proxy.port}")
+    env = _env("mongomock://", via_proxy)
+    workers = DramatiqWorkers(env, processes=1, threads=2).start()
+    try:
+        wait_for(lambda: "ready for action" in workers.output(), 60, "the worker to be ready")
+        before = len(workers.output().splitlines())
+
+        # When the broker goes away for 40 seconds
+        proxy.cut()
+        time.sleep(40)
+        during = workers.output().splitlines()[before:]
+    finally:
+        workers.kill()
+        proxy.cut()
+
+    # Then the worker keeps trying and says so, in a handful of lines, not hundreds
+    assert any("broker connection lost" in line for line in during), during[:5]
+    assert len(during) <= 10, "\n".join(during[:20])

@@ -92,7 +92,12 @@ def test_pipeline_cli_workers_two_processes(
 
 @pytest.mark.multiprocess
 def test_sigkill_worker_mid_run_loses_nothing(
-    rabbitmq_broker, rabbitmq_url, multiprocess_mongo_url, mongo_database_name, chromedriver_node
+    rabbitmq_broker,
+    rabbitmq_url,
+    multiprocess_mongo_url,
+    mongo_database_name,
+    chromedriver_node,
+    tmp_path,
 ):
     # Given two independent worker groups and a driver slow enough to be killed mid-batch
     from crawlsched.actors import ticker
@@ -108,23 +113,39 @@ def test_sigkill_worker_mid_run_loses_nothing(
     with DemoSite() as site:
         seed(rt, site.base_url, driver_class="slow", node_url=chromedriver_node)
         fire_all_now(rt)
-        victim = DramatiqWorkers(env, processes=1, threads=4).start()
-        survivor = DramatiqWorkers(env, processes=1, threads=4).start()
+        victim_log, survivor_log = tmp_path / "victim.log", tmp_path / "survivor.log"
+        victim_env = {**env, "CRAWLSCHED_TEST_START_LOG": str(victim_log)}
+        survivor_env = {**env, "CRAWLSCHED_TEST_START_LOG": str(survivor_log)}
+        victim = DramatiqWorkers(victim_env, processes=1, threads=4).start()
+        survivor = DramatiqWorkers(survivor_env, processes=1, threads=4).start()
         try:
             ticker.tick.send()
-            # When some results exist but the runs are not finished, SIGKILL one group
-            wait_for(lambda: rt.db.profile_data.count_documents({}) > 0, 60, "crawling to start")
+            # When the victim is in the middle of a batch, SIGKILL it
+            wait_for(victim_log.exists, 60, "the victim to start crawling a batch")
             assert all_runs_finished(rt) is None, "too fast to kill anything mid-run"
             victim.kill()
+            started_by_victim = _dispatches(victim_log)
             # Then the other group finishes everything: redelivered batches are re-run
             runs = wait_for(lambda: all_runs_finished(rt), 120, "runs to finish after SIGKILL")
         finally:
             victim.kill()
             survivor.stop()
     assert_nothing_lost(rt, runs)
+    # The victim held a batch in flight, and that same crawl message (same dispatch id, so not
+    # re-planned) was redelivered to the survivor, which ran it.
+    redelivered = started_by_victim & _dispatches(survivor_log)
+    assert started_by_victim, "the victim had no batch in flight"
+    assert redelivered, f"none of {sorted(started_by_victim)} was run again by the survivor"
     for collection in JOB_COLLECTIONS:
         running = rt.jobs(collection).summary().get(str(int(JobState.RUNNING)), 0)
         assert running == 0
+
+
+def _dispatches(start_log) -> set[str]:
+    """Dispatch ids of the batches whose crawl a worker started (tests.support.slow_driver)."""
+    if not start_log.exists():
+        return set()
+    return {line.split()[0] for line in start_log.read_text().splitlines() if line.strip()}
 
 
 @pytest.mark.multiprocess

@@ -63,6 +63,23 @@ def _report(run_id: str, dispatch: str, **extra) -> dict:
     return {**payload, **extra}
 
 
+def _crawl_payload(dispatch: str, job_ids: list[str]) -> dict:
+    return {
+        "run_id": RUN,
+        "dispatch_id": dispatch,
+        "collection": "profiles",
+        "task": "profile",
+        "category": "without_selenium_and_login",
+        "media_name": "twitter",
+        "media_id": 1,
+        "driver_class": "website",
+        "need_login": False,
+        "need_selenium": False,
+        "crawl_limit": 10,
+        "job_ids": job_ids,
+    }
+
+
 def _deliver(broker, worker, send) -> list[dict]:
     """Send, wait for the queues to drain, and return the log events emitted meanwhile."""
     with structlog.testing.capture_logs() as logs:
@@ -182,20 +199,7 @@ def test_crawl_message_with_200k_job_ids_is_dead_lettered(world):
     rt, broker, worker, live, _foreign = world
     from crawlsched.actors.crawl import CRAWL_ACTORS
 
-    payload = {
-        "run_id": RUN,
-        "dispatch_id": live,
-        "collection": "profiles",
-        "task": "profile",
-        "category": "without_selenium_and_login",
-        "media_name": "twitter",
-        "media_id": 1,
-        "driver_class": "website",
-        "need_login": False,
-        "need_selenium": False,
-        "crawl_limit": 10,
-        "job_ids": [f"oid:{i:024x}" for i in range(200_000)],
-    }
+    payload = _crawl_payload(live, [f"oid:{i:024x}" for i in range(200_000)])
     logs = _deliver(broker, worker, lambda: CRAWL_ACTORS["profile"].send(payload))
 
     reasons = _dead_letter_reasons(logs)
@@ -209,20 +213,7 @@ def test_crawl_message_over_the_batch_limit_is_dead_lettered(world):
     from crawlsched.actors.crawl import CRAWL_ACTORS
     from crawlsched.catalog import MAX_BATCH_JOBS
 
-    payload = {
-        "run_id": RUN,
-        "dispatch_id": live,
-        "collection": "profiles",
-        "task": "profile",
-        "category": "without_selenium_and_login",
-        "media_name": "twitter",
-        "media_id": 1,
-        "driver_class": "website",
-        "need_login": False,
-        "need_selenium": False,
-        "crawl_limit": 10,
-        "job_ids": ["1"] * (MAX_BATCH_JOBS + 1),
-    }
+    payload = _crawl_payload(live, ["1"] * (MAX_BATCH_JOBS + 1))
     logs = _deliver(broker, worker, lambda: CRAWL_ACTORS["profile"].send(payload))
 
     reasons = _dead_letter_reasons(logs)
@@ -263,3 +254,24 @@ def test_plan_message_with_wrong_arguments_is_dead_lettered_not_retried(world):
     assert len(reasons) == 3, logs
     assert len(broker.dead_letters) == 3
     assert all(len(r) <= 500 for r in reasons)
+
+
+def test_with_a_signing_key_unsigned_and_tampered_messages_are_dead_lettered(stub_pipeline):
+    broker, worker = stub_pipeline(message_signing_key="k" * 32)
+    actor = _record_finished()
+    payload = _report(RUN, uuid.uuid4().hex)
+    unsigned = actor.message(payload)
+    signed = actor.message(payload)
+    broker.emit_before("enqueue", signed, None)  # what send() does: signs it
+    tampered = signed.copy(args=(_report(OTHER_RUN, uuid.uuid4().hex),))
+
+    def put_raw():
+        for message in (unsigned, tampered):
+            broker.queues[message.queue_name].put(message.encode())
+        actor.send(payload)  # signed on the way out, then refused by the coordinator
+
+    logs = _deliver(broker, worker, put_raw)
+
+    reasons = _dead_letter_reasons(logs)
+    assert sorted(r.startswith("missing or bad signature") for r in reasons) == [False, True, True]
+    assert any("ReportRejected" in r for r in reasons)

@@ -25,6 +25,7 @@ from dramatiq.middleware import (
 from crawlsched import runtime
 from crawlsched.brokers.guards import GuardMessages, LogDeadLetters
 from crawlsched.brokers.middleware import LogContext
+from crawlsched.brokers.store_gate import WaitForMongo
 from crawlsched.logs import configure_logging
 from crawlsched.metrics.worker import WorkerMetrics
 from crawlsched.services import (
@@ -45,6 +46,8 @@ def middleware(settings: Settings) -> list[dramatiq.Middleware]:
         GuardMessages(key.get_secret_value().encode() if key else None),
         LogContext(),
         LogDeadLetters(),
+        # Before TimeLimit: time spent waiting for the store is not the message's own.
+        WaitForMongo(_ping_store),
         CurrentMessage(),
         # A tick or a plan older than this is stale: the next tick will do better.
         AgeLimit(max_age=24 * 3600 * 1000),
@@ -56,6 +59,10 @@ def middleware(settings: Settings) -> list[dramatiq.Middleware]:
         # failures are retried at the job level instead (attempt_count, backoff, exhausted).
         Retries(max_retries=5, min_backoff=500, max_backoff=30_000),
     ]
+
+
+def _ping_store() -> None:
+    runtime.get_runtime().db.raw.client.admin.command("ping")
 
 
 def setup_broker(settings: Settings) -> dramatiq.Broker:

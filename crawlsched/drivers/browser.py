@@ -16,6 +16,8 @@ from selenium.webdriver.support.ui import WebDriverWait
 from crawlsched.drivers.base import CrawlContext, CrawlJob, CrawlResult, DriverError
 from crawlsched.drivers.browser_session import is_session_lost
 from crawlsched.drivers.registry import register
+from crawlsched.drivers.targets import check_target
+from crawlsched.errors import UnsafeTarget
 
 READY_WAIT_S = 10
 # Pages keep writing after `load` (timers, fetches): wait until the DOM has been quiet this long,
@@ -41,6 +43,12 @@ class BrowserPageDriver:
         browser = context.browser
         if browser is None:
             raise DriverError("this task needs a Selenium node but no browser session was opened")
+        try:
+            # Resolved here, not on the node: a node in another network may see other addresses;
+            # the node's own resolver rules (CRAWLSCHED_BROWSER_HOST_RESOLVER_RULES) still apply.
+            check_target(job.url, context.allowed_networks)
+        except UnsafeTarget as e:
+            raise DriverError(f"refused: {e}") from None
         try:
             browser.get(job.url)
             WebDriverWait(browser, READY_WAIT_S).until(

@@ -15,8 +15,16 @@ from crawlsched.drivers.registry import register
 DELAY_S = float(os.environ.get("CRAWLSCHED_TEST_SLOW_DRIVER_S", "0.2"))
 
 
+# When set, each job start is appended here as "<dispatch_id> <job_id>": a test can then see
+# which batches a worker it killed had in flight, and who ran them again.
+START_LOG = os.environ.get("CRAWLSCHED_TEST_START_LOG")
+
+
 class SlowDriver:
     def crawl(self, job: CrawlJob, context: CrawlContext) -> CrawlResult:
+        if START_LOG:
+            with open(START_LOG, "a", encoding="utf-8") as log:
+                log.write(f"{(job.document or {}).get('dispatch_id')} {job.job_id}\n")
         time.sleep(DELAY_S)
         if "boom" in job.target:
             raise DriverError(f"{job.target} always fails")

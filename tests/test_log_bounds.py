@@ -1,0 +1,63 @@
+"""No value can make a log line big enough to break logging, and no URL password reaches one."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import structlog
+
+from crawlsched.logs import MAX_VALUE_CHARS, OutageFilter, configure_logging, get_logger
+
+
+def _lines(capsys) -> list[dict]:
+    return [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+
+
+def test_a_1_3_mb_value_is_cut_with_a_marker_and_logging_goes_on(capsys, monkeypatch):
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", list(root.handlers))  # restored after the test
+    monkeypatch.setattr(root, "level", root.level)
+    configure_logging("json", "INFO")
+    log = get_logger("test")
+    ids = [f"oid:{i:024x}" for i in range(45_000)]  # about 1.3 MB once rendered
+
+    log.warning("huge_message", job_ids=ids)
+    try:
+        raise ValueError("x" * 1_300_000)
+    except ValueError:
+        log.exception("huge_exception")
+    logging.getLogger("dramatiq.worker").warning("Received %s", "y" * 1_300_000)
+    log.info("still_logging", url="amqp://guest:hunter2@rabbit:5672/%2f")
+
+    lines = _lines(capsys)
+    assert [e["event"][:16] for e in lines] == [
+        "huge_message",
+        "huge_exception",
+        "Received " + "y" * 7,
+        "still_logging",
+    ]
+    assert all(len(json.dumps(e)) < 3 * MAX_VALUE_CHARS for e in lines)
+    assert lines[0]["job_ids"].endswith("chars]") and "truncated" in lines[0]["job_ids"]
+    assert lines[3]["url"] == "amqp://***@rabbit:5672/%2f"
+    structlog.reset_defaults()
+
+
+def test_outage_filter_lets_one_line_through_per_backoff_step(monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr("crawlsched.logs.time.monotonic", lambda: clock[0])
+    outage = OutageFilter()
+
+    def record(msg: str) -> logging.LogRecord:
+        return logging.LogRecord("dramatiq.worker.ConsumerThread", 50, "", 0, msg, (), None)
+
+    passed = []
+    # 30 consumer threads each failing every 3 s for 10 minutes
+    for tick in range(200):
+        clock[0] = tick * 3.0
+        for _ in range(30):
+            passed.append(outage.filter(record("Consumer encountered a connection error: x")))
+    assert outage.filter(record("an unrelated line")) is True
+    per_minute = sum(passed) / 10
+    assert sum(passed) >= 10  # the outage is still visible
+    assert per_minute <= 2, per_minute
