@@ -120,3 +120,17 @@ class ServiceUnreachable(CrawlschedError, ConnectionError):
         why = f" ({cause[:120]})" if cause else ""
         super().__init__(f"{service} unreachable at {url}{why}: {hint}")
         self.service = service
+
+
+class RunAlreadyEnded(CrawlschedError, ValueError):
+    def __init__(self, run_id: str, state: str) -> None:
+        super().__init__(f"run {run_id!r} has already ended ({state}): nothing to stop")
+        self.run_id = run_id
+
+
+class WebhookFailed(CrawlschedError):
+    """One webhook attempt failed; dramatiq retries the delivery with backoff."""
+
+    def __init__(self, delivery_id: str, reason: str) -> None:
+        super().__init__(f"webhook {delivery_id}: {reason}")
+        self.delivery_id = delivery_id

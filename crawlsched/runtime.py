@@ -28,6 +28,8 @@ from crawlsched.settings import Settings
 from crawlsched.store.assignments import MongoAssignmentStore
 from crawlsched.store.client import open_database
 from crawlsched.store.counting import CommandCounter, CountingDatabase
+from crawlsched.store.deliveries import MongoDeliveryStore
+from crawlsched.store.history import MongoHistoryStore
 from crawlsched.store.jobs import MongoJobStore
 from crawlsched.store.missed_runs import MongoMissedRunStore
 from crawlsched.store.reference import MongoReferenceStore
@@ -136,6 +138,10 @@ class Runtime:
     def assignments(self) -> MongoAssignmentStore:
         return MongoAssignmentStore(self.db)
 
+    @cached_property
+    def history(self) -> MongoHistoryStore:
+        return MongoHistoryStore(self.db)
+
     def max_wait_s(self, schedule_id: str | None) -> float:
         """How long a batch of this schedule may wait for a resource before it starves."""
         if self.settings.admission_wait_s is not None:
@@ -187,6 +193,9 @@ class Runtime:
         self.leases.create_indexes()
         self.waiting.create_indexes()
         self.assignments.create_indexes()
+        self.history.create_indexes()
+        MongoDeliveryStore(self.db).create_indexes()
+        self.db.activity.create_index([("at", -1)], name="recent")
 
 
 _runtime: Runtime | None = None

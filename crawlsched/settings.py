@@ -144,6 +144,16 @@ class Settings(BaseSettings):
     page_load_timeout_s: float = Field(
         30.0, gt=0, le=600, allow_inf_nan=False, description="A browser page's load timeout."
     )
+    stop_check_s: float = Field(
+        1.0,
+        gt=0,
+        le=60,
+        allow_inf_nan=False,
+        description="A crawl re-reads whether its run was stopped at most this often (seconds).",
+    )
+    webhook_timeout_s: float = Field(
+        10.0, gt=0, le=120, allow_inf_nan=False, description="Timeout of one webhook POST."
+    )
     target_allow_networks: list[str] = Field(
         default_factory=list,
         description="Networks (CIDR) crawl targets may resolve to although private, loopback "

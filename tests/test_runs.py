@@ -119,3 +119,56 @@ def test_runs_with_nothing_planned_finishes_when_planning_closes(runs):
 def test_runs_run_id_is_deterministic_per_schedule_and_fire_time():
     assert run_id_for("s", FIRE_AT) == run_id_for("s", FIRE_AT) == "s@20240601T115900Z"
     assert run_id_for("s", FIRE_AT + timedelta(seconds=1)) != run_id_for("s", FIRE_AT)
+
+
+def test_a_redelivered_report_counts_a_child_whose_parent_count_was_lost(embedded_mongo_url):
+    # Given a child run that ended, and a crash before its parent counted it
+    from crawlsched.flow.coordination import record_report
+    from crawlsched.messages import ReportMessage
+    from crawlsched.runtime import Runtime
+    from tests.conftest import settings_for_tests
+
+    rt = Runtime(settings_for_tests(mongo_url=embedded_mongo_url, broker_url="stub://"))
+    parent, child = "s@20261123T080000Z", "s@20261123T080000Z/1"
+    dispatch = "d" * 32
+    rt.runs.open(parent, "s", NOW, NOW)
+    rt.runs.open(child, "s", NOW, NOW, parent_id=parent)
+    rt.runs.close_planning(parent, 3, {}, NOW, children=1)
+    rt.runs.close_planning(child, 3, {}, NOW)
+    rt.db.profiles.insert_many(
+        [
+            {"_id": i, "run_id": child, "last_dispatch_id": dispatch, "last_outcome": "succeeded"}
+            for i in range(3)
+        ]
+    )
+    report = ReportMessage(run_id=child, dispatch_id=dispatch, collection="profiles", phase="crawl")
+    rt.runs.report(child, report.report_key, {"succeeded": 3})
+    assert rt.runs.finish(child, NOW)  # ...and the process died here
+    assert rt.runs.get(parent)["state"] == RUNNING
+
+    # When the report is redelivered (twice)
+    assert record_report(rt, report) is False
+    assert record_report(rt, report) is False
+
+    # Then the parent counted its child once and ended
+    run = rt.runs.get(parent)
+    assert (run["state"], run["counts"], run["outstanding"]) == (FINISHED, {"succeeded": 3}, 0)
+
+
+def test_a_child_run_stops_with_its_parent_or_by_itself(embedded_mongo_url):
+    from crawlsched.runtime import Runtime
+    from tests.conftest import settings_for_tests
+
+    rt = Runtime(settings_for_tests(mongo_url=embedded_mongo_url, broker_url="stub://"))
+    parent = "s@20261123T080000Z"
+    children = [f"{parent}/1", f"{parent}/2"]
+    rt.runs.open(parent, "s", NOW, NOW)
+    for child in children:
+        rt.runs.open(child, "s", NOW, NOW, parent_id=parent)
+    assert not any(rt.runs.stopping(r, "profile") for r in [parent, *children])
+    rt.runs.request_stop(children[0], NOW, task="profile")
+    assert rt.runs.stopping(children[0], "profile")
+    assert not rt.runs.stopping(children[0], "article")
+    assert not rt.runs.stopping(children[1], "profile") and not rt.runs.stopping(parent, "profile")
+    rt.runs.request_stop(parent, NOW)  # a stop while the parent plans: children see it too
+    assert all(rt.runs.stopping(r, "article") for r in [parent, *children])

@@ -1,8 +1,8 @@
 """The actors. `dramatiq crawlsched.actors` starts workers for all of them.
 
 Queues (DESIGN.md §5): crawlsched.ticks, crawlsched.plan, crawlsched.admit.login,
-crawlsched.admit.selenium, crawlsched.crawl.<task>, crawlsched.done. Use `--queues` to run, say,
-only crawlsched.crawl.publication on a machine.
+crawlsched.admit.selenium, crawlsched.crawl.<task>, crawlsched.done, crawlsched.notify. Use
+`--queues` to run, say, only crawlsched.crawl.publication on a machine.
 """
 
 from crawlsched.brokers import ensure_broker
@@ -13,6 +13,7 @@ from crawlsched.actors import (  # noqa: E402  (the broker must exist before act
     coordinator,
     crawl,
     gatekeepers,
+    notifier,
     planner,
     ticker,
 )
@@ -28,7 +29,17 @@ def all_actors() -> list:
         gatekeepers.wake_selenium,
         *crawl.CRAWL_ACTORS.values(),
         coordinator.record_finished,
+        notifier.deliver_webhook,
     ]
 
 
-__all__ = ["all_actors", "broker", "coordinator", "crawl", "gatekeepers", "planner", "ticker"]
+__all__ = [
+    "all_actors",
+    "broker",
+    "coordinator",
+    "crawl",
+    "gatekeepers",
+    "notifier",
+    "planner",
+    "ticker",
+]

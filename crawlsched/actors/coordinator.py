@@ -8,6 +8,7 @@ import dramatiq
 from dramatiq.middleware import CurrentMessage
 
 from crawlsched import metrics
+from crawlsched.actors.notifier import send_webhook
 from crawlsched.errors import ReportRejected
 from crawlsched.flow.coordination import record_report
 from crawlsched.messages import BadMessage, ReportMessage
@@ -21,7 +22,7 @@ def record_finished(report: dict) -> None:
     parsed = ReportMessage.parse(report)
     if message := CurrentMessage.get_current_message():
         metrics.report_received(time.time() - message.message_timestamp / 1000)
-    record_report(get_runtime(), parsed)
+    record_report(get_runtime(), parsed, send_webhook)
 
 
 def send_report(report: ReportMessage) -> None:

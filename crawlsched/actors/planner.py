@@ -8,6 +8,7 @@ import dramatiq
 
 from crawlsched.actors.crawl import send_crawl
 from crawlsched.actors.gatekeepers import admit_login, admit_selenium
+from crawlsched.actors.notifier import send_webhook
 from crawlsched.flow.planning import plan_run
 from crawlsched.messages import BadMessage, BatchMessage, admission_route
 from crawlsched.runtime import get_runtime
@@ -33,4 +34,4 @@ def plan_crawls(schedule_id: str, fire_at: str) -> None:
         raise BadMessage(f"fire_at is not an ISO date: {str(fire_at)[:50]!r}") from e
     if when.tzinfo is None:
         raise BadMessage(f"fire_at must carry a time zone: {fire_at[:50]!r}")
-    plan_run(get_runtime(), schedule_id, when, dispatch)
+    plan_run(get_runtime(), schedule_id, when, dispatch, send_webhook)

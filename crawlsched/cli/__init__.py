@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import typer
 
-from crawlsched.cli import admin, demo, doctor, jobs, pools, runs, schedules
+from crawlsched.cli import (
+    activity,
+    admin,
+    demo,
+    doctor,
+    jobs,
+    pools,
+    run_ops,  # noqa: F401  (adds now/stop/children/history to `run`)
+    runs,
+    schedules,
+)
 
 app = typer.Typer(
     help="crawlsched: plan, admit, run and watch crawl jobs (dramatiq over RabbitMQ, MongoDB).",
@@ -16,5 +26,6 @@ demo.register(app)
 runs.register(app)
 pools.register(app)
 doctor.register(app)
+activity.register(app)
 app.add_typer(jobs.app, name="jobs", help="Add, import and inspect crawl jobs.")
 app.add_typer(schedules.app, name="schedules", help="Create, change and inspect schedules.")

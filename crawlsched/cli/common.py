@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import NoReturn
 
 import typer
 from rich.console import Console
@@ -32,3 +33,9 @@ def cli_runtime(settings: Settings | None = None) -> Iterator[Runtime]:
     except CrawlschedError as e:
         err_console.print(f"[red]error:[/red] {e}", soft_wrap=True)
         raise typer.Exit(1) from None
+
+
+def bad_input(message: str) -> NoReturn:
+    """Unknown ids and bad arguments: one red line, exit code 2, nothing changed."""
+    err_console.print(f"[red]error:[/red] {message}", soft_wrap=True)
+    raise typer.Exit(2)

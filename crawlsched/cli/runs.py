@@ -8,13 +8,15 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from crawlsched.cli.common import cli_runtime, console
-from crawlsched.errors import RunNotFound
-from crawlsched.planning.outcomes import OUTCOME_MEANINGS
+from crawlsched.cli.common import bad_input, cli_runtime, console
+from crawlsched.planning.outcomes import OUTCOME_MEANINGS, STOPPED
+from crawlsched.runtime import Runtime
 
 run_app = typer.Typer(help="Look at one run.", no_args_is_help=True)
 
-COUNT_COLUMNS = tuple(OUTCOME_MEANINGS)
+# "stopped" is shown only when a run in the table has some: the usual table fits 80 columns.
+COUNT_COLUMNS = (*OUTCOME_MEANINGS, STOPPED)
+RARE_COLUMNS = (STOPPED,)
 # Short headers so that a runs table fits 80 columns; `legend()` spells them out.
 SHORT = {
     "succeeded": "ok",
@@ -22,10 +24,16 @@ SHORT = {
     "exhausted": "exh",
     "expired": "exp",
     "starved": "starv",
+    "stopped": "stop",
 }
 
 
-def run_row(run: dict[str, Any]) -> list[str]:
+def _columns(runs: list[dict[str, Any]]) -> tuple[str, ...]:
+    rare = {c for c in RARE_COLUMNS if any(r.get("counts", {}).get(c) for r in runs)}
+    return tuple(c for c in COUNT_COLUMNS if c not in RARE_COLUMNS or c in rare)
+
+
+def run_row(run: dict[str, Any], columns: tuple[str, ...] = COUNT_COLUMNS) -> list[str]:
     counts = run.get("counts", {})
     return [
         # Schedule on one line, fire time on the next: never cut, whatever the width.
@@ -33,20 +41,21 @@ def run_row(run: dict[str, Any]) -> list[str]:
         run["state"],
         str(run.get("planned", 0)),
         str(max(run.get("outstanding", 0), 0) if not run.get("planning") else "…"),
-        *(str(counts.get(c, 0)) for c in COUNT_COLUMNS),
+        *(str(counts.get(c, 0)) for c in columns),
     ]
 
 
 def runs_table(runs: list[dict[str, Any]], title: str = "Runs") -> Table:
+    columns = _columns(runs)
     table = Table(title=title)
     table.add_column("run", no_wrap=True)
     table.add_column("state", no_wrap=True)
     table.add_column("plan", justify="right")
     table.add_column("left", justify="right")
-    for column in COUNT_COLUMNS:
+    for column in columns:
         table.add_column(SHORT.get(column, column), justify="right")
     for run in runs:
-        table.add_row(*run_row(run))
+        table.add_row(*run_row(run, columns))
     return table
 
 
@@ -55,6 +64,14 @@ def legend() -> str:
     lines = ["plan: jobs claimed for the run; left: jobs not ended yet"]
     lines += [f"{SHORT.get(o, o)} ({o}): {meaning}" for o, meaning in OUTCOME_MEANINGS.items()]
     return "\n".join(lines)
+
+
+def require_run(rt: Runtime, run_id: str) -> dict[str, Any]:
+    """The run, or one line and exit code 2."""
+    run = rt.runs.get(run_id)
+    if run is None:
+        bad_input(f"no run with id {run_id!r}")
+    return run
 
 
 def register(app: typer.Typer) -> None:
@@ -82,18 +99,28 @@ def status(
 ) -> None:
     """One run: state, counts, and time spent per stage."""
     with cli_runtime() as rt:
-        run = rt.runs.get(run_id)
-        if run is None:
-            raise RunNotFound(run_id)
+        run = require_run(rt, run_id)
+        children = rt.runs.children_of(run_id) if run.get("children") else []
         if as_json:
             waiting = rt.waiting.for_run(run_id)
             run["waiting"] = {
                 "batches": len(waiting),
                 "jobs": sum(d.get("jobs", 0) for d in waiting),
             }
+            run["child_runs"] = [{"_id": c["_id"], "state": c["state"]} for c in children]
             print(json.dumps(run, default=str))
             return
         console.print(runs_table([run], title=f"Run {run_id}"))
+        if run.get("result"):
+            console.print(f"result: {run['result']}")
+        if run.get("stop_requested") or run.get("stopped_tasks"):
+            what = ", ".join(run.get("stopped_tasks") or []) or "the whole run"
+            console.print(
+                f"stop requested: {what}; jobs given back: {run['counts'].get('stopped', 0)}"
+            )
+        if children:
+            ended = sum(1 for c in children if c["state"] in ("finished", "stopped"))
+            console.print(f"children: {ended}/{len(children)} ended (`crawlsched run children`)")
         from crawlsched.cli.pools import waiting_table
 
         waiting = rt.waiting.for_run(run_id)
@@ -117,8 +144,7 @@ def resources(
 ) -> None:
     """Which account and which node served each batch of a run, and how long it waited."""
     with cli_runtime() as rt:
-        if rt.runs.get(run_id) is None:
-            raise RunNotFound(run_id)
+        require_run(rt, run_id)
         rows = rt.assignments.for_run(run_id)
         if as_json:
             for row in rows:

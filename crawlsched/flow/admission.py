@@ -96,6 +96,12 @@ def admit_waiting(
         if doc is None:
             continue  # another pass has it
         message = BatchMessage.parse(doc["message"])
+        if rt.runs.stopping(message.run_id, message.task):
+            # Stopped while it waited: lease nothing; the crawl actor gives its jobs back as
+            # stopped and reports them, as it does for any batch of a stopped run.
+            forward(message.model_copy(update={"lease_ids": []}))
+            rt.waiting.remove(batch.dispatch_id, token)
+            continue
         if doc.get("takes", 1) > 1:
             # Taken before: free what an earlier pass may have leased before it died.
             rt.leases.release_holder(message.dispatch_id, now)

@@ -1,40 +1,74 @@
-"""The coordinator: apply each dispatch's report once; finish the run when nothing is left.
+"""The coordinator: apply each dispatch's report once; end the run when nothing is left.
 
 A report is a claim, not a fact. What it counts is read from the jobs: those of its run whose
 last outcome was written by its dispatch, with an outcome of its phase. A report for a dispatch
 that still holds jobs, that finished no job of that run, or for a run that does not exist is
 refused (dead-lettered by the actor), so a forged or foreign report changes nothing.
+
+A run ends exactly once (a compare-and-set): finished, failed (jobs ran and none succeeded)
+or stopped. Its end is an event (`emit`); a child run's end counts one child off its parent;
+a schedule that asks for webhook notifications of that end gets a delivery queued.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from crawlsched import metrics
 from crawlsched.errors import ReportRejected
+from crawlsched.events import emit
+from crawlsched.flow.notifying import plan_webhook
 from crawlsched.logs import get_logger
 from crawlsched.messages import ReportMessage
 from crawlsched.planning.outcomes import PHASE_OUTCOMES
+from crawlsched.planning.run_end import run_end
 from crawlsched.runtime import Runtime
-from crawlsched.store.runs import is_done
+from crawlsched.store.runs import ENDED, is_done
 
 log = get_logger(__name__)
 
+Notify = Callable[[str], None]  # sends the delivery of one webhook by its id
 
-def finish_if_done(rt: Runtime, run: dict[str, Any]) -> bool:
-    if not is_done(run) or not rt.runs.finish(run["_id"], rt.now()):
+
+def _no_notify(delivery_id: str) -> None:
+    log.info("webhook_not_sent_no_notifier", delivery_id=delivery_id)
+
+
+def finish_if_done(rt: Runtime, run: dict[str, Any], notify: Notify = _no_notify) -> bool:
+    if not is_done(run):
+        return False
+    counts = run.get("counts", {})
+    end = run_end(counts, bool(run.get("stop_requested")))
+    if not rt.runs.finish(run["_id"], rt.now(), end.state, end.result):
         return False
     metrics.run_finished()
-    counts = run.get("counts", {})
-    log.info("run_finished", run_id=run["_id"], planned=run.get("planned"), **counts)
-    rt.db.activity.insert_one(
-        {"event": "RunFinished", "run_id": run["_id"], "at": rt.now(), "counts": counts}
+    log.info("run_ended", run_id=run["_id"], result=end.result, planned=run.get("planned"))
+    emit(
+        rt,
+        end.event,
+        run_id=run["_id"],
+        schedule_id=run.get("schedule_id"),
+        parent_id=run.get("parent_id"),
+        planned=run.get("planned", 0),
+        counts=counts,
     )
+    if (delivery_id := plan_webhook(rt, run, end)) is not None:
+        notify(delivery_id)
+    _count_child_ended(rt, run, notify)
     return True
 
 
-def record_report(rt: Runtime, report: ReportMessage) -> bool:
-    """Returns True if this report finished its run; raises ReportRejected for a false one."""
+def _count_child_ended(rt: Runtime, run: dict[str, Any], notify: Notify) -> None:
+    """Take an ended child off its parent (once per child) and end the parent if it is done."""
+    if parent_id := run.get("parent_id"):
+        parent = rt.runs.child_ended(parent_id, run["_id"], run.get("counts", {}))
+        if parent is not None:
+            finish_if_done(rt, parent, notify)
+
+
+def record_report(rt: Runtime, report: ReportMessage, notify: Notify = _no_notify) -> bool:
+    """Returns True if this report ended its run; raises ReportRejected for a false one."""
     store = rt.jobs(report.collection)
     seen = store.dispatch_report(report.dispatch_id, report.run_id, PHASE_OUTCOMES[report.phase])
     if seen.held:
@@ -47,9 +81,14 @@ def record_report(rt: Runtime, report: ReportMessage) -> bool:
         report.run_id, report.report_key, seen.counts, stages_ms=report.stages_ms, links=seen.links
     )
     if run is None:
-        if rt.runs.get(report.run_id) is None:
+        ended = rt.runs.get(report.run_id)
+        if ended is None:
             raise ReportRejected(report.report_key, "no such run")
         metrics.report_ignored()
         log.info("report_ignored_duplicate", report_key=report.report_key)
+        # A redelivery after a crash between a child's end and its parent's count: count it
+        # now (idempotent per child).
+        if ended["state"] in ENDED:
+            _count_child_ended(rt, ended, notify)
         return False
-    return finish_if_done(rt, run)
+    return finish_if_done(rt, run, notify)

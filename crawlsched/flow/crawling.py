@@ -22,17 +22,21 @@ from crawlsched.drivers import registry
 from crawlsched.drivers.base import CrawlContext, CrawlJob, LoginRejected, RateLimited
 from crawlsched.drivers.browser_session import is_session_lost, open_browser
 from crawlsched.flow.admission import keys_of, requeue
+from crawlsched.flow.stopping import StopWatch
+from crawlsched.ids import encode_id
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage, ReportMessage
 from crawlsched.planning.due import derive_target
 from crawlsched.planning.outcomes import (
     PHASE_OUTCOMES,
+    STOPPED,
     JobUpdate,
     after_failure,
     after_success,
 )
 from crawlsched.resources.rules import ACCOUNT_POOL, SELENIUM_POOL, pool_of
 from crawlsched.runtime import Runtime
+from crawlsched.store.runs import schedule_id_of
 
 log = get_logger(__name__)
 
@@ -57,6 +61,8 @@ class Progress:
     discovered: int = 0
     unfinished: list[Any] = field(default_factory=list)  # job ids to requeue
     interruption: str | None = None
+    stopped: list[Any] = field(default_factory=list)  # job ids given back: the run was stopped
+    executions: list[dict[str, Any]] = field(default_factory=list)  # task history rows
 
 
 class Leases:
@@ -130,12 +136,17 @@ def _crawl_jobs(
     jobs: list[dict],
     context: CrawlContext,
     leases: Leases,
+    stop: StopWatch,
 ) -> Progress:
     driver = registry.create(message.driver_class)
     media = rt.media(message.media_name)
     progress = Progress()
     target_fields = ("target", *rt.target_fields(message.collection))
     for index, doc in enumerate(jobs):
+        if stop.stopped():
+            progress.stopped = [d["_id"] for d in jobs[index:]]
+            return progress
+        started_at = rt.now()
         target = derive_target(doc, target_fields)
         job = CrawlJob(
             doc["_id"],
@@ -167,22 +178,57 @@ def _crawl_jobs(
                 error = f"{type(e).__name__}: {e}"[:500]
                 log.warning("job_failed", job_id=str(doc["_id"]), error=error)
                 attempts = doc.get("attempt_count") or 0
-                progress.updates.append(
-                    after_failure(doc["_id"], attempts, rt.now(), rt.retry_policy, error)
-                )
+                update = after_failure(doc["_id"], attempts, rt.now(), rt.retry_policy, error)
+                progress.updates.append(update)
+                progress.executions.append(_execution(doc, update, started_at, rt.now(), 0))
                 continue
         if progress.interruption:
             progress.unfinished = [d["_id"] for d in jobs[index:]]
             return progress
         progress.found.extend((doc["_id"], item) for item in result.items)
         progress.discovered += len(result.discovered)
-        progress.updates.append(
-            after_success(doc["_id"], doc.get("interval_s"), rt.now(), len(result.discovered))
-        )
+        update = after_success(doc["_id"], doc.get("interval_s"), rt.now(), len(result.discovered))
+        progress.updates.append(update)
+        progress.executions.append(_execution(doc, update, started_at, rt.now(), len(result.items)))
     return progress
 
 
-def _run(rt: Runtime, message: BatchMessage, jobs: list[dict], leases: Leases) -> Progress:
+def _execution(
+    doc: dict[str, Any], update: JobUpdate, started_at: Any, ended_at: Any, items: int
+) -> dict[str, Any]:
+    """The part of a task history row only the loop knows; `record_history` adds the rest."""
+    return {
+        "job_id": encode_id(doc["_id"]),
+        "started_at": started_at,
+        "ended_at": ended_at,
+        "outcome": update.outcome,
+        "error": update.error,
+        "items_stored": items,
+    }
+
+
+def record_history(rt: Runtime, message: BatchMessage, executions: list[dict[str, Any]]) -> None:
+    """All the batch's task history rows in one insert (plus one read of who served it)."""
+    if not executions:
+        return
+    served = rt.assignments.of_dispatch(message.dispatch_id) if message.lease_ids else None
+    common = {
+        "run_id": message.run_id,
+        "schedule_id": schedule_id_of(message.run_id),
+        "dispatch_id": message.dispatch_id,
+        "collection": message.collection,
+        "task": message.task,
+        "media_name": message.media_name,
+        "account": (served or {}).get("account"),
+        "node": (served or {}).get("node"),
+        "worker": rt.worker_id,
+    }
+    rt.history.add([{**common, **row} for row in executions])
+
+
+def _run(
+    rt: Runtime, message: BatchMessage, jobs: list[dict], leases: Leases, stop: StopWatch
+) -> Progress:
     try:
         leases.keep()
         media = rt.media(message.media_name) or {}
@@ -194,7 +240,7 @@ def _run(rt: Runtime, message: BatchMessage, jobs: list[dict], leases: Leases) -
         if account_lease := leases.of_pool(ACCOUNT_POOL):
             context.secret = rt.leases.secret(account_lease, rt.now())
         with _browser(rt, leases, context):
-            return _crawl_jobs(rt, message, jobs, context, leases)
+            return _crawl_jobs(rt, message, jobs, context, leases, stop)
     except ResourceLost as e:
         return Progress(unfinished=[doc["_id"] for doc in jobs], interruption=str(e))
 
@@ -209,14 +255,24 @@ def crawl_batch(
     store = rt.jobs(message.collection)
     try:
         jobs = store.load_claimed(message.dispatch_id, message.decoded_job_ids())
-        if jobs:
-            progress = _run(rt, message, jobs, Leases(rt, message.lease_ids))
+        stop = StopWatch(rt, message.run_id, message.task)
+        if jobs and stop.stopped():
+            # Stopped before it started: nothing is crawled, the leases go back below.
+            store.release(message.dispatch_id, STOPPED)
+            log.info("batch_stopped", dispatch_id=message.dispatch_id, jobs=len(jobs))
+        elif jobs:
+            progress = _run(rt, message, jobs, Leases(rt, message.lease_ids), stop)
             sink = TASK_RESULTS[message.task]
             model_id = rt.model_ids().get(sink.model)
             rt.results.save(message.task, model_id, progress.found, rt.now(), rt.worker_id)
             store.record(message.dispatch_id, progress.updates, rt.now())
             outcomes = Counter(update.outcome for update in progress.updates)
             metrics.jobs_finished(message.task, message.media_name, outcomes)
+            record_history(rt, message, progress.executions)
+            if progress.stopped:
+                store.release(message.dispatch_id, STOPPED, progress.stopped)
+                stopped = len(progress.stopped)
+                log.info("batch_stopped", dispatch_id=message.dispatch_id, jobs=stopped)
             if progress.interruption:
                 requeue(rt, message, progress.unfinished, progress.interruption)
     finally:

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import functools
+import itertools
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 
 from crawlsched import metrics
 from crawlsched.errors import BadJobDocument
-from crawlsched.flow.coordination import finish_if_done
+from crawlsched.events import emit
+from crawlsched.flow.coordination import Notify, finish_if_done
+from crawlsched.flow.stopping import StoppedRunGuard
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage
 from crawlsched.planning.batching import Batch, BatchCutter
@@ -18,7 +22,7 @@ from crawlsched.planning.due import parse_due_job
 from crawlsched.planning.problems import Problem, diagnose
 from crawlsched.runtime import Runtime
 from crawlsched.store.jobs import ClaimRequest, MongoJobStore, expiry_deadline
-from crawlsched.store.runs import run_id_for
+from crawlsched.store.runs import child_run_id, run_id_for
 
 log = get_logger(__name__)
 
@@ -31,7 +35,7 @@ SET_ASIDE_CHUNK = 1000
 def _claim_and_dispatch(
     store: MongoJobStore,
     batches: list[Batch],
-    run_id: str,
+    run_id: str | Iterator[str],
     deadline: datetime,
     dispatch: Callable[[BatchMessage], None],
     stats: Counter,
@@ -50,14 +54,20 @@ def _claim_and_dispatch(
 def _claim_chunk(
     store: MongoJobStore,
     batches: list[Batch],
-    run_id: str,
+    run_id: str | Iterator[str],
     deadline: datetime,
     dispatch: Callable[[BatchMessage], None],
     stats: Counter,
 ) -> None:
+    """`run_id` is the run, or a cycle over the child runs of a multi-process run: batches are
+    dealt to the children in turn (one claim command per child touched)."""
     requests = [ClaimRequest(uuid.uuid4().hex, batch.job_ids) for batch in batches]
-    claimed = store.claim(requests, run_id, deadline)
-    for batch, request in zip(batches, requests, strict=True):
+    owners = [run_id if isinstance(run_id, str) else next(run_id) for _ in batches]
+    claimed: dict[str, list] = {}
+    for owner in dict.fromkeys(owners):
+        mine = [r for r, o in zip(requests, owners, strict=True) if o == owner]
+        claimed.update(store.claim(mine, owner, deadline))
+    for batch, request, owner in zip(batches, requests, owners, strict=True):
         job_ids = claimed[request.dispatch_id]
         stats["lost_to_other_planner"] += len(batch.job_ids) - len(job_ids)
         if job_ids:
@@ -65,13 +75,13 @@ def _claim_chunk(
             stats[f"batches.{batch.category.value}"] += 1
             stats[f"jobs.{batch.category.value}"] += len(job_ids)
             metrics.batch_dispatched(batch.task, batch.media_name, batch.category, len(job_ids))
-            dispatch(BatchMessage.of(batch, run_id, request.dispatch_id, job_ids))
+            dispatch(BatchMessage.of(batch, owner, request.dispatch_id, job_ids))
 
 
 def plan_collection(
     rt: Runtime,
     store: MongoJobStore,
-    run_id: str,
+    run_id: str | Iterator[str],
     now: datetime,
     dispatch: Callable[[BatchMessage], None],
     stats: Counter,
@@ -123,38 +133,89 @@ def plan_collection(
     stats["waiting_on_operator"] += sum(1 for p in problems if not p.set_aside)
 
 
+MAX_SHARDS = 64
+
+
+def shards_of(schedule: dict | None) -> int:
+    """How many child runs a firing fans out into (`shards` on the schedule; 1: no children)."""
+    shards = (schedule or {}).get("shards", 1)
+    if not isinstance(shards, int) or isinstance(shards, bool) or not 1 <= shards <= MAX_SHARDS:
+        log.warning("schedule_shards_ignored", schedule_id=(schedule or {}).get("_id"))
+        return 1
+    return shards
+
+
 def plan_run(
     rt: Runtime,
     schedule_id: str,
     fire_at: datetime,
     dispatch: Callable[[BatchMessage], None],
+    notify: Notify | None = None,
 ) -> dict | None:
     """Plan one firing of a schedule. Idempotent: a second delivery finds planning closed.
 
     A delivery that crashed half-way left some batches claimed; this one plans the rest, and the
     count it closes planning with is read back from the jobs themselves, so it includes both.
+    A schedule with `shards: N` makes a multi-process run: N child runs share its batches and
+    the parent ends when all of them have ended.
     """
     started = time.perf_counter()
     now = rt.now()
     run_id = run_id_for(schedule_id, fire_at)
+    end = functools.partial(finish_if_done, notify=notify) if notify else finish_if_done
     run = rt.runs.open(run_id, schedule_id, fire_at, now)
-    if not run["planning"]:
-        log.info("plan_skipped_already_planned", run_id=run_id)
-        return None
     schedule = rt.schedules.get(schedule_id)
     # A deleted schedule plans nothing, even from a message sent before the deletion.
     live = schedule is not None and schedule.get("state") != "deleted"
     collections = schedule["collections"] if live else []
     targets = schedule.get("targets") if live else None
+    if not run["planning"]:
+        # A crash may have come between closing the parent and closing its children.
+        children = [c["_id"] for c in rt.runs.children_of(run_id) if c["planning"]]
+        _close_children(rt, children, collections, end)
+        log.info("plan_skipped_already_planned", run_id=run_id)
+        return None
+    shards = shards_of(schedule)
+    children = [child_run_id(run_id, n) for n in range(1, shards + 1)] if shards > 1 else []
+    for child in children:
+        rt.runs.open(child, schedule_id, fire_at, now, parent_id=run_id)
+    owners: str | Iterator[str] = itertools.cycle(children) if children else run_id
     stats: Counter = Counter()
+    guarded = StoppedRunGuard(rt, run_id, dispatch)
     for collection in collections:
-        plan_collection(rt, rt.jobs(collection), run_id, now, dispatch, stats, targets)
-    planned = sum(rt.jobs(c).count_claimed_for_run(run_id) for c in collections)
+        plan_collection(rt, rt.jobs(collection), owners, now, guarded.dispatch, stats, targets)
     stats["planning_ms"] = round((time.perf_counter() - started) * 1000, 1)
-    closed = rt.runs.close_planning(run_id, planned, stats, rt.now())
+    planned = sum(rt.jobs(c).count_claimed_for_run(r) for c in collections for r in children)
+    if not children:
+        planned = sum(rt.jobs(c).count_claimed_for_run(run_id) for c in collections)
+    closed = rt.runs.close_planning(
+        run_id, planned, stats, rt.now(), children=len(children) if children else None
+    )
     log.info("run_planned", run_id=run_id, planned=planned, **{k: v for k, v in stats.items()})
     if closed is not None:
         rt.runs.add_stage_time(run_id, "plan", stats["planning_ms"])
         metrics.run_planned(stats["planning_ms"] / 1000, (rt.now() - fire_at).total_seconds())
-        finish_if_done(rt, closed)
+        emit(rt, "RunStarted", run_id=run_id, schedule_id=schedule_id, planned=planned)
+    _close_children(rt, children, collections, end)
+    if closed is not None:
+        closed = rt.runs.get(run_id) or closed  # its children may have ended it already
+        end(rt, closed)
     return closed
+
+
+def _close_children(
+    rt: Runtime, children: list[str], collections: list[str], end: Callable[..., bool]
+) -> None:
+    for child in children:
+        planned = sum(rt.jobs(c).count_claimed_for_run(child) for c in collections)
+        closed = rt.runs.close_planning(child, planned, {}, rt.now())
+        if closed is not None:
+            emit(
+                rt,
+                "RunStarted",
+                run_id=child,
+                schedule_id=closed.get("schedule_id"),
+                parent_id=closed.get("parent_id"),
+                planned=planned,
+            )
+            end(rt, closed)

@@ -22,7 +22,7 @@ from crawlsched.logs import get_logger
 from crawlsched.metrics import readings
 from crawlsched.store.counting import CountingDatabase
 from crawlsched.store.pipeline import MEDIA_COLLECTION, TASKS_COLLECTION, due_filter
-from crawlsched.store.runs import FINISHED, PLANNING, RUNNING
+from crawlsched.store.runs import ENDED, PLANNING, RUNNING
 
 log = get_logger(__name__)
 
@@ -79,7 +79,7 @@ class StoreCollector(Collector):
         node_slots, node_states = readings.node_pool(db.selenium_nodes.find({}), now)
         open_runs = db.runs.aggregate(
             [
-                {"$match": {"state": {"$ne": FINISHED}}},
+                {"$match": {"state": {"$nin": list(ENDED)}}},
                 {"$group": {"_id": "$state", "n": {"$sum": 1}}},
             ]
         )

@@ -47,11 +47,17 @@ class Outcome:
     STARVED = "starved"  # no free resource: released untouched, not a failure
 
 
+# A job whose run (or task) was stopped before it ran: given back untouched, not a failure.
+# Kept out of `Outcome`, whose labels every run table shows: only a stopped run has any, and
+# `run status` shows the column then.
+STOPPED = "stopped"
+
 # The outcomes each reporting phase writes, and so the only ones its report may count.
 PHASE_OUTCOMES: dict[str, frozenset[str]] = {
-    "crawl": frozenset({Outcome.SUCCEEDED, Outcome.FAILED, Outcome.EXHAUSTED}),
+    "crawl": frozenset({Outcome.SUCCEEDED, Outcome.FAILED, Outcome.EXHAUSTED, STOPPED}),
     "admit": frozenset({Outcome.STARVED}),
     "expire": frozenset({Outcome.EXPIRED}),
+    "stop": frozenset({STOPPED}),
 }
 
 # Every outcome a run counts, in display order, with what it means to an operator.

@@ -233,15 +233,21 @@ class MongoJobStore:
     def count_claimed_for_run(self, run_id: str) -> int:
         return self._jobs.count_documents({"run_id": run_id})
 
-    def release(self, dispatch_id: str) -> int:
-        """Give a dispatch's jobs back untouched (pending, same attempt_count): e.g. starved."""
+    def release(
+        self, dispatch_id: str, outcome: str = "starved", job_ids: Sequence[Any] | None = None
+    ) -> int:
+        """Give a dispatch's jobs (all, or `job_ids`) back untouched (pending, same
+        attempt_count), labelled `outcome`: starved, or stopped."""
+        query: dict[str, Any] = {"dispatch_id": dispatch_id, "state": int(JobState.RUNNING)}
+        if job_ids is not None:
+            query["_id"] = {"$in": list(job_ids)}
         return self._jobs.update_many(
-            {"dispatch_id": dispatch_id, "state": int(JobState.RUNNING)},
+            query,
             {
                 "$set": {
                     "state": int(JobState.PENDING),
                     "last_dispatch_id": dispatch_id,
-                    "last_outcome": "starved",
+                    "last_outcome": outcome,
                 },
                 "$unset": {"dispatch_id": "", "lease_deadline": ""},
             },

@@ -17,7 +17,8 @@ from pymongo import DESCENDING, ReturnDocument
 
 from crawlsched.store.counting import CountingDatabase
 
-PLANNING, RUNNING, FINISHED = "planning", "running", "finished"
+PLANNING, RUNNING, FINISHED, STOPPED = "planning", "running", "finished", "stopped"
+ENDED = (FINISHED, STOPPED)
 
 
 def run_id_for(schedule_id: str, fire_at: datetime) -> str:
@@ -27,6 +28,21 @@ def run_id_for(schedule_id: str, fire_at: datetime) -> str:
     return f"{schedule_id}@{fire_at.strftime('%Y%m%dT%H%M%S')}{fraction}Z"
 
 
+def schedule_id_of(run_id: str) -> str | None:
+    """`sweep-profiles@20261122T153332Z/2` → `sweep-profiles` (child runs included)."""
+    return run_id.rpartition("@")[0] or None
+
+
+def child_run_id(parent_id: str, shard: int) -> str:
+    return f"{parent_id}/{shard}"
+
+
+def parent_run_id(run_id: str) -> str | None:
+    """The parent of a child run id (`<run>/<shard>`), None for a top-level run."""
+    parent, slash, shard = run_id.rpartition("/")
+    return parent if slash and "@" in parent and shard.isdigit() else None
+
+
 class MongoRunStore:
     def __init__(self, db: CountingDatabase) -> None:
         self._runs = db.runs
@@ -34,13 +50,22 @@ class MongoRunStore:
     def create_indexes(self) -> None:
         self._runs.create_index([("created_at", DESCENDING)], name="recent")
         self._runs.create_index([("state", 1)], name="state")
+        self._runs.create_index([("parent_id", 1)], name="parent", sparse=True)
 
-    def open(self, run_id: str, schedule_id: str, fire_at: datetime, now: datetime) -> dict:
+    def open(
+        self,
+        run_id: str,
+        schedule_id: str,
+        fire_at: datetime,
+        now: datetime,
+        parent_id: str | None = None,
+    ) -> dict:
         return self._runs.find_one_and_update(
             {"_id": run_id},
             {
                 "$setOnInsert": {
                     "schedule_id": schedule_id,
+                    "parent_id": parent_id,
                     "fire_at": fire_at,
                     "state": PLANNING,
                     "planning": True,
@@ -57,9 +82,19 @@ class MongoRunStore:
         )
 
     def close_planning(
-        self, run_id: str, planned: int, stats: Mapping[str, Any], now: datetime
+        self,
+        run_id: str,
+        planned: int,
+        stats: Mapping[str, Any],
+        now: datetime,
+        children: int | None = None,
     ) -> dict | None:
-        """Close planning once: adds `planned` to outstanding in the same atomic write."""
+        """Close planning once: adds `planned` to outstanding in the same atomic write.
+
+        A parent run of `children` child runs waits for its children instead of its jobs: its
+        outstanding count goes up by the number of children, each of which takes one off when
+        it ends (`child_ended`).
+        """
         return self._runs.find_one_and_update(
             {"_id": run_id, "planning": True},
             {
@@ -69,8 +104,9 @@ class MongoRunStore:
                     "planned": planned,
                     "planned_at": now,
                     "plan_stats": dict(stats),
+                    "children": children or 0,
                 },
-                "$inc": {"outstanding": planned},
+                "$inc": {"outstanding": planned if children is None else children},
             },
             return_document=ReturnDocument.AFTER,
         )
@@ -127,13 +163,59 @@ class MongoRunStore:
     def add_stage_time(self, run_id: str, stage: str, ms: float) -> None:
         self._runs.update_one({"_id": run_id}, {"$inc": {f"stages_ms.{stage}": ms}})
 
-    def finish(self, run_id: str, now: datetime) -> bool:
-        """True for exactly one caller: the one whose compare-and-set moved the run to finished."""
-        result = self._runs.update_one(
-            {"_id": run_id, "state": RUNNING, "planning": False, "outstanding": {"$lte": 0}},
-            {"$set": {"state": FINISHED, "finished_at": now}},
+    def child_ended(self, parent_id: str, child_id: str, counts: Mapping[str, int]) -> dict | None:
+        """A child run ended: one child off the parent's outstanding count, its job counts
+        added to the parent's. Applied once per child (None when applied before)."""
+        inc: dict[str, int] = {"outstanding": -1}
+        for outcome, n in counts.items():
+            inc[f"counts.{outcome}"] = n
+        key = f"child:{child_id}"
+        return self._runs.find_one_and_update(
+            {"_id": parent_id, "reports": {"$ne": key}},
+            {"$inc": inc, "$push": {"reports": key}},
+            return_document=ReturnDocument.AFTER,
         )
-        return result.modified_count == 1
+
+    def finish(self, run_id: str, now: datetime, state: str = FINISHED, result: str = "") -> bool:
+        """True for exactly one caller: the one whose compare-and-set ended the run."""
+        update = self._runs.update_one(
+            {"_id": run_id, "state": RUNNING, "planning": False, "outstanding": {"$lte": 0}},
+            {"$set": {"state": state, "result": result or state, "finished_at": now}},
+        )
+        return update.modified_count == 1
+
+    def request_stop(self, run_id: str, now: datetime, task: str | None = None) -> dict | None:
+        """Mark a run (or one task of it) stopping; None if it has ended or does not exist.
+
+        Crawl actors read this between jobs, the planner before each dispatch, the
+        gatekeepers before each admission.
+        """
+        change: dict[str, Any] = (
+            {"$set": {"stop_requested": True, "stop_requested_at": now}}
+            if task is None
+            else {"$addToSet": {"stopped_tasks": task}, "$set": {"stop_requested_at": now}}
+        )
+        return self._runs.find_one_and_update(
+            {"_id": run_id, "state": {"$in": [PLANNING, RUNNING]}},
+            change,
+            projection={"reports": 0},
+            return_document=ReturnDocument.AFTER,
+        )
+
+    def stopping(self, run_id: str, task: str) -> bool:
+        """Whether work of `task` in this run must stop (one small read).
+
+        A child run also stops with its parent: a stop that came while the parent was still
+        planning flagged the parent before the children existed.
+        """
+        ids = [run_id, parent] if (parent := parent_run_id(run_id)) else [run_id]
+        docs = self._runs.find(
+            {"_id": {"$in": ids}}, {"stop_requested": 1, "stopped_tasks": 1, "state": 1}
+        )
+        return any(is_stopping(doc, task) for doc in docs)
+
+    def children_of(self, run_id: str) -> list[dict]:
+        return list(self._runs.find({"parent_id": run_id}, {"reports": 0}).sort("_id", 1))
 
     def get(self, run_id: str) -> dict | None:
         return self._runs.find_one({"_id": run_id}, {"reports": 0})
@@ -142,8 +224,14 @@ class MongoRunStore:
         return list(self._runs.find({}, {"reports": 0}).sort("created_at", DESCENDING).limit(limit))
 
     def unfinished(self) -> list[dict]:
-        return list(self._runs.find({"state": {"$ne": FINISHED}}, {"reports": 0}))
+        return list(self._runs.find({"state": {"$nin": list(ENDED)}}, {"reports": 0}))
 
 
 def is_done(run: Mapping[str, Any] | None) -> bool:
     return bool(run) and not run["planning"] and run["outstanding"] <= 0
+
+
+def is_stopping(run: Mapping[str, Any], task: str | None = None) -> bool:
+    if run.get("stop_requested") or run.get("state") == STOPPED:
+        return True
+    return task is not None and task in (run.get("stopped_tasks") or [])

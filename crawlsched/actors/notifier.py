@@ -1,0 +1,27 @@
+"""deliver_webhook: POST one run-end notification (crawlsched.notify), retried with backoff."""
+
+from __future__ import annotations
+
+import dramatiq
+
+from crawlsched.flow.notifying import deliver
+from crawlsched.runtime import get_runtime
+
+QUEUE = "crawlsched.notify"
+
+
+@dramatiq.actor(
+    actor_name="deliver_webhook",
+    queue_name=QUEUE,
+    # A receiver down for a while: ~1 s, 2 s, 4 s … up to 5 minutes between tries, 12 tries.
+    max_retries=12,
+    min_backoff=1_000,
+    max_backoff=300_000,
+)
+def deliver_webhook(delivery_id: str) -> None:
+    rt = get_runtime()
+    deliver(rt, delivery_id, rt.http)
+
+
+def send_webhook(delivery_id: str) -> None:
+    deliver_webhook.send(delivery_id)

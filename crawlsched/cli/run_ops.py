@@ -1,0 +1,217 @@
+"""`crawlsched run now|stop|children|history|correct`: act on runs and read their history."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from crawlsched.cli.common import bad_input, cli_runtime, console, load_settings
+from crawlsched.cli.runs import require_run, run_app, runs_table
+from crawlsched.errors import CrawlschedError
+from crawlsched.ids import decode_id
+from crawlsched.planning.outcomes import STOPPED, Outcome
+from crawlsched.runtime import Runtime
+from crawlsched.store.history import row_id
+from crawlsched.store.runs import run_id_for
+
+OUTCOMES = sorted(
+    [*(v for k, v in vars(Outcome).items() if k.isupper() and isinstance(v, str)), STOPPED]
+)
+
+
+def _with_broker() -> Any:
+    """Set the broker up (messages leave this process) and return the webhook sender."""
+    from crawlsched.brokers import setup_broker
+
+    setup_broker(load_settings())
+    from crawlsched.actors.notifier import send_webhook
+
+    return send_webhook
+
+
+def _print_json(docs: list[dict[str, Any]]) -> None:
+    for doc in docs:
+        print(json.dumps(doc, default=str))
+
+
+@run_app.command("now")
+def run_now(
+    schedule_id: str = typer.Argument(..., help="The schedule to run once, now."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """A one-time test run of a schedule: plans it now; its next fire time does not move."""
+    with cli_runtime() as rt:
+        if rt.schedules.get(schedule_id) is None:
+            bad_input(f"no schedule with id {schedule_id!r}")
+        if rt.settings.broker_url.startswith("stub://"):
+            # A stub broker lives and dies with this command: the message would reach nobody.
+            bad_input("run now sends a message to the workers: set CRAWLSCHED_BROKER_URL=amqp://…")
+        _with_broker()
+        from crawlsched.actors.planner import plan_crawls
+
+        fire_at = rt.now()
+        plan_crawls.send(schedule_id, fire_at.isoformat())
+        run_id = run_id_for(schedule_id, fire_at)
+        if as_json:
+            print(json.dumps({"run_id": run_id, "schedule_id": schedule_id}))
+        else:
+            console.print(f"sent: run {run_id} (see `crawlsched run status {run_id}`)")
+
+
+@run_app.command("stop")
+def stop(
+    run_id: str = typer.Argument(..., help="As shown by `crawlsched runs`."),
+    task: str | None = typer.Option(None, help="Stop only this task of the run."),
+    children: bool = typer.Option(False, "--children", help="Stop only the run's children."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Stop a run: nothing more is dispatched, crawls stop between jobs, waiting batches go."""
+    from crawlsched.flow.stopping import stop_children, stop_run
+
+    with cli_runtime() as rt:
+        require_run(rt, run_id)
+        if children and task:
+            bad_input("give --task or --children, not both")
+        notify = _with_broker()
+        try:
+            summary = (
+                stop_children(rt, run_id, notify)
+                if children
+                else stop_run(rt, run_id, task, notify)
+            )
+        except CrawlschedError as e:
+            bad_input(str(e))
+        if not summary.runs:
+            bad_input(f"run {run_id!r} has no running children to stop")
+        result = {
+            "stopping": summary.runs,
+            "task": task,
+            "released_batches": summary.released_batches,
+            "released_jobs": summary.released_jobs,
+            "ended": summary.ended,
+        }
+        if as_json:
+            print(json.dumps(result))
+            return
+        what = f"task {task} of " if task else ""
+        console.print(
+            f"stopping {what}{', '.join(summary.runs)}; released {summary.released_jobs} "
+            f"waiting jobs; ended now: {', '.join(summary.ended) or 'none (crawls finish first)'}"
+        )
+
+
+@run_app.command("children")
+def children(
+    run_id: str = typer.Argument(..., help="A multi-process run."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """The child runs of a multi-process run, with their counts."""
+    with cli_runtime() as rt:
+        require_run(rt, run_id)
+        kids = rt.runs.children_of(run_id)
+        if as_json:
+            _print_json(kids)
+            return
+        console.print(runs_table(kids, title=f"Children of {run_id}: {len(kids)}"))
+
+
+def _job_keys(job: str) -> list[str]:
+    """The stored forms a job id given on the command line may have."""
+    try:
+        decode_id(job)
+        return [job]
+    except ValueError:
+        pass
+    keys = [f"str:{job}"]
+    if job.isdigit():
+        keys.append(f"int:{job}")
+    with contextlib.suppress(ValueError):
+        keys.append(f"oid:{row_id(job)}")
+    return keys
+
+
+def _history(rt: Runtime, schedule: str | None, job: str | None, limit: int) -> list[dict]:
+    if (schedule is None) == (job is None):
+        bad_input("give exactly one of --schedule or --job")
+    if schedule is not None:
+        rows = rt.history.for_schedule(schedule, limit)
+        if not rows and rt.schedules.get(schedule) is None:
+            bad_input(f"no schedule with id {schedule!r}")
+        return rows
+    rows = [r for key in _job_keys(job or "") for r in rt.history.for_job(key, limit)]
+    if not rows:
+        bad_input(f"no task history for job {job!r}")
+    return rows
+
+
+@run_app.command("history")
+def history(
+    schedule: str | None = typer.Option(None, help="Executions of this schedule's runs."),
+    job: str | None = typer.Option(None, help="Executions of this job."),
+    limit: int = typer.Option(100, min=1, max=10_000),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Task history: one row per job execution, newest first."""
+    with cli_runtime() as rt:
+        rows = _history(rt, schedule, job, limit)
+        if as_json:
+            _print_json(rows)
+            return
+        table = Table(title=f"Task history ({len(rows)})")
+        for column in ("row", "run", "job", "outcome", "items", "account", "node", "took"):
+            table.add_column(column)
+        for r in rows:
+            took = (r["ended_at"] - r["started_at"]).total_seconds()
+            fixed = " (corrected)" if r.get("corrections") else ""
+            table.add_row(
+                str(r["_id"]),
+                r["run_id"],
+                r["job_id"],
+                f"{r['outcome']}{fixed}",
+                str(r.get("items_stored", 0)),
+                r.get("account") or "-",
+                r.get("node") or "-",
+                f"{took:.2f}s",
+            )
+        console.print(table)
+
+
+@run_app.command("correct")
+def correct(
+    rows: list[str] = typer.Option([], "--row", help="A history row id (repeatable)."),
+    status: str | None = typer.Option(None, help="Correct every row with this outcome."),
+    outcome: str | None = typer.Option(None, help="The corrected outcome."),
+    error: str | None = typer.Option(None, help="The corrected error text."),
+    note: str | None = typer.Option(None, help="A note kept on the row."),
+    reason: str = typer.Option(..., help="Why: kept in the row's audit trail."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Correct task history: one row, several rows, or all rows with a given outcome."""
+    if bool(rows) == (status is not None):
+        bad_input("give --row (one or more) or --status, not both and not neither")
+    for label in (status, outcome):
+        if label is not None and label not in OUTCOMES:
+            bad_input(f"unknown outcome {label!r}; known: {', '.join(OUTCOMES)}")
+    changes = {k: v for k, v in {"outcome": outcome, "error": error, "note": note}.items() if v}
+    if not changes:
+        bad_input("nothing to correct: give --outcome, --error or --note")
+    if not reason.strip():
+        bad_input("--reason must say why")
+    with cli_runtime() as rt:
+        try:
+            ids = [row_id(r) for r in rows] if rows else None
+        except ValueError as e:
+            bad_input(str(e))
+        if ids is not None:
+            missing = sorted(set(map(str, ids)) - set(map(str, rt.history.existing(ids))))
+            if missing:
+                bad_input(f"no history row {', '.join(missing)}; nothing corrected")
+        changed = rt.history.correct(changes, reason.strip(), rt.now(), ids=ids, outcome=status)
+        if as_json:
+            print(json.dumps({"corrected": changed, "set": changes}))
+        else:
+            console.print(f"corrected {changed} rows: {changes}")

@@ -1,0 +1,103 @@
+"""Webhook notifications of a run's end, as a schedule asks (`notify: {webhook, on}`).
+
+A schedule document may carry `notify: {"webhook": "https://…", "on": ["finished", "failed"]}`.
+When a top-level run of it ends with one of those results, a delivery record is created and
+the `deliver_webhook` actor POSTs the event. Failures raise, and dramatiq's Retries send the
+message again with exponential backoff. The record makes it at most once per event: a copy of
+the message that arrives after a success finds the record delivered and sends nothing; the
+`Idempotency-Key` header lets a receiver drop the one duplicate no sender can rule out (a
+crash after the POST succeeded and before it was recorded).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from crawlsched.errors import WebhookFailed
+from crawlsched.logs import get_logger
+from crawlsched.planning.run_end import RunEnd
+from crawlsched.runtime import Runtime
+from crawlsched.store.deliveries import MongoDeliveryStore
+
+log = get_logger(__name__)
+
+NOTIFY_ON = ("finished", "failed", "stopped")
+
+
+def webhook_of(schedule: dict[str, Any] | None, result_word: str) -> str | None:
+    """The URL to notify of a run that ended `result_word`, or None (unset, or malformed)."""
+    notify = (schedule or {}).get("notify")
+    if not isinstance(notify, dict):
+        return None
+    url, on = notify.get("webhook"), notify.get("on", ["finished", "failed"])
+    if not isinstance(url, str) or not isinstance(on, list) or result_word not in on:
+        return None
+    try:
+        scheme = httpx.URL(url).scheme
+    except httpx.InvalidURL:
+        scheme = ""
+    if scheme not in ("http", "https"):
+        log.warning("webhook_ignored_bad_url", schedule_id=(schedule or {}).get("_id"))
+        return None
+    return url
+
+
+def plan_webhook(rt: Runtime, run: dict[str, Any], end: RunEnd) -> str | None:
+    """Create the delivery of this run's end if its schedule asks for one; its id, or None.
+
+    Child runs of a multi-process run do not notify: their parent's end does, once.
+    """
+    if run.get("parent_id"):
+        return None
+    word = end.event.removeprefix("Run").lower()
+    url = webhook_of(rt.schedules.get(run.get("schedule_id") or ""), word)
+    if url is None:
+        return None
+    delivery_id = f"{run['_id']}:{end.event}"
+    body = {
+        "event": end.event,
+        "run_id": run["_id"],
+        "schedule_id": run.get("schedule_id"),
+        "result": end.result,
+        "planned": run.get("planned", 0),
+        "counts": run.get("counts", {}),
+    }
+    MongoDeliveryStore(rt.db).create(
+        delivery_id,
+        {"url": url, "event": end.event, "run_id": run["_id"], "body": body},
+        rt.now(),
+    )
+    return delivery_id
+
+
+def deliver(rt: Runtime, delivery_id: str, client: httpx.Client) -> str:
+    """POST one delivery. Returns what happened; raises WebhookFailed to be retried."""
+    store = MongoDeliveryStore(rt.db)
+    timeout_s = rt.settings.webhook_timeout_s
+    taken = store.take(delivery_id, rt.now(), hold_s=timeout_s + 5)
+    if taken is None:
+        existing = store.get(delivery_id)
+        if existing is None:
+            log.warning("webhook_unknown_delivery", delivery_id=delivery_id)
+            return "unknown"
+        if existing["state"] == "delivered":
+            return "already_delivered"
+        raise WebhookFailed(delivery_id, "another worker is sending it")
+    try:
+        response = client.post(
+            taken["url"],
+            json=taken["body"],
+            headers={"Idempotency-Key": delivery_id},
+            timeout=timeout_s,
+        )
+    except httpx.HTTPError as e:
+        store.attempt_failed(delivery_id, f"{type(e).__name__}: {e}")
+        raise WebhookFailed(delivery_id, type(e).__name__) from None
+    if not response.is_success:
+        store.attempt_failed(delivery_id, f"HTTP {response.status_code}")
+        raise WebhookFailed(delivery_id, f"HTTP {response.status_code}")
+    store.delivered(delivery_id, response.status_code, rt.now())
+    log.info("webhook_delivered", delivery_id=delivery_id, attempts=taken["attempts"])
+    return "delivered"
