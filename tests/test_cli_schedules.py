@@ -71,6 +71,15 @@ def future(hours: int = 1) -> str:
         (["--every", "60", "--misfire", "sometimes"], "misfire"),
         (["--every", "60", "--overlap", "maybe"], "overlap"),
         (["--every", "60", "--catch-up-limit", "-1"], "catch_up_limit"),
+        (["--every", "60", "--shards", "0"], "shards"),
+        (["--every", "60", "--shards", "65"], "shards"),
+        (["--every", "60", "--webhook", "ftp://hooks.example/x"], "webhook"),
+        (["--every", "60", "--webhook", "https://user:pw@hooks.example/x"], "webhook"),
+        (["--every", "60", "--webhook", "https:///no-host"], "webhook"),
+        (
+            ["--every", "60", "--webhook", "https://h.example/x", "--notify-on", "begun"],
+            "notify_on",
+        ),
     ],
 )
 def test_schedules_add_refuses_bad_input_in_one_line_and_stores_nothing(invoke, args, field):
@@ -248,3 +257,27 @@ def test_a_broken_schedule_is_logged_with_its_id_and_the_others_still_fire(url):
     assert (fired, sent) == (1, ["good"])
     failures = [e for e in logs if e["event"] == "schedule_fire_failed"]
     assert [e["schedule_id"] for e in failures] == ["broken"]
+
+
+def test_shards_and_a_webhook_are_set_at_add_changed_by_update_and_removed(invoke):
+    # Given a schedule added with shards and a webhook told of failures only
+    added = invoke(
+        "schedules", "add", "sharded", "--every", "600", "--collection", "websites",
+        "--shards", "4", "--webhook", "https://hooks.example/crawl", "--notify-on", "failed",
+        "--json",
+    )  # fmt: skip
+    assert added.exit_code == 0, added.output
+    doc = runtime().schedules.get("sharded")
+    assert doc["shards"] == 4
+    assert doc["notify"] == {"webhook": "https://hooks.example/crawl", "on": ["failed"]}
+    # When an update changes only the shards, the webhook stays
+    assert invoke("schedules", "update", "sharded", "--shards", "2").exit_code == 0
+    doc = runtime().schedules.get("sharded")
+    assert doc["shards"] == 2 and doc["notify"]["on"] == ["failed"]
+    # And an empty webhook removes it
+    assert invoke("schedules", "update", "sharded", "--webhook", "").exit_code == 0
+    assert runtime().schedules.get("sharded")["notify"] is None
+    # A bad value in an update changes nothing
+    bad = invoke("schedules", "update", "sharded", "--shards", "100")
+    assert bad.exit_code == 2 and "shards:" in bad.output
+    assert runtime().schedules.get("sharded")["shards"] == 2

@@ -30,6 +30,13 @@ OWNER = typer.Option(None, "--owner", help="Who the schedule belongs to.")
 MISFIRE = typer.Option(None, "--misfire", help="skip, run_once (default) or catch_up.")
 CATCH_UP = typer.Option(None, "--catch-up-limit", help="Late fire times catch_up replays.")
 OVERLAP = typer.Option(None, "--overlap", help="allow (default), skip or buffer_one.")
+SHARDS = typer.Option(None, "--shards", help="Split each firing into N child runs (1-64).")
+WEBHOOK = typer.Option(
+    None, "--webhook", help="URL to POST to when a run ends; '' removes it (update)."
+)
+NOTIFY_ON = typer.Option(
+    None, "--notify-on", help="Run ends the webhook is told of: finished, failed, stopped."
+)
 
 
 @contextmanager
@@ -65,6 +72,9 @@ FIELDS = {
     "misfire": "misfire",
     "catch_up_limit": "catch_up_limit",
     "overlap": "overlap",
+    "shards": "shards",
+    "webhook": "webhook",
+    "notify_on": "notify_on",
 }
 
 
@@ -114,6 +124,9 @@ def add(
     misfire: str | None = MISFIRE,
     catch_up_limit: int | None = CATCH_UP,
     overlap: str | None = OVERLAP,
+    shards: int | None = SHARDS,
+    webhook: str | None = WEBHOOK,
+    notify_on: list[str] | None = NOTIFY_ON,
     as_json: bool = JSON,
 ) -> None:
     """Create a schedule: a sweep of collections, or a set of targets."""
@@ -139,6 +152,9 @@ def update(
     misfire: str | None = MISFIRE,
     catch_up_limit: int | None = CATCH_UP,
     overlap: str | None = OVERLAP,
+    shards: int | None = SHARDS,
+    webhook: str | None = WEBHOOK,
+    notify_on: list[str] | None = NOTIFY_ON,
     as_json: bool = JSON,
 ) -> None:
     """Change a schedule; a new trigger restarts its fire times from now."""

@@ -23,8 +23,6 @@ from crawlsched.store.deliveries import MongoDeliveryStore
 
 log = get_logger(__name__)
 
-NOTIFY_ON = ("finished", "failed", "stopped")
-
 
 def webhook_of(schedule: dict[str, Any] | None, result_word: str) -> str | None:
     """The URL to notify of a run that ended `result_word`, or None (unset, or malformed)."""

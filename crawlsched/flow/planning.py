@@ -21,6 +21,7 @@ from crawlsched.planning.batching import Batch, BatchCutter
 from crawlsched.planning.due import parse_due_job
 from crawlsched.planning.problems import Problem, diagnose
 from crawlsched.runtime import Runtime
+from crawlsched.schedules.spec import MAX_SHARDS
 from crawlsched.store.jobs import ClaimRequest, MongoJobStore, expiry_deadline
 from crawlsched.store.runs import child_run_id, run_id_for
 
@@ -131,9 +132,6 @@ def plan_collection(
     problems = [diagnose(row) for row in store.audit(now)]
     stats["set_aside"] += store.set_aside([p for p in problems if p.set_aside], now)
     stats["waiting_on_operator"] += sum(1 for p in problems if not p.set_aside)
-
-
-MAX_SHARDS = 64
 
 
 def shards_of(schedule: dict | None) -> int:

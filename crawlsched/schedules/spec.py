@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from crawlsched.catalog import JOB_COLLECTIONS
 from crawlsched.schedules.interval import IntervalSchedule
@@ -23,6 +24,11 @@ SCHEDULE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")
 MAX_TARGETS = 10_000
 MAX_CATCH_UP = 1000
 TRIGGER_FIELDS = ("interval_s", "cron", "at")
+# A firing may fan out into at most this many child runs (a "multi-process run").
+MAX_SHARDS = 64
+# Run ends a webhook may be told of.
+NOTIFY_EVENTS = ("finished", "failed", "stopped")
+MAX_URL_CHARS = 2000
 # Fields an update may change; the rest (id, created_at, state) belong to the operations.
 EDITABLE = (
     "owner",
@@ -34,6 +40,9 @@ EDITABLE = (
     "misfire",
     "catch_up_limit",
     "overlap",
+    "shards",
+    "webhook",
+    "notify_on",
 )
 
 
@@ -110,6 +119,36 @@ def _policies(given: Mapping[str, Any]) -> dict[str, Any]:
     return {"misfire": misfire.value, "overlap": overlap.value, "catch_up_limit": limit}
 
 
+def _fan_out(given: Mapping[str, Any]) -> dict[str, Any]:
+    shards = given.get("shards", 1)
+    if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= MAX_SHARDS:
+        raise ValueError(f"shards: an integer from 1 to {MAX_SHARDS}, got {shards!r}")
+    return {"shards": shards}
+
+
+def _notify(given: Mapping[str, Any]) -> dict[str, Any]:
+    """The webhook told of a run's end; an empty URL (an update's way to drop it) means none."""
+    webhook = given.get("webhook")
+    if not webhook:
+        return {"notify": None}
+    if not isinstance(webhook, str) or len(webhook) > MAX_URL_CHARS:
+        raise ValueError(f"webhook: a URL of at most {MAX_URL_CHARS} characters")
+    try:
+        parts = urlsplit(webhook)
+        has_host = bool(parts.hostname)
+    except ValueError:
+        parts, has_host = None, False
+    if parts is None or parts.scheme not in ("http", "https") or not has_host:
+        raise ValueError(f"webhook: an http:// or https:// URL with a host, got {webhook[:100]!r}")
+    if parts.username or parts.password:
+        raise ValueError("webhook: no user:password@ in the URL (it would be logged and stored)")
+    on = list(given.get("notify_on") or ["finished", "failed"])
+    unknown = [event for event in on if event not in NOTIFY_EVENTS]
+    if unknown:
+        raise ValueError(f"notify_on: unknown {unknown}; one or more of {list(NOTIFY_EVENTS)}")
+    return {"notify": {"webhook": webhook, "on": [e for e in NOTIFY_EVENTS if e in on]}}
+
+
 def build_schedule(schedule_id: str, given: Mapping[str, Any], now: datetime) -> dict[str, Any]:
     """The document of a new schedule; its first fire time is the trigger's first after now
     (an interval fires first at now + interval)."""
@@ -127,6 +166,8 @@ def build_schedule(schedule_id: str, given: Mapping[str, Any], now: datetime) ->
         **_what(given),
         **_trigger_fields(given, now),
         **_policies(given),
+        **_fan_out(given),
+        **_notify(given),
         "state": "active",
         "enabled": True,
         "buffered_fire_at": None,
@@ -146,6 +187,8 @@ def apply_update(
     if unknown:
         raise ValueError(f"{unknown[0]}: cannot be changed (editable: {', '.join(EDITABLE)})")
     merged = {k: current.get(k) for k in EDITABLE}
+    notify = current.get("notify") or {}
+    merged["webhook"], merged["notify_on"] = notify.get("webhook"), notify.get("on")
     if any(changes.get(k) is not None for k in TRIGGER_FIELDS):
         for name in (*TRIGGER_FIELDS, "timezone"):
             merged[name] = None

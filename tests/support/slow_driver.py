@@ -12,20 +12,23 @@ import time
 from crawlsched.drivers.base import CrawlContext, CrawlJob, CrawlResult, DriverError
 from crawlsched.drivers.registry import register
 
-DELAY_S = float(os.environ.get("CRAWLSCHED_TEST_SLOW_DRIVER_S", "0.2"))
+DEFAULT_DELAY_S = "0.2"
 
 
-# When set, each job start is appended here as "<dispatch_id> <job_id>": a test can then see
-# which batches a worker it killed had in flight, and who ran them again.
-START_LOG = os.environ.get("CRAWLSCHED_TEST_START_LOG")
+def _setting(name: str, default: str | None = None) -> str | None:
+    # Read per job, not at import: in-process tests change these between tests, and the module
+    # is imported once per process.
+    return os.environ.get(name, default)
 
 
 class SlowDriver:
     def crawl(self, job: CrawlJob, context: CrawlContext) -> CrawlResult:
-        if START_LOG:
-            with open(START_LOG, "a", encoding="utf-8") as log:
+        # When set, each job start is appended here as "<dispatch_id> <job_id>": a test can
+        # then see which batches a worker it killed had in flight, and who ran them again.
+        if start_log := _setting("CRAWLSCHED_TEST_START_LOG"):
+            with open(start_log, "a", encoding="utf-8") as log:
                 log.write(f"{(job.document or {}).get('dispatch_id')} {job.job_id}\n")
-        time.sleep(DELAY_S)
+        time.sleep(float(_setting("CRAWLSCHED_TEST_SLOW_DRIVER_S", DEFAULT_DELAY_S)))
         if "boom" in job.target:
             raise DriverError(f"{job.target} always fails")
         return CrawlResult(items=[{"key": job.url, "url": job.url, "target": job.target}])
