@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from crawlsched.catalog import JOB_COLLECTIONS, JobState
@@ -109,6 +113,10 @@ def test_sigkill_worker_mid_run_loses_nothing(
         mongo_database_name,
         CRAWLSCHED_DRIVER_MODULES='["tests.support.slow_driver"]',
         CRAWLSCHED_TEST_SLOW_DRIVER_S="0.15",
+        # A batch whose message died with the victim is reclaimed when its dispatch lease
+        # runs out (counted expired, one attempt): 30 s here instead of 15 minutes. A batch
+        # crawls in a few seconds, far inside it.
+        CRAWLSCHED_DISPATCH_LEASE_S="30",
     )
     with DemoSite() as site:
         seed(rt, site.base_url, driver_class="slow", node_url=chromedriver_node)
@@ -118,6 +126,7 @@ def test_sigkill_worker_mid_run_loses_nothing(
         survivor_env = {**env, "CRAWLSCHED_TEST_START_LOG": str(survivor_log)}
         victim = DramatiqWorkers(victim_env, processes=1, threads=4).start()
         survivor = DramatiqWorkers(survivor_env, processes=1, threads=4).start()
+        clock = None
         try:
             ticker.tick.send()
             # When the victim is in the middle of a batch, SIGKILL it
@@ -125,11 +134,26 @@ def test_sigkill_worker_mid_run_loses_nothing(
             assert all_runs_finished(rt) is None, "too fast to kill anything mid-run"
             victim.kill()
             started_by_victim = _dispatches(victim_log)
+            # A clock keeps ticking, as in any deployment: a batch the victim's admission pass
+            # had taken when it died is free again once its hold lapses, and only the ticker's
+            # sweep (not a lease release, all of which may be over) admits it then.
+            clock = subprocess.Popen(
+                [str(Path(sys.executable).parent / "crawlsched"), "clock", "--interval", "1"],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             # Then the other group finishes everything: redelivered batches are re-run
-            runs = wait_for(lambda: all_runs_finished(rt), 120, "runs to finish after SIGKILL")
+            try:
+                runs = wait_for(lambda: all_runs_finished(rt), 240, "runs to finish after SIGKILL")
+            except AssertionError as e:
+                raise AssertionError(f"{e}; state: {_stuck_state(rt)}") from None
         finally:
             victim.kill()
             survivor.stop()
+            if clock is not None:
+                clock.terminate()
+                clock.wait(timeout=30)
     assert_nothing_lost(rt, runs)
     # The victim held a batch in flight, and that same crawl message (same dispatch id, so not
     # re-planned) was redelivered to the survivor, which ran it.
@@ -139,6 +163,23 @@ def test_sigkill_worker_mid_run_loses_nothing(
     for collection in JOB_COLLECTIONS:
         running = rt.jobs(collection).summary().get(str(int(JobState.RUNNING)), 0)
         assert running == 0
+
+
+def _stuck_state(rt: Runtime) -> dict:
+    """What a run that did not finish is waiting on: for the failure message."""
+    return {
+        "runs": [
+            {k: r.get(k) for k in ("_id", "state", "outstanding", "planned", "counts")}
+            for r in rt.db.runs.find({}, {"reports": 0})
+        ],
+        "waiting": list(rt.db.waiting_batches.find({}, {"message": 0})),
+        "running_jobs": {c: rt.jobs(c).summary() for c in JOB_COLLECTIONS},
+        "leases": [
+            (doc.get("_id"), doc.get("leases"))
+            for name in ("accounts", "selenium_nodes")
+            for doc in rt.db[name].find({}, {"leases": 1})
+        ],
+    }
 
 
 def _dispatches(start_log) -> set[str]:
@@ -152,10 +193,6 @@ def _dispatches(start_log) -> set[str]:
 def test_two_clocks_never_plan_a_fire_time_twice(
     rabbitmq_broker, rabbitmq_url, multiprocess_mongo_url, mongo_database_name
 ):
-    import subprocess
-    import sys
-    from pathlib import Path
-
     # Given sweeps that fire every second and two clocks ticking five times a second
     rt = _mongo_runtime(multiprocess_mongo_url, mongo_database_name, rabbitmq_url)
     rt.create_indexes()
