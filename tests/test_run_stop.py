@@ -118,13 +118,14 @@ def test_multi_process_run_fans_out_and_ends_after_its_children(stub_pipeline, m
     assert all(c["state"] == FINISHED and c["planned"] > 0 for c in children)
     assert sum(c["planned"] for c in children) == parent["planned"] == 150
     assert parent["counts"] == {"succeeded": 150} and parent["children"] == 3
-    ends = [
-        (e["run_id"], e["event"])
-        for e in rt.db.activity.find(
-            {"event": "RunFinished", "schedule_id": "sweep-profiles"}
-        ).sort("_id", 1)
-    ]
-    assert len(ends) == 4 and ends[-1] == (parent["_id"], "RunFinished")
+
+    def ends() -> list[tuple[str, str]]:
+        query = {"event": "RunFinished", "schedule_id": "sweep-profiles"}
+        return [(e["run_id"], e["event"]) for e in rt.db.activity.find(query).sort("_id", 1)]
+
+    # The parent's event is stored right after its end: poll for it rather than race it
+    wait_for(lambda: len(ends()) >= 4, 30, "the parent's RunFinished event")
+    assert len(ends()) == 4 and ends()[-1] == (parent["_id"], "RunFinished")
     assert rt.db.task_history.count_documents({"schedule_id": "sweep-profiles"}) == 150
 
 
