@@ -31,20 +31,24 @@ class CrawlContext:
 
     `browser` is the batch's WebDriver session on its leased Selenium node. It is opened the
     first time a driver asks for it (then kept for the rest of the batch and quit at its end),
-    so a driver that needs no browser never starts one.
+    so a driver that needs no browser never starts one. `http` may likewise be given as
+    `open_http`, called the first time a driver asks: the process's shared client is built
+    (and httpx's transport imported) only by a worker whose drivers make requests.
     """
 
     def __init__(
         self,
-        http: httpx.Client,
+        http: httpx.Client | None = None,
         secret: str | None = None,
         selenium_url: str | None = None,
         browser: Any = None,
         open_browser: Callable[[], Any] | None = None,
         secret_hosts: Sequence[str] = (),
         allowed_networks: Sequence[Any] = (),
+        open_http: Callable[[], httpx.Client] | None = None,
     ) -> None:
-        self.http = http
+        self._http = http
+        self._open_http = open_http
         # Where the secret may go (its media's declared hosts), and the private networks a
         # crawl may reach (settings): see crawlsched.drivers.targets.
         self.secret_hosts = tuple(secret_hosts)
@@ -53,6 +57,12 @@ class CrawlContext:
         self.selenium_url = selenium_url  # the leased node, when the task needs a browser
         self._browser = browser
         self._open_browser = open_browser
+
+    @property
+    def http(self) -> httpx.Client:
+        if self._http is None and self._open_http is not None:
+            self._http = self._open_http()
+        return self._http
 
     @property
     def browser(self) -> Any:

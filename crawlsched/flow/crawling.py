@@ -233,7 +233,7 @@ def _run(
         leases.keep()
         media = rt.media(message.media_name) or {}
         context = CrawlContext(
-            http=rt.http,
+            open_http=lambda: rt.http,
             secret_hosts=media.get("secret_hosts") or (),
             allowed_networks=rt.allowed_networks,
         )

@@ -35,7 +35,7 @@ import mongomock
 from mongomock import aggregate as mongomock_aggregate
 
 from crawlsched.store.embedded.collection import IndexedCollection
-from crawlsched.store.embedded.indexes import copy_document
+from crawlsched.store.embedded.copying import copy_document, patch_datetimes
 
 __all__ = ["IndexedCollection", "copy_document", "install"]
 
@@ -59,6 +59,7 @@ def install() -> None:
     global _installed
     if not _installed:
         mongomock.database.Collection = IndexedCollection
+        mongomock.helpers.patch_datetime_awareness_in_document = patch_datetimes
         mongomock.collection.copy = _CopyModule
         mongomock_aggregate.copy = _CopyModule
         _installed = True

@@ -11,32 +11,40 @@ from mongomock.collection import Collection, Cursor
 from mongomock.command_cursor import CommandCursor
 from mongomock.filtering import filter_applies
 
-from crawlsched.store.embedded.indexes import (
-    SELECTIVE,
-    StoreIndexes,
-    equality_values,
-    store_key,
-    typed,
-)
+from crawlsched.store.embedded.copying import copy_fields, make_aware, reader_copy, typed
+from crawlsched.store.embedded.indexes import SELECTIVE, StoreIndexes, equality_values, store_key
+from crawlsched.store.embedded.matching import UNSURE, compile_filter
+from crawlsched.store.embedded.reshaping import plain_projection
 from crawlsched.store.embedded.stages import (
     FAST_STAGES,
-    plain_inclusion,
     plain_sort,
     single_stage,
     sort_documents,
     streams,
 )
+from crawlsched.store.embedded.updates import apply_steps, check_encodable, restore, simple_steps
 
 # How many documents a streaming aggregation copies and carries through its stages at a time.
 STREAM_CHUNK = 500
 
 
 class _Cursor(Cursor):
-    """mongomock's cursor, reading its n-th document in O(1).
+    """mongomock's cursor, reading its n-th document in O(1), and making the dates of the
+    copies it reads timezone-aware in place, not in a second copy.
 
     mongomock's `__next__` slices the whole result list past `skip` for every document, so
     reading a result of N documents cost O(N²) (half a million references copied for 1,000).
     """
+
+    def _compute_results(self, with_limit_and_skip: bool = False) -> list:
+        if not self._results or self._factory_last_generated_results != self._factory:
+            # The factory yields fresh copies (`_get_dataset`): they are ours to change.
+            results = list(self._factory())
+            if self.collection.codec_options.tz_aware:
+                results = [make_aware(doc) for doc in results]
+            self._factory_last_generated_results = self._factory
+            self._results = results
+        return super()._compute_results(with_limit_and_skip)
 
     def __next__(self) -> Any:
         if self._skip < 0:
@@ -100,23 +108,34 @@ class IndexedCollection(Collection):
         if best is None or len(best) > len(store) * SELECTIVE:
             return None
         indexes = self._indexes
+        # The store's own dict: every operation already holds the client's lock (client.py),
+        # so the store's reader lock per lookup is not needed. Expire as its reads would.
+        store._remove_expired_documents()
+        documents = store._documents
         docs = []
         for doc_id in best:
-            if doc_id in store:
+            doc = documents.get(doc_id)
+            if doc is not None:
                 indexes.seen(doc_id)
-                docs.append((indexes.order[doc_id], store[doc_id]))
+                docs.append((indexes.order[doc_id], doc))
             else:
                 indexes.forget(doc_id)  # deleted since it was filed
         docs.sort(key=lambda pair: pair[0])
         return [doc for _, doc in docs]
 
     def _iter_documents(self, filter: Any) -> Iterator[dict]:
+        if self._store.is_empty:
+            yield from super()._iter_documents(filter)  # validates the filter, finds nothing
+            return
         candidates = self._candidates(filter)
         if candidates is None:
-            yield from super()._iter_documents(filter)
-            return
+            candidates = list(self._store.documents)
+        match = compile_filter(filter)
         for document in candidates:
-            if filter_applies(filter, document):
+            verdict = UNSURE if match is None else match(document)
+            if verdict is UNSURE:
+                verdict = filter_applies(filter, document)
+            if verdict:
                 yield document
 
     def _insert(self, data: Any, *args: Any, **kwargs: Any) -> Any:
@@ -128,25 +147,79 @@ class IndexedCollection(Collection):
             self._indexes.inserted(store_key(data["_id"]))
         return result
 
-    def _ensure_uniques(self, new_data: dict) -> None:
-        # Called by mongomock after every insert and every changing update of `new_data`.
+    def _ensure_uniques(self, new_data: dict, changed: list[str] | None = None) -> None:
+        # Called by mongomock after every insert and every changing update of `new_data`, and
+        # by `_update` below with the fields it changed (the only index entries to refresh).
         doc_id = store_key(new_data["_id"])
         for name, index in self._store.indexes.items():
             if index.get("unique"):
                 self._check_unique(name, index, new_data, doc_id)
-        self._indexes.refresh(doc_id, new_data)
+        self._indexes.refresh(doc_id, new_data, changed)
+
+    def _update(
+        self,
+        spec: Any,
+        document: Any,
+        upsert: bool = False,
+        manipulate: bool = False,
+        multi: bool = False,
+        check_keys: bool = False,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """mongomock's update, applied directly when it only sets and unsets top-level fields
+        (see `updates`); anything else, and any upsert, is mongomock's own."""
+        steps = None
+        if not upsert and not any(kwargs.values()) and isinstance(spec, Mapping):
+            document = helpers.patch_datetime_awareness_in_document(document)
+            steps = simple_steps(document)
+        if steps is None:
+            return super()._update(spec, document, upsert, manipulate, multi, check_keys, **kwargs)
+        spec = helpers.patch_datetime_awareness_in_document(spec)
+        matched = modified = 0
+        for existing in self._iter_documents(spec):
+            if not matched:
+                check_encodable(steps)
+            matched += 1
+            before = dict(existing)
+            changed = apply_steps(existing, steps)
+            if changed:
+                try:
+                    self._ensure_uniques(existing, changed)
+                except DuplicateKeyError:
+                    restore(existing, before)
+                    raise
+                modified += 1
+            if not multi:
+                break
+        return {
+            "connectionId": self.database.client._id,
+            "err": None,
+            "n": matched,
+            "nModified": modified,
+            "ok": 1,
+            "upserted": None,
+            "updatedExisting": matched > 0,
+        }
 
     def _check_unique(
         self, name: str, index: Mapping[str, Any], new_data: dict, doc_id: Any
     ) -> None:
         spec = {}
         for key, _ in index["key"]:
+            if "." not in key:
+                spec[key] = new_data.get(key)
+                continue
             try:
                 spec[key] = helpers.get_value_by_dot(new_data, key)
             except KeyError:
                 spec[key] = None
         partial = index.get("partialFilterExpression")
-        applies = partial is None or filter_applies(partial, new_data)
+        applies = True
+        if partial is not None:
+            match = self._indexes.partial_filter(name, index)
+            applies = UNSURE if match is None else match(new_data)
+            if applies is UNSURE:
+                applies = filter_applies(partial, new_data)
         # The store held no duplicate before this write; if this document's key (and whether
         # the index covers it) is exactly what it was last checked with, it still holds none.
         typed_key = [typed(value) for value in spec.values()]
@@ -191,6 +264,29 @@ class IndexedCollection(Collection):
         self._store.create_index(name, index)
         return name
 
+    def _copy_only_fields(self, doc: dict, fields: Any, container: Any) -> Any:
+        """mongomock's copy of a document for a reader: the whole of it, or top-level fields
+        of an inclusion projection (in the document's order, `_id` last, as mongomock), made
+        without a Python call per scalar."""
+        if container is dict and (fields is None or fields == {}):
+            return reader_copy(doc)
+        keep = self._inclusion_of(fields) if container is dict else None
+        if keep is None:
+            return super()._copy_only_fields(doc, fields, container)
+        copied = {k: reader_copy(v) for k, v in doc.items() if k in keep and k != "_id"}
+        if "_id" in keep and "_id" in doc:
+            copied["_id"] = doc["_id"]
+        return copied
+
+    def _inclusion_of(self, fields: Any) -> set[str] | None:
+        # Called once per document of a result: remember the last projection's answer.
+        last = getattr(self, "_last_inclusion", None)
+        if last is not None and last[0] is fields and last[1] == fields:
+            return last[2]
+        keep = _inclusion(fields)
+        self._last_inclusion = (fields, dict(fields) if isinstance(fields, dict) else None, keep)
+        return keep
+
     def find(self, *args: Any, **kwargs: Any) -> Cursor:
         cursor = super().find(*args, **kwargs)
         cursor.__class__ = _Cursor
@@ -229,23 +325,20 @@ class IndexedCollection(Collection):
             rest = rest[1:]
         if not all(streams(stage) for stage in rest):
             return CommandCursor(self._run_stages([self._read_copy(d) for d in matched], rest))
-        fields = None
-        if rest and plain_inclusion(rest[0]):
-            fields, rest = dict(rest[0]["$project"]), rest[1:]
-        return CommandCursor(self._stream(matched, fields, rest))
+        keep = None
+        if rest and "$project" in rest[0] and plain_projection(rest[0]["$project"]):
+            keep, rest = _inclusion(rest[0]["$project"]), rest[1:]
+        return CommandCursor(self._stream(matched, keep, rest))
 
-    def _read_copy(self, document: dict, fields: Mapping[str, Any] | None = None) -> dict:
-        """The document as `find` (with this projection) would return it."""
-        copied = self._copy_only_fields(document, None if fields is None else dict(fields), dict)
-        if self.codec_options.tz_aware:
-            copied = helpers.make_datetime_timezone_aware_in_document(copied)
-        return copied
+    def _read_copy(self, document: dict, keep: set[str] | None = None) -> dict:
+        """The document as the aggregation reads it: whole, or the fields of a leading
+        inclusion `$project` (in the document's order, as mongomock's `$project`)."""
+        copied = reader_copy(document) if keep is None else copy_fields(document, keep)
+        return make_aware(copied) if self.codec_options.tz_aware else copied
 
-    def _stream(
-        self, matched: list[dict], fields: Mapping[str, Any] | None, stages: list[dict]
-    ) -> Iterator[dict]:
+    def _stream(self, matched: list[dict], keep: set[str] | None, stages: list[dict]) -> Iterator:
         for start in range(0, len(matched), STREAM_CHUNK):
-            chunk = [self._read_copy(d, fields) for d in matched[start : start + STREAM_CHUNK]]
+            chunk = [self._read_copy(d, keep) for d in matched[start : start + STREAM_CHUNK]]
             yield from self._run_stages(chunk, stages)
 
     def _run_stages(self, docs: list[dict], stages: list[dict]) -> list[dict]:
@@ -258,3 +351,14 @@ class IndexedCollection(Collection):
                 cursor = mongomock_aggregate.process_pipeline(docs, self.database, [stage], None)
                 docs = list(cursor)
         return docs
+
+
+def _inclusion(fields: Any) -> set[str] | None:
+    """The top-level fields an inclusion projection keeps (with `_id` unless it is excluded),
+    or None for any other projection (mongomock's own code reads those)."""
+    if not plain_projection(fields):
+        return None
+    keep = {name for name in fields if name != "_id"}
+    if fields.get("_id", 1):
+        keep.add("_id")
+    return keep

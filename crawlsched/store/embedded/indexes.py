@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import copy
-import datetime
 import itertools
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
-from bson import ObjectId
 from mongomock import helpers
+
+from crawlsched.store.embedded.matching import Match, compile_filter
 
 _MISSING = object()
 # Above this many candidates an index answer is no better than a scan.
@@ -18,31 +17,6 @@ SELECTIVE = 0.5
 
 def hashable(value: Any) -> bool:
     return isinstance(value, Hashable) and not isinstance(value, list | dict)
-
-
-# Values that are never changed in place: a copy of a document may share them.
-_IMMUTABLE = frozenset({str, int, float, bool, type(None), bytes, datetime.datetime, ObjectId})
-
-
-def copy_document(value: Any) -> Any:
-    """`copy.deepcopy` for BSON-shaped data: dicts and lists copied, immutable scalars shared.
-
-    Anything else (a `SON`, a tuple, a `Decimal128`, …) goes to `copy.deepcopy` as before.
-    """
-    kind = type(value)
-    if kind is dict:
-        return {key: copy_document(item) for key, item in value.items()}
-    if kind is list:
-        return [copy_document(item) for item in value]
-    if kind in _IMMUTABLE:
-        return value
-    return copy.deepcopy(value)
-
-
-def typed(value: Any) -> tuple[type, Any] | None:
-    """A scalar with its type (`1`, `1.0` and `True` differ), or None for anything else."""
-    kind = type(value)
-    return (kind, value) if kind in _IMMUTABLE else None
 
 
 class _FieldIndex:
@@ -100,13 +74,23 @@ class StoreIndexes:
         self._next = itertools.count()
         # Per unique index (by name): the index definition, and for each document the key it
         # was last checked with. The definition is kept so that a re-created index starts over.
-        self.unique_keys: dict[str, tuple[Mapping[str, Any], dict[Any, tuple]]] = {}
+        # The compiled partial filter is kept with them.
+        self.unique_keys: dict[str, tuple[Mapping[str, Any], dict[Any, tuple], Any]] = {}
 
     def checked_keys(self, name: str, index: Mapping[str, Any]) -> dict[Any, tuple]:
+        return self._unique(name, index)[1]
+
+    def partial_filter(self, name: str, index: Mapping[str, Any]) -> Match | None:
+        """The index's partial filter, compiled once (None: no filter, or not compiled)."""
+        return self._unique(name, index)[2]
+
+    def _unique(self, name: str, index: Mapping[str, Any]) -> tuple:
         entry = self.unique_keys.get(name)
         if entry is None or entry[0] is not index:
-            entry = self.unique_keys[name] = (index, {})
-        return entry[1]
+            partial = index.get("partialFilterExpression")
+            compiled = None if partial is None else compile_filter(partial)
+            entry = self.unique_keys[name] = (index, {}, compiled)
+        return entry
 
     def seen(self, doc_id: Any) -> None:
         if doc_id not in self.order:
@@ -117,7 +101,7 @@ class StoreIndexes:
         self.order[doc_id] = next(self._next)
 
     def forget_checked(self, doc_id: Any) -> None:
-        for _, keys in self.unique_keys.values():
+        for _, keys, _ in self.unique_keys.values():
             keys.pop(doc_id, None)
 
     def field(self, name: str, store: Any) -> _FieldIndex:
@@ -130,9 +114,16 @@ class StoreIndexes:
                 index.file(doc_id, doc)
         return index
 
-    def refresh(self, doc_id: Any, doc: Mapping[str, Any]) -> None:
+    def refresh(
+        self, doc_id: Any, doc: Mapping[str, Any], changed: Iterable[str] | None = None
+    ) -> None:
+        """File `doc` again under every index, or only those of the `changed` fields."""
         self.seen(doc_id)
-        for index in self.fields.values():
+        if changed is None:
+            indexes: Iterable[_FieldIndex] = self.fields.values()
+        else:
+            indexes = [self.fields[f] for f in changed if f in self.fields]
+        for index in indexes:
             index.file(doc_id, doc)
 
     def forget(self, doc_id: Any) -> None:

@@ -10,7 +10,14 @@ from bson import ObjectId
 from mongomock import filtering, helpers
 from mongomock.filtering import filter_applies
 
-from crawlsched.store.embedded.indexes import copy_document, typed
+from crawlsched.store.embedded.copying import copy_document, typed
+from crawlsched.store.embedded.matching import UNSURE, compile_filter
+from crawlsched.store.embedded.reshaping import (
+    add_fields,
+    plain_add_fields,
+    plain_projection,
+    project,
+)
 
 # Stages that look at one document at a time: a chunk through them is the whole through them.
 _PER_DOCUMENT = frozenset({"$match", "$project", "$addFields", "$set", "$lookup", "$unwind"})
@@ -21,19 +28,6 @@ def streams(stage: Mapping[str, Any]) -> bool:
     if operator == "$match":
         return plain_match(options)  # no `$expr` or text search reading other documents
     return operator in _PER_DOCUMENT
-
-
-def plain_inclusion(stage: Mapping[str, Any]) -> bool:
-    """A `$project` that only includes top-level fields: what a `find` projection does."""
-    spec = stage.get("$project")
-    return (
-        isinstance(spec, Mapping)
-        and bool(spec)
-        and all(
-            isinstance(k, str) and not k.startswith("$") and "." not in k and v in (1, True)
-            for k, v in spec.items()
-        )
-    )
 
 
 def single_stage(stage: Any) -> bool:
@@ -81,7 +75,8 @@ def _plain_unwind(options: Any) -> bool:
 
 
 def _unwind(docs: list[dict], database: Any, options: Any) -> list[dict]:
-    """mongomock's `$unwind`, with `copy_document` instead of `copy.deepcopy`."""
+    """mongomock's `$unwind`, with `copy_document` instead of `copy.deepcopy`, and no copy for
+    the last element."""
     if not isinstance(options, Mapping):
         options = {"path": options}
     path = options["path"][1:]
@@ -105,9 +100,12 @@ def _unwind(docs: list[dict], database: Any, options: Any) -> list[dict]:
                 helpers.delete_value_by_dot(new_doc, path)
                 out.append(new_doc)
             continue
-        items = enumerate(array) if isinstance(array, list) else [(None, array)]
+        items = list(enumerate(array)) if isinstance(array, list) else [(None, array)]
         for position, item in items:
-            new_doc = helpers.set_value_by_dot(copy_document(doc), path, item)
+            # The last element takes the document itself (each stage's input is its own, and a
+            # top-level path replaces one value, changing nothing it shares); the others a copy.
+            last = position == items[-1][0] and "." not in path
+            new_doc = helpers.set_value_by_dot(doc if last else copy_document(doc), path, item)
             if index_field:
                 new_doc = helpers.set_value_by_dot(new_doc, index_field, position)
             out.append(new_doc)
@@ -140,14 +138,20 @@ def plain_match(options: Any) -> bool:
 
 
 def _match(docs: list[dict], database: Any, options: dict) -> list[dict]:
-    """mongomock's `$match`, which tests each document with its dates made naive: only the
-    fields the filter reads are converted (it reads no other)."""
+    """mongomock's `$match`, through a compiled filter; where it is unsure, mongomock tests the
+    document with its dates made naive (only the fields the filter reads: it reads no other)."""
     spec = helpers.patch_datetime_awareness_in_document(options)
     fields = _match_fields(spec) or set()
     patch = helpers.patch_datetime_awareness_in_document
-    return [
-        doc for doc in docs if filter_applies(spec, {f: patch(doc[f]) for f in fields if f in doc})
-    ]
+    compiled = compile_filter(spec)
+    kept = []
+    for doc in docs:
+        verdict = UNSURE if compiled is None else compiled(doc)
+        if verdict is UNSURE:
+            verdict = filter_applies(spec, {f: patch(doc[f]) for f in fields if f in doc})
+        if verdict:
+            kept.append(doc)
+    return kept
 
 
 # mongomock's sort order of BSON types (`filtering._get_compare_type`), for the plain types.
@@ -205,6 +209,9 @@ def sort_documents(docs: list[dict], database: Any, options: Mapping[str, int]) 
 
 
 FAST_STAGES = {
+    "$project": (plain_projection, project),
+    "$addFields": (plain_add_fields, add_fields),
+    "$set": (plain_add_fields, add_fields),
     "$sort": (plain_sort, sort_documents),
     "$lookup": (_plain_lookup, _lookup),
     "$unwind": (_plain_unwind, _unwind),
