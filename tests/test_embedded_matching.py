@@ -36,6 +36,9 @@ conditions = st.one_of(
     st.builds(lambda v: {"$in": v}, st.lists(scalars, max_size=3)),
     st.builds(lambda v: {"$nin": v}, st.lists(scalars, max_size=3)),
     st.builds(lambda v: {"$exists": v}, st.booleans()),
+    st.builds(
+        lambda v: {"$type": v}, st.sampled_from(["double", "string", "objectId", "bool", "date"])
+    ),
     st.builds(lambda v: {"$in": v}, st.lists(st.lists(scalars, max_size=1), max_size=2)),
 )
 field_filters = st.dictionaries(st.sampled_from(FIELDS), conditions, max_size=3)

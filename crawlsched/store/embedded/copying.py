@@ -11,7 +11,7 @@ from bson import ObjectId
 from mongomock import helpers
 
 # Values that are never changed in place: a copy of a document may share them.
-_IMMUTABLE = frozenset({str, int, float, bool, type(None), bytes, datetime.datetime, ObjectId})
+IMMUTABLE = frozenset({str, int, float, bool, type(None), bytes, datetime.datetime, ObjectId})
 
 
 def copy_document(value: Any) -> Any:
@@ -24,7 +24,7 @@ def copy_document(value: Any) -> Any:
         return {key: copy_document(item) for key, item in value.items()}
     if kind is list:
         return [copy_document(item) for item in value]
-    if kind in _IMMUTABLE:
+    if kind in IMMUTABLE:
         return value
     return copy.deepcopy(value)
 
@@ -32,7 +32,7 @@ def copy_document(value: Any) -> Any:
 def typed(value: Any) -> tuple[type, Any] | None:
     """A scalar with its type (`1`, `1.0` and `True` differ), or None for anything else."""
     kind = type(value)
-    return (kind, value) if kind in _IMMUTABLE else None
+    return (kind, value) if kind in IMMUTABLE else None
 
 
 def reader_copy(value: Any) -> Any:
@@ -40,7 +40,7 @@ def reader_copy(value: Any) -> Any:
     documents of any mapping class as plain dicts (an upserted document is an OrderedDict),
     other values by `copy.copy`, immutable scalars shared."""
     kind = type(value)
-    if kind in _IMMUTABLE:
+    if kind in IMMUTABLE:
         return value
     if kind is dict or (kind is not list and isinstance(value, dict)):
         return {key: reader_copy(item) for key, item in value.items()}
@@ -72,13 +72,13 @@ def _aware_in_place(container: dict | list) -> None:
             container[key] = value.replace(tzinfo=helpers.utc)
         elif kind is dict or kind is list:
             _aware_in_place(value)
-        elif kind not in _IMMUTABLE:
+        elif kind not in IMMUTABLE:
             container[key] = helpers.make_datetime_timezone_aware_in_document(value)
 
 
 _mongomock_patch_datetimes = helpers.patch_datetime_awareness_in_document
-# Scalars that patching returns as they are (every type but datetime of `_IMMUTABLE`).
-_UNPATCHED = _IMMUTABLE - {datetime.datetime}
+# Scalars that patching returns as they are (every type but datetime of `IMMUTABLE`).
+_UNPATCHED = IMMUTABLE - {datetime.datetime}
 
 
 def patch_datetimes(value: Any) -> Any:

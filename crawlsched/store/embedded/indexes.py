@@ -8,6 +8,7 @@ from typing import Any
 
 from mongomock import helpers
 
+from crawlsched.store.embedded.copying import IMMUTABLE
 from crawlsched.store.embedded.matching import Match, compile_filter
 
 _MISSING = object()
@@ -16,6 +17,8 @@ SELECTIVE = 0.5
 
 
 def hashable(value: Any) -> bool:
+    if type(value) in IMMUTABLE:  # the common case, without an ABC check
+        return True
     return isinstance(value, Hashable) and not isinstance(value, list | dict)
 
 

@@ -13,11 +13,11 @@ UNSURE otherwise, and its caller then asks `filter_applies`:
 - a timezone-aware datetime (stored dates are naive; mongomock raises comparing the two).
 
 It compiles field names and dotted paths through sub-documents, `$and`/`$or`/`$nor`, and
-`$eq`, `$ne`, `$in`, `$nin`, `$exists`, `$lt`, `$lte`, `$gt`, `$gte` (and implicit equality)
-against plain scalars. Anything else (regexes, `$elemMatch`, `$expr`, sub-document equality…)
-is not compiled, and mongomock answers the whole filter. The checks are evaluated in
-mongomock's order and the first UNSURE stops them, so an error mongomock would raise is still
-raised by mongomock.
+`$eq`, `$ne`, `$in`, `$nin`, `$exists`, `$type` (five aliases), `$lt`, `$lte`, `$gt`, `$gte`
+(and implicit equality) against plain scalars. Anything else (regexes, `$elemMatch`, `$expr`,
+sub-document equality…) is not compiled, and mongomock answers the whole filter. The checks
+are evaluated in mongomock's order and the first UNSURE stops them, so an error mongomock
+would raise is still raised by mongomock.
 """
 
 from __future__ import annotations
@@ -47,6 +47,14 @@ _TYPE_ORDER = {
     ObjectId: 35,
     bool: 40,
     datetime.datetime: 45,
+}
+# `$type` aliases whose test of a scalar is one isinstance (`filtering.TYPE_MAP`).
+_TYPE_ALIASES = {
+    "double": float,
+    "string": str,
+    "objectId": ObjectId,
+    "bool": bool,
+    "date": datetime.datetime,
 }
 _COMPARISONS = {"$lt": operator.lt, "$lte": operator.le, "$gt": operator.gt, "$gte": operator.ge}
 
@@ -167,6 +175,11 @@ def _compile_operator(op: str, search: Any) -> Callable[[Any], Verdict] | None:
         with_null = None in members
         negate = op == "$nin"
         return lambda value: (with_null if value is _MISSING else value in members) is not negate
+    if op == "$type":
+        kind = _TYPE_ALIASES.get(search) if isinstance(search, str) else None
+        if kind is None:
+            return None
+        return lambda value: value is not _MISSING and isinstance(value, kind)
     if op == "$exists":
         if type(search) not in (bool, int):
             return None
