@@ -111,7 +111,10 @@ def admit_waiting(
             short.add(grant.short or "")
             rt.waiting.untake(batch.dispatch_id, token, grant.short)
             continue
-        waited_s = (now - batch.enqueued_at).total_seconds()
+        # Never negative: `now` was read when this pass began, and a batch parked by another
+        # thread since then has a later `enqueued_at` (a negative wait made the crawl message
+        # invalid, dead-lettering a batch whose jobs then stayed running until lease expiry).
+        waited_s = max(0.0, (now - batch.enqueued_at).total_seconds())
         try:
             rt.jobs(message.collection).extend_lease(
                 message.dispatch_id, expiry_deadline(now, rt.settings.dispatch_lease_s)

@@ -22,6 +22,12 @@ touching what it computes:
   document; `$lookup` and `$unwind` copy documents with a copier for BSON-shaped data (dicts,
   lists, immutable scalars) instead of `copy.deepcopy`. Every other stage is mongomock's own.
 
+- **Fast paths with mongomock's answers.** Filters are compiled once per command
+  (`matching`), `$set`/`$unset` of top-level fields are applied directly (`updates`), readers get
+  one copy per document (`copying`), and inclusion `$project` and field-path `$addFields` run
+  without mongomock's expression parser (`reshaping`). Each answers only where its answer is
+  mongomock's and hands every other case to mongomock.
+
 Field indexes are built on first use, one scan each. Values that cannot be hashed (lists,
 sub-documents) go to an "always a candidate" bucket, which keeps array matching correct.
 """
