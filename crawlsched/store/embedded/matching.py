@@ -38,8 +38,9 @@ Match = Callable[[Mapping[str, Any]], Verdict]
 
 # Values whose comparison compiled code answers exactly as mongomock does.
 _SCALARS = frozenset({str, int, float, bool, type(None), datetime.datetime, ObjectId})
-# mongomock's type order (`filtering._get_compare_type`) for those scalars.
-_TYPE_ORDER = {
+# mongomock's type order (`filtering._get_compare_type`) for those scalars: how it compares and
+# sorts values of different types.
+TYPE_ORDER = {
     type(None): 5,
     int: 10,
     float: 10,
@@ -193,11 +194,11 @@ def _compile_operator(op: str, search: Any) -> Callable[[Any], Verdict] | None:
 
 def _comparison(compare: Callable[[Any, Any], bool], search: Any) -> Callable[[Any], Verdict]:
     """mongomock's `$lt`-family: a missing field or another type bracket never matches."""
-    search_order = _TYPE_ORDER[type(search)]
+    search_order = TYPE_ORDER[type(search)]
     search_aware = isinstance(search, datetime.datetime) and search.tzinfo is not None
 
     def test(value: Any) -> Verdict:
-        if value is _MISSING or _TYPE_ORDER[type(value)] != search_order:
+        if value is _MISSING or TYPE_ORDER[type(value)] != search_order:
             return False
         if value is None:
             return compare(0, 0)

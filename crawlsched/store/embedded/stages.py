@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping
 from typing import Any
 
-from bson import ObjectId
 from mongomock import filtering, helpers
 from mongomock.filtering import filter_applies
 
 from crawlsched.store.embedded.copying import copy_document, typed
-from crawlsched.store.embedded.matching import UNSURE, compile_filter
+from crawlsched.store.embedded.matching import TYPE_ORDER, UNSURE, compile_filter
 from crawlsched.store.embedded.reshaping import (
     add_fields,
     plain_add_fields,
@@ -154,18 +152,6 @@ def _match(docs: list[dict], database: Any, options: dict) -> list[dict]:
     return kept
 
 
-# mongomock's sort order of BSON types (`filtering._get_compare_type`), for the plain types.
-_SORT_TYPE = {
-    type(None): 5,
-    int: 10,
-    float: 10,
-    str: 15,
-    ObjectId: 35,
-    bool: 40,
-    datetime.datetime: 45,
-}
-
-
 def _sort_key(field: str, doc: Mapping[str, Any]) -> tuple | None:
     """`filtering.resolve_sort_key` as plain tuples, or None for a value of another type.
 
@@ -179,7 +165,7 @@ def _sort_key(field: str, doc: Mapping[str, Any]) -> tuple | None:
         if not value:
             return (0, (5, 0))
         value = value[0]
-    kind = _SORT_TYPE.get(type(value))
+    kind = TYPE_ORDER.get(type(value))
     if kind is None:
         return None
     return (1, (5, 0)) if value is None else (1, (kind, value))
