@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 from crawlsched.catalog import JOB_COLLECTIONS, JobState
 from crawlsched.cli.demo import losses
 from crawlsched.demo.site import DemoSite
+from crawlsched.logs import configure_logging
 from crawlsched.runtime import Runtime, get_runtime
 from crawlsched.settings import Settings
 from tests.support.rabbit import publish_raw, queue_depth
@@ -265,10 +267,16 @@ def test_malformed_messages_are_dead_lettered_and_worker_goes_on(
 
 
 def test_secrets_appear_in_no_message_log_output_or_result(
-    rabbitmq_broker, rabbitmq_worker, chromedriver_node, capfd
+    rabbitmq_broker, rabbitmq_worker, chromedriver_node, capfd, monkeypatch
 ):
-    # Given the demo's accounts (secrets "demo-secret-…") and every message body recorded
+    # Given the demo's accounts (secrets "demo-secret-…"), every message body recorded, and
+    # every log line: logging was configured with the sys.stderr of the broker fixture's set-up,
+    # before capfd began, so its lines never reached capfd. Log to a stream of our own.
     import dramatiq
+
+    log_stream = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", log_stream)
+    configure_logging("json", "INFO")
 
     from crawlsched.actors import ticker
 
@@ -291,9 +299,11 @@ def test_secrets_appear_in_no_message_log_output_or_result(
 
     # Then no secret is in any message, log line or stored document but encrypted
     output = capfd.readouterr()
+    logged = log_stream.getvalue()
     stored = [repr(list(rt.db[name].find({}))) for name in rt.db.raw.list_collection_names()]
     assert len(bodies) > 10
+    assert '"batch_admitted"' in logged  # the log lines searched below are really there
     for secret in ("demo-secret-twitter-1", "demo-secret-twitter-2", "demo-secret-instagram-1"):
         assert not any(secret.encode() in body for body in bodies)
-        assert secret not in output.out and secret not in output.err
+        assert secret not in output.out and secret not in output.err and secret not in logged
         assert not any(secret in text for text in stored)
