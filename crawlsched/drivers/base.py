@@ -1,17 +1,31 @@
-"""The driver interface: one job in, found items and discovered URLs out."""
+"""The driver contract: a class with one method per task it supports.
+
+A driver is named by its media's `driver_class` (see `registry.py`). For each job the crawl
+calls the method named after the job's task, `driver.<task>(job, context)`; a driver that
+serves every task alike (the generic page drivers) defines `crawl(job, context)` instead.
+A method returns nothing: it stores what it found with `context.save(model, docs)` and
+registers pages to crawl next with `context.discover(url, task)`. Raising `DriverError` fails
+that one job (retried later); `LoginRejected` and `RateLimited` speak of the account, not the
+job: the batch's remaining jobs wait for another account.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import httpx
+if TYPE_CHECKING:
+    from crawlsched.drivers.context import CrawlContext
 
 
 class DriverError(Exception):
     """The crawl of one job failed; the job is retried later (it does not fail the batch)."""
+
+
+class TaskNotSupported(DriverError):
+    """The media's driver has no method for this task."""
 
 
 @dataclass(frozen=True)
@@ -22,68 +36,33 @@ class CrawlJob:
     task: str
     media_name: str
     crawl_limit: int
-    # The whole job document as stored: jobs of the old system carry their own fields.
+    # The whole job document as stored: jobs of the old system carry their own fields, and a
+    # discovered child carries the fields its `discover` call gave (e.g. which page it is).
     document: Mapping[str, Any] = field(default_factory=dict)
+    depth: int = 0  # 0 for a planned job, parent + 1 for a discovered one
 
 
-class CrawlContext:
-    """What a driver may use for the jobs of one batch.
+@dataclass(frozen=True)
+class Account:
+    """The leased account. `secret` is the credential: never log it, never put it in a URL."""
 
-    `browser` is the batch's WebDriver session on its leased Selenium node. It is opened the
-    first time a driver asks for it (then kept for the rest of the batch and quit at its end),
-    so a driver that needs no browser never starts one. `http` may likewise be given as
-    `open_http`, called the first time a driver asks: the process's shared client is built
-    (and httpx's transport imported) only by a worker whose drivers make requests.
-    """
-
-    def __init__(
-        self,
-        http: httpx.Client | None = None,
-        secret: str | None = None,
-        selenium_url: str | None = None,
-        browser: Any = None,
-        open_browser: Callable[[], Any] | None = None,
-        secret_hosts: Sequence[str] = (),
-        allowed_networks: Sequence[Any] = (),
-        open_http: Callable[[], httpx.Client] | None = None,
-    ) -> None:
-        self._http = http
-        self._open_http = open_http
-        # Where the secret may go (its media's declared hosts), and the private networks a
-        # crawl may reach (settings): see crawlsched.drivers.targets.
-        self.secret_hosts = tuple(secret_hosts)
-        self.allowed_networks = tuple(allowed_networks)
-        self.secret = secret  # the leased account's credential; never log it
-        self.selenium_url = selenium_url  # the leased node, when the task needs a browser
-        self._browser = browser
-        self._open_browser = open_browser
-
-    @property
-    def http(self) -> httpx.Client:
-        if self._http is None and self._open_http is not None:
-            self._http = self._open_http()
-        return self._http
-
-    @property
-    def browser(self) -> Any:
-        if self._browser is None and self._open_browser is not None:
-            self._browser = self._open_browser()
-        return self._browser
-
-    @property
-    def browser_opened(self) -> bool:
-        return self._browser is not None
+    username: str
+    secret: str = field(repr=False)
 
 
-@dataclass
-class CrawlResult:
-    # Each item has a natural "key" (e.g. its URL); stored by (model, key) so re-crawls update.
-    items: list[dict[str, Any]] = field(default_factory=list)
-    discovered: list[str] = field(default_factory=list)
+TaskMethod = Callable[[CrawlJob, "CrawlContext"], None]
 
 
 class Driver(Protocol):
-    def crawl(self, job: CrawlJob, context: CrawlContext) -> CrawlResult: ...
+    """Documentation only: a driver has `<task>(job, context)` methods, or one `crawl`."""
+
+
+def task_method(driver: object, task: str) -> TaskMethod:
+    """The driver's method for `task`: its own `<task>` method, else its generic `crawl`."""
+    method = getattr(driver, task, None) or getattr(driver, "crawl", None)
+    if not callable(method):
+        raise TaskNotSupported(f"driver {type(driver).__name__} has no method for task {task!r}")
+    return method
 
 
 class LoginRejected(DriverError):

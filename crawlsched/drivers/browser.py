@@ -1,7 +1,7 @@
 """The browser driver: load the job's URL in the batch's Chrome session, after JavaScript ran.
 
-Returns the same item shape as the HTTP driver (title, links, size), marked `rendered`, so
-results of either look alike. Session-level errors propagate as they are: the crawl flow tells
+Saves the same document shape as the HTTP driver (title, links, size), marked `rendered`, so
+results of either look alike, and discovers the page's links. Session-level errors propagate as they are: the crawl flow tells
 a dead node from a bad page and puts the batch's remaining jobs back to wait.
 """
 
@@ -13,9 +13,10 @@ from selenium.common.exceptions import TimeoutException, WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from crawlsched.drivers.base import CrawlContext, CrawlJob, CrawlResult, DriverError
+from crawlsched.catalog import TASK_RESULTS
+from crawlsched.drivers.base import CrawlJob, DriverError
 from crawlsched.drivers.browser_session import is_session_lost
-from crawlsched.drivers.registry import register
+from crawlsched.drivers.context import CrawlContext
 from crawlsched.drivers.targets import check_target
 from crawlsched.errors import UnsafeTarget
 
@@ -39,7 +40,7 @@ function finish() { observer.disconnect(); clearTimeout(timer); clearTimeout(cap
 
 
 class BrowserPageDriver:
-    def crawl(self, job: CrawlJob, context: CrawlContext) -> CrawlResult:
+    def crawl(self, job: CrawlJob, context: CrawlContext) -> None:
         browser = context.browser
         if browser is None:
             raise DriverError("this task needs a Selenium node but no browser session was opened")
@@ -82,7 +83,6 @@ class BrowserPageDriver:
             "text_chars": len(text),
             "rendered": True,
         }
-        return CrawlResult(items=[page], discovered=links)
-
-
-register("browser", BrowserPageDriver)
+        context.save(TASK_RESULTS[job.task].model, [page])
+        for link in links:
+            context.discover(link)

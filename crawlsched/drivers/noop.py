@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from crawlsched.drivers.base import CrawlContext, CrawlJob, CrawlResult
-from crawlsched.drivers.registry import register
+from crawlsched.drivers.base import CrawlJob
+from crawlsched.drivers.context import CrawlContext
 
 
 class NoopDriver:
-    def crawl(self, job: CrawlJob, context: CrawlContext) -> CrawlResult:
-        return CrawlResult()
-
-
-register("noop", NoopDriver)
+    def crawl(self, job: CrawlJob, context: CrawlContext) -> None:
+        return None

@@ -1,45 +1,68 @@
-"""Drivers by name (the media's `driver_class`), with plug-ins from modules or entry points.
+"""Drivers by name (a media's `driver_class`): a table of built-ins, plus plug-ins.
 
-A plug-in module calls `register("name", factory)` when imported; list such modules in
-CRAWLSCHED_DRIVER_MODULES, or expose them as `crawlsched.drivers` entry points.
+Nothing registers itself on import. A name is looked up, in this order, in:
+1. `BUILT_IN`: name -> "module:Class", imported only when a batch needs that driver;
+2. the `crawlsched.drivers` entry points of installed packages (name = "module:Class");
+3. the `DRIVERS` table (name -> class) of each module listed in CRAWLSCHED_DRIVER_MODULES.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Iterable
 from importlib.metadata import entry_points
+from typing import Any
 
-from crawlsched.drivers.base import Driver
 from crawlsched.errors import UnknownDriver
 
-_factories: dict[str, Callable[[], Driver]] = {}
+BUILT_IN: dict[str, str] = {
+    "http": "crawlsched.drivers.http:HttpPageDriver",
+    "browser": "crawlsched.drivers.browser:BrowserPageDriver",
+    "noop": "crawlsched.drivers.noop:NoopDriver",
+    "website": "crawlsched.drivers.website:WebsiteDriver",
+    "demo_social": "crawlsched.drivers.social:DemoSocialDriver",
+}
+ENTRY_POINT_GROUP = "crawlsched.drivers"
 
-
-def register(name: str, factory: Callable[[], Driver]) -> None:
-    if not name:
-        raise ValueError("a driver needs a name")
-    _factories[name] = factory
+_lock = threading.Lock()
+_specs: dict[str, str] = {}  # name -> "module:Class" (built-ins and entry points)
+_classes: dict[str, type] = {}  # name -> class (loaded, or from a module's DRIVERS table)
 
 
 def load_plugins(modules: Iterable[str] = ()) -> None:
-    # Built-ins register themselves on import.
-    importlib.import_module("crawlsched.drivers.http")
-    importlib.import_module("crawlsched.drivers.noop")
-    importlib.import_module("crawlsched.drivers.browser")
-    for module in modules:
-        importlib.import_module(module)
-    for entry in entry_points(group="crawlsched.drivers"):
-        register(entry.name, entry.load())
+    """Learn the names of every driver: built-ins, entry points, and the modules' tables."""
+    with _lock:
+        _specs.update(BUILT_IN)
+        for entry in entry_points(group=ENTRY_POINT_GROUP):
+            _specs[entry.name] = entry.value
+        for module_name in modules:
+            table = getattr(importlib.import_module(module_name), "DRIVERS", None)
+            if not isinstance(table, dict):
+                raise ValueError(f"driver module {module_name!r} has no DRIVERS table")
+            for name, cls in table.items():
+                _classes[str(name)] = cls
 
 
-def create(name: str) -> Driver:
-    try:
-        factory = _factories[name]
-    except KeyError:
-        raise UnknownDriver(name, sorted(_factories)) from None
-    return factory()
+def driver_class(name: str) -> type:
+    with _lock:
+        if not _specs:
+            _specs.update(BUILT_IN)
+        if name in _classes:
+            return _classes[name]
+        spec = _specs.get(name)
+        if spec is None:
+            raise UnknownDriver(name, sorted({*_specs, *_classes}))
+        module_name, _, attr = spec.partition(":")
+        cls = getattr(importlib.import_module(module_name), attr)
+        _classes[name] = cls
+        return cls
+
+
+def create(name: str) -> Any:
+    return driver_class(name)()
 
 
 def known() -> list[str]:
-    return sorted(_factories)
+    with _lock:
+        return sorted({*BUILT_IN, *_specs, *_classes})

@@ -1,4 +1,4 @@
-"""A test driver plug-in (CRAWLSCHED_DRIVER_MODULES=tests.support.slow_driver).
+"""A test driver plug-in (CRAWLSCHED_DRIVER_MODULES=tests.support.slow_driver, table DRIVERS).
 
 `slow`: sleeps per job, so a test can kill a worker in the middle of a batch.
 `boom`: fails every job whose target contains "boom", so failures and retries can be seen.
@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 import time
 
-from crawlsched.drivers.base import CrawlContext, CrawlJob, CrawlResult, DriverError
-from crawlsched.drivers.registry import register
+from crawlsched.catalog import TASK_RESULTS
+from crawlsched.drivers.base import CrawlJob, DriverError
+from crawlsched.drivers.context import CrawlContext
 
 DEFAULT_DELAY_S = "0.2"
 
@@ -22,7 +23,7 @@ def _setting(name: str, default: str | None = None) -> str | None:
 
 
 class SlowDriver:
-    def crawl(self, job: CrawlJob, context: CrawlContext) -> CrawlResult:
+    def crawl(self, job: CrawlJob, context: CrawlContext) -> None:
         # When set, each job start is appended here as "<dispatch_id> <job_id>": a test can
         # then see which batches a worker it killed had in flight, and who ran them again.
         if start_log := _setting("CRAWLSCHED_TEST_START_LOG"):
@@ -31,7 +32,8 @@ class SlowDriver:
         time.sleep(float(_setting("CRAWLSCHED_TEST_SLOW_DRIVER_S", DEFAULT_DELAY_S)))
         if "boom" in job.target:
             raise DriverError(f"{job.target} always fails")
-        return CrawlResult(items=[{"key": job.url, "url": job.url, "target": job.target}])
+        doc = {"key": job.url, "url": job.url, "target": job.target}
+        context.save(TASK_RESULTS[job.task].model, [doc])
 
 
-register("slow", SlowDriver)
+DRIVERS = {"slow": SlowDriver}
