@@ -76,3 +76,14 @@ def kind_of_collection(collection: str) -> TargetKind:
         if kind.collection == collection:
             return kind
     raise LookupError(f"no target kind stores its jobs in {collection!r}")
+
+
+# Where each data model's documents are stored (results are upserted there by natural key).
+MODEL_COLLECTIONS: dict[str, str] = {
+    "profile": "profile_data",
+    "publication": "publications",
+    "comment": "comments",
+    "friend": "friends",
+    "story": "stories",
+    "article": "articles",
+}

@@ -18,6 +18,7 @@ import httpx
 
 from crawlsched.catalog import JOB_COLLECTIONS
 from crawlsched.drivers import registry
+from crawlsched.drivers.fetching import PoliteHttp
 from crawlsched.drivers.targets import parse_networks
 from crawlsched.planning.outcomes import RetryPolicy
 from crawlsched.resources.backends.mongo import MongoLeaseBackend
@@ -107,6 +108,22 @@ class Runtime:
         context), far too much per batch. httpx clients are safe to share between threads."""
         return httpx.Client(timeout=self.settings.http_timeout_s)
 
+    def polite_http(self, account: Any, secret_hosts: tuple[str, ...]) -> PoliteHttp:
+        """A batch's HTTP client for its drivers, on the process's shared connection pool."""
+        return PoliteHttp(
+            self.http,
+            allowed_networks=self.allowed_networks,
+            account=account,
+            secret_hosts=secret_hosts,
+        )
+
+    def browser_options(self) -> dict[str, Any]:
+        """How a batch's browser session is opened (`browser_session.open_browser`)."""
+        return {
+            "host_resolver_rules": self.settings.browser_host_resolver_rules,
+            "page_load_timeout_s": self.settings.page_load_timeout_s,
+        }
+
     @cached_property
     def allowed_networks(self) -> tuple:
         """Private networks crawl targets may reach (settings; none by default)."""
@@ -173,6 +190,17 @@ class Runtime:
         if self._target_fields is None:
             self._target_fields = self.reference.target_fields()
         return self._target_fields.get(collection, [])
+
+    def media_tasks(self, name: str) -> list[str]:
+        """The tasks a media has rows for (cached like the media row)."""
+        media = self.media(name)
+        if media is None:
+            return []
+        if "_tasks" not in media:
+            media["_tasks"] = sorted(
+                self.reference.tasks_of(media.get("media_name_id", media["_id"]))
+            )
+        return media["_tasks"]
 
     def media(self, name: str) -> dict[str, Any] | None:
         if name not in self._media:

@@ -110,6 +110,19 @@ class Settings(BaseSettings):
         description="At most this many jobs claimed by one firing of a schedule (0: no cap); "
         "the rest stay due for the next one.",
     )
+    crawl_max_depth: int = Field(
+        3,
+        ge=0,
+        le=1000,
+        description="How many links deep a run follows what its crawls discover (0: none), "
+        "unless the media's reference row says otherwise.",
+    )
+    crawl_max_pages: int = Field(
+        10_000,
+        ge=0,
+        le=10_000_000,
+        description="At most this many discovered pages per run (unless the media says).",
+    )
     secret_key: SecretStr | None = Field(
         None,
         description="Fernet key that encrypts account secrets at rest "

@@ -18,7 +18,9 @@ import pytest
 from crawlsched.catalog import JobState
 from crawlsched.demo.node import LocalChromedriver, free_port
 from crawlsched.demo.seed import demo_reference
-from crawlsched.drivers.base import CrawlContext, CrawlJob
+from crawlsched.drivers.base import CrawlJob
+from crawlsched.drivers.context import CrawlContext
+from crawlsched.drivers.fetching import PoliteHttp
 from crawlsched.drivers.browser import BrowserPageDriver
 from crawlsched.drivers.browser_session import is_session_lost, open_browser
 from crawlsched.drivers.http import HttpPageDriver
@@ -45,21 +47,23 @@ def _node() -> LocalChromedriver:
 
 
 def test_browser_driver_renders_what_http_misses(chromedriver_node):
-    with JsSite() as site, httpx.Client(timeout=10) as http:
+    with JsSite() as site, httpx.Client(timeout=10) as client:
         url = f"{site.base_url}/page/p1"
         loopback = parse_networks(["127.0.0.1/32"])
-        plain = HttpPageDriver().crawl(
-            _job(url), CrawlContext(http=http, allowed_networks=loopback)
-        )
+        http = PoliteHttp(client, allowed_networks=loopback)
+        plain = CrawlContext(http=http, allowed_networks=loopback)
+        plain.begin(_job(url))
+        HttpPageDriver().crawl(_job(url), plain)
         with open_browser(chromedriver_node, host_resolver_rules=TEST_HOST_RULES) as browser:
-            rendered = BrowserPageDriver().crawl(
-                _job(url), CrawlContext(http=http, browser=browser, allowed_networks=loopback)
-            )
-    assert RENDERED_MARK not in plain.items[0]["title"] and plain.items[0]["links"] == []
-    page = rendered.items[0]
+            rendered = CrawlContext(http=http, browser=browser, allowed_networks=loopback)
+            rendered.begin(_job(url))
+            BrowserPageDriver().crawl(_job(url), rendered)
+    plain_page = plain.saved["profile"][0]
+    assert RENDERED_MARK not in plain_page["title"] and plain_page["links"] == []
+    page = rendered.saved["profile"][0]
     assert page["title"] == f"p1 {RENDERED_MARK}"
     assert page["links"] == [f"{site.base_url}/page/p1-a", f"{site.base_url}/page/p1-b"]
-    assert rendered.discovered == page["links"]
+    assert [d.url for d in rendered.discovered.values()] == page["links"]
 
 
 def test_probe_node_kinds_and_failures(chromedriver_node):

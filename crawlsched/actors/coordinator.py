@@ -22,7 +22,14 @@ def record_finished(report: dict) -> None:
     parsed = ReportMessage.parse(report)
     if message := CurrentMessage.get_current_message():
         metrics.report_received(time.time() - message.message_timestamp / 1000)
-    record_report(get_runtime(), parsed, send_webhook)
+    record_report(get_runtime(), parsed, send_webhook, _send_plan_children)
+
+
+def _send_plan_children(run_id: str, collection: str) -> None:
+    # Imported here: the planner's module imports the crawl actors, which import this one.
+    from crawlsched.actors.planner import send_plan_children
+
+    send_plan_children(run_id, collection)
 
 
 def send_report(report: ReportMessage) -> None:

@@ -1,4 +1,5 @@
-"""plan_crawls: plan one firing of a schedule (crawlsched.plan)."""
+"""plan_crawls: plan one firing of a schedule; plan_children: a run's discovered jobs
+(crawlsched.plan)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import dramatiq
 from crawlsched.actors.crawl import send_crawl
 from crawlsched.actors.gatekeepers import admit_login, admit_selenium
 from crawlsched.actors.notifier import send_webhook
+from crawlsched.catalog import JOB_COLLECTIONS
+from crawlsched.flow.children import plan_discovered
 from crawlsched.flow.planning import plan_run
 from crawlsched.messages import BadMessage, BatchMessage, admission_route
 from crawlsched.runtime import get_runtime
@@ -35,3 +38,16 @@ def plan_crawls(schedule_id: str, fire_at: str) -> None:
     if when.tzinfo is None:
         raise BadMessage(f"fire_at must carry a time zone: {fire_at[:50]!r}")
     plan_run(get_runtime(), schedule_id, when, dispatch, send_webhook)
+
+
+@dramatiq.actor(actor_name="plan_children", queue_name="crawlsched.plan", throws=(BadMessage,))
+def plan_children(run_id: str, collection: str) -> None:
+    if not isinstance(run_id, str) or not 0 < len(run_id) <= 200:
+        raise BadMessage("run_id must be a string of 1 to 200 characters")
+    if collection not in JOB_COLLECTIONS:
+        raise BadMessage(f"unknown job collection {str(collection)[:100]!r}")
+    plan_discovered(get_runtime(), run_id, collection, dispatch, send_webhook)
+
+
+def send_plan_children(run_id: str, collection: str) -> None:
+    plan_children.send(run_id, collection)

@@ -11,8 +11,9 @@ from crawlsched import metrics
 from crawlsched.actors.coordinator import send_report
 from crawlsched.actors.crawl import send_crawl
 from crawlsched.actors.gatekeepers import send_wake
-from crawlsched.actors.planner import plan_crawls
+from crawlsched.actors.planner import plan_crawls, send_plan_children
 from crawlsched.flow.admission import admit_waiting, starve_overdue
+from crawlsched.flow.children import sweep_waiting_children
 from crawlsched.flow.nodes import probe_nodes
 from crawlsched.flow.ticking import fire_due, reclaim_expired
 from crawlsched.resources.node_probe import probe_node
@@ -34,4 +35,6 @@ def tick() -> None:
     starve_overdue(runtime, send_report)
     # The sweep that covers lost wake-ups: one read when nothing waits.
     admit_waiting(runtime, None, send_crawl)
+    # Discovered children released but never planned (a lost plan_children message).
+    sweep_waiting_children(runtime, send_plan_children)
     metrics.tick_done(time.perf_counter() - started)

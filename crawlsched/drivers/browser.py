@@ -1,8 +1,9 @@
 """The browser driver: load the job's URL in the batch's Chrome session, after JavaScript ran.
 
 Saves the same document shape as the HTTP driver (title, links, size), marked `rendered`, so
-results of either look alike, and discovers the page's links. Session-level errors propagate as they are: the crawl flow tells
-a dead node from a bad page and puts the batch's remaining jobs back to wait.
+results of either look alike, and discovers the page's links. Session-level errors propagate
+as they are: the crawl flow tells a dead node from a bad page and puts the batch's remaining
+jobs back to wait.
 """
 
 from __future__ import annotations

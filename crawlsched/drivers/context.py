@@ -10,6 +10,7 @@ job and reads what the job saved and discovered afterwards.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -27,6 +28,18 @@ T = TypeVar("T")
 # that the planner and the crawl read back).
 MAX_DISCOVERY_FIELDS = 8
 MAX_URL_CHARS = 2000
+FIELD_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+# Job fields the scheduler itself reads or writes: a discovery may not set them.
+RESERVED_FIELDS = frozenset(
+    {
+        "url", "task", "media_name", "media_name_id", "state", "enabled", "execution_date",
+        "attempt_count", "modified_at", "created_at", "run_id", "scope_run", "found_by",
+        "parent_job", "depth", "site", "released", "released_at", "dispatch_id",
+        "lease_deadline", "last_outcome", "last_dispatch_id", "last_error", "last_discovered",
+        "last_items", "last_cut", "exhausted", "problem", "target", "interval_s",
+        "human_validation", "certitude",
+    }
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -178,9 +191,13 @@ class CrawlContext:
         if self._tasks is not None and task not in self._tasks:
             raise ValueError(f"discover: media {job.media_name!r} has no task {task!r}")
         if len(fields) > MAX_DISCOVERY_FIELDS or any(
-            not isinstance(v, str | int | float | bool | None) for v in fields.values()
+            not isinstance(v, str | int | float | bool | None)
+            or (isinstance(v, str) and len(v) > MAX_URL_CHARS)
+            for v in fields.values()
         ):
             raise ValueError("discover: at most 8 fields, each a string, number, bool or None")
+        if bad := [n for n in fields if not FIELD_NAME.match(n) or n in RESERVED_FIELDS]:
+            raise ValueError(f"discover: field names not allowed: {', '.join(bad)}")
         absolute = normalize_url(url, job.url)
         if absolute is None:
             self.cut["not_http"] += 1

@@ -209,8 +209,15 @@ class PoliteHttp:
     def _fetch_robots(self, url: str) -> tuple[int, str]:
         """For the robots cache: GET a robots.txt (checked, paced, never with credentials)."""
         self._check(url)
-        response = self._read("GET", url, {"User-Agent": self.user_agent}, None, None, None,
-                              time.monotonic() + self.deadline_s)
+        response = self._read(
+            "GET",
+            url,
+            {"User-Agent": self.user_agent},
+            None,
+            None,
+            None,
+            time.monotonic() + self.deadline_s,
+        )
         return response.status_code, response.text
 
     @contextlib.contextmanager
@@ -220,4 +227,3 @@ class PoliteHttp:
             return
         with self.pacer.slot(host):
             yield
-

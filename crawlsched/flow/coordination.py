@@ -24,11 +24,13 @@ from crawlsched.messages import ReportMessage
 from crawlsched.planning.outcomes import PHASE_OUTCOMES
 from crawlsched.planning.run_end import run_end
 from crawlsched.runtime import Runtime
+from crawlsched.store.children import MongoChildStore
 from crawlsched.store.runs import ENDED, is_done
 
 log = get_logger(__name__)
 
 Notify = Callable[[str], None]  # sends the delivery of one webhook by its id
+PlanChildren = Callable[[str, str], None]  # asks for the children pass of (run, collection)
 
 
 def _no_notify(delivery_id: str) -> None:
@@ -52,6 +54,9 @@ def finish_if_done(rt: Runtime, run: dict[str, Any], notify: Notify = _no_notify
         parent_id=run.get("parent_id"),
         planned=run.get("planned", 0),
         counts=counts,
+        discovered=run.get("discovered", 0),
+        items=run.get("items", {}),
+        cut=run.get("cut", {}),
     )
     if (delivery_id := plan_webhook(rt, run, end)) is not None:
         notify(delivery_id)
@@ -67,8 +72,22 @@ def _count_child_ended(rt: Runtime, run: dict[str, Any], notify: Notify) -> None
             finish_if_done(rt, parent, notify)
 
 
-def record_report(rt: Runtime, report: ReportMessage, notify: Notify = _no_notify) -> bool:
-    """Returns True if this report ended its run; raises ReportRejected for a false one."""
+def _no_children_pass(run_id: str, collection: str) -> None:
+    log.info("children_pass_not_sent", run_id=run_id, collection=collection)
+
+
+def record_report(
+    rt: Runtime,
+    report: ReportMessage,
+    notify: Notify = _no_notify,
+    plan_children: PlanChildren = _no_children_pass,
+) -> bool:
+    """Returns True if this report ended its run; raises ReportRejected for a false one.
+
+    The dispatch's discovered children are counted in the same atomic update that counts its
+    jobs off, then released and planned: a redelivered report (a crash after the count) does
+    the release and asks for the pass again, both idempotent.
+    """
     store = rt.jobs(report.collection)
     seen = store.dispatch_report(report.dispatch_id, report.run_id, PHASE_OUTCOMES[report.phase])
     if seen.held:
@@ -78,8 +97,19 @@ def record_report(rt: Runtime, report: ReportMessage, notify: Notify = _no_notif
             report.report_key, f"no job of run {report.run_id[:100]!r} ended in that dispatch"
         )
     run = rt.runs.report(
-        report.run_id, report.report_key, seen.counts, stages_ms=report.stages_ms, links=seen.links
+        report.run_id,
+        report.report_key,
+        seen.counts,
+        discovered=seen.discovered,
+        stages_ms=report.stages_ms,
+        links=seen.links,
+        items=seen.items,
+        cut=seen.cut,
     )
+    if seen.discovered and (run is not None or rt.runs.get(report.run_id) is not None):
+        children = MongoChildStore(rt.db, report.collection)
+        children.release(report.dispatch_id, report.run_id, rt.now())
+        plan_children(report.run_id, report.collection)
     if run is None:
         ended = rt.runs.get(report.run_id)
         if ended is None:

@@ -5,206 +5,38 @@ the whole batch and quit at the end. Leases are renewed while the batch runs. Wh
 loses what it runs on — a lease revoked or expired, the node's session gone, the account
 rejected or rate-limited by the site — the jobs it has not crawled are not failed: they go back
 to wait for another resource (`admission.requeue`), and the resource is marked accordingly.
+
+After the loop, in this order: results are upserted by natural key (counted new, changed,
+unchanged per job), discovered URLs are registered as the run's children, and only then are
+the jobs' outcomes recorded — so a page is never recorded done before the pages it found are
+registered, and a redelivery after a crash anywhere here finds the same children again.
 """
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 from crawlsched import metrics
-from crawlsched.catalog import TASK_RESULTS
-from crawlsched.drivers import registry
-from crawlsched.drivers.base import CrawlContext, CrawlJob, LoginRejected, RateLimited
-from crawlsched.drivers.browser_session import is_session_lost, open_browser
+from crawlsched.catalog import kind_of_collection
+from crawlsched.drivers.base import Account
+from crawlsched.drivers.context import CrawlBounds, CrawlContext
 from crawlsched.flow.admission import keys_of, requeue
+from crawlsched.flow.crawl_loop import Progress, crawl_jobs
+from crawlsched.flow.crawl_resources import Leases, ResourceLost, batch_browser
 from crawlsched.flow.stopping import StopWatch
-from crawlsched.ids import encode_id
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage, ReportMessage
-from crawlsched.planning.due import derive_target
-from crawlsched.planning.outcomes import (
-    PHASE_OUTCOMES,
-    STOPPED,
-    JobUpdate,
-    after_failure,
-    after_success,
-)
-from crawlsched.resources.rules import ACCOUNT_POOL, SELENIUM_POOL, pool_of
+from crawlsched.planning.outcomes import PHASE_OUTCOMES, STOPPED
+from crawlsched.resources.rules import ACCOUNT_POOL
 from crawlsched.runtime import Runtime
+from crawlsched.store.children import MongoChildStore
 from crawlsched.store.runs import schedule_id_of
 
 log = get_logger(__name__)
-
-
-def job_url(job: dict[str, Any], target: str, media: dict[str, Any] | None) -> str:
-    if isinstance(job.get("url"), str) and job["url"]:
-        return job["url"]
-    template = (media or {}).get("url_template")
-    if template:
-        return template.format(handle=target)
-    return target
-
-
-class ResourceLost(Exception):
-    """What the batch runs on is gone; the jobs not yet crawled go back to wait."""
-
-
-@dataclass
-class Progress:
-    updates: list[JobUpdate] = field(default_factory=list)
-    found: list[tuple[Any, dict]] = field(default_factory=list)
-    discovered: int = 0
-    unfinished: list[Any] = field(default_factory=list)  # job ids to requeue
-    interruption: str | None = None
-    stopped: list[Any] = field(default_factory=list)  # job ids given back: the run was stopped
-    executions: list[dict[str, Any]] = field(default_factory=list)  # task history rows
-
-
-class Leases:
-    """The batch's leases: renewed at the start and then whenever a third of the TTL has passed."""
-
-    def __init__(self, rt: Runtime, lease_ids: list[str]) -> None:
-        self.rt = rt
-        self.lease_ids = lease_ids
-        self.ttl_s = rt.settings.resource_lease_s
-        self._renewed_at = float("-inf")
-
-    def of_pool(self, pool: str) -> str | None:
-        return next((lid for lid in self.lease_ids if pool_of(lid) == pool), None)
-
-    def keep(self) -> None:
-        if time.monotonic() - self._renewed_at < self.ttl_s / 3:
-            return
-        now = self.rt.now()
-        for lease_id in self.lease_ids:
-            if not self.rt.leases.renew(lease_id, self.ttl_s, now):
-                raise ResourceLost(f"{pool_of(lease_id)} lease revoked or expired")
-        self._renewed_at = time.monotonic()
-
-
-@contextlib.contextmanager
-def _browser(rt: Runtime, leases: Leases, context: CrawlContext) -> Iterator[None]:
-    """Offer the batch's driver a browser on the leased node: opened on first use, once for
-    the whole batch, and quit when the batch ends."""
-    node_lease = leases.of_pool(SELENIUM_POOL)
-    if node_lease is None:
-        yield
-        return
-    sessions: list[contextlib.AbstractContextManager] = []
-
-    def open_session() -> Any:
-        node = rt.leases.resource_of(node_lease, rt.now())
-        if node is None:
-            raise ResourceLost("selenium lease revoked before the browser opened")
-        session = open_browser(
-            node["url"],
-            host_resolver_rules=rt.settings.browser_host_resolver_rules,
-            page_load_timeout_s=rt.settings.page_load_timeout_s,
-        )
-        try:
-            browser = session.__enter__()
-        except Exception as e:
-            reason = f"could not open a browser session: {type(e).__name__}: {e}"
-            _node_lost(rt, node["url"], reason)
-            raise ResourceLost(f"node {node['url']} did not open a browser session") from e
-        sessions.append(session)
-        context.selenium_url = node["url"]
-        return browser
-
-    context._open_browser = open_session
-    try:
-        yield
-    finally:
-        for session in sessions:
-            session.__exit__(None, None, None)
-
-
-def _node_lost(rt: Runtime, url: str, reason: str) -> None:
-    rt.inventory.mark_node(url, healthy=False, reason=reason[:300], now=rt.now(), capacity=None)
-    metrics.node_marked_down()
-    log.warning("node_marked_down", node=url, reason=reason[:300])
-
-
-def _crawl_jobs(
-    rt: Runtime,
-    message: BatchMessage,
-    jobs: list[dict],
-    context: CrawlContext,
-    leases: Leases,
-    stop: StopWatch,
-) -> Progress:
-    driver = registry.create(message.driver_class)
-    media = rt.media(message.media_name)
-    progress = Progress()
-    target_fields = ("target", *rt.target_fields(message.collection))
-    for index, doc in enumerate(jobs):
-        if stop.stopped():
-            progress.stopped = [d["_id"] for d in jobs[index:]]
-            return progress
-        started_at = rt.now()
-        target = derive_target(doc, target_fields)
-        job = CrawlJob(
-            doc["_id"],
-            target,
-            job_url(doc, target, media),
-            message.task,
-            message.media_name,
-            message.crawl_limit,
-            document=doc,
-        )
-        try:
-            leases.keep()
-            result = driver.crawl(job, context)
-        except ResourceLost as e:
-            progress.interruption = str(e)
-        except LoginRejected as e:
-            rt.inventory.ban_by_lease(leases.of_pool(ACCOUNT_POOL) or "", str(e), rt.now())
-            progress.interruption = f"account rejected by the site: {e}"
-        except RateLimited as e:
-            rt.inventory.cool_by_lease(leases.of_pool(ACCOUNT_POOL) or "", e.until, str(e))
-            progress.interruption = f"account rate-limited: {e}"
-        except Exception as e:  # one job's failure is that job's, never the batch's
-            if context.browser_opened and is_session_lost(e):
-                node = rt.leases.resource_of(leases.of_pool(SELENIUM_POOL) or "", rt.now())
-                if node is not None:
-                    _node_lost(rt, node["url"], f"browser session lost: {type(e).__name__}")
-                progress.interruption = f"browser session lost: {type(e).__name__}"
-            else:
-                error = f"{type(e).__name__}: {e}"[:500]
-                log.warning("job_failed", job_id=str(doc["_id"]), error=error)
-                attempts = doc.get("attempt_count") or 0
-                update = after_failure(doc["_id"], attempts, rt.now(), rt.retry_policy, error)
-                progress.updates.append(update)
-                progress.executions.append(_execution(doc, update, started_at, rt.now(), 0))
-                continue
-        if progress.interruption:
-            progress.unfinished = [d["_id"] for d in jobs[index:]]
-            return progress
-        progress.found.extend((doc["_id"], item) for item in result.items)
-        progress.discovered += len(result.discovered)
-        update = after_success(doc["_id"], doc.get("interval_s"), rt.now(), len(result.discovered))
-        progress.updates.append(update)
-        progress.executions.append(_execution(doc, update, started_at, rt.now(), len(result.items)))
-    return progress
-
-
-def _execution(
-    doc: dict[str, Any], update: JobUpdate, started_at: Any, ended_at: Any, items: int
-) -> dict[str, Any]:
-    """The part of a task history row only the loop knows; `record_history` adds the rest."""
-    return {
-        "job_id": encode_id(doc["_id"]),
-        "started_at": started_at,
-        "ended_at": ended_at,
-        "outcome": update.outcome,
-        "error": update.error,
-        "items_stored": items,
-    }
 
 
 def record_history(rt: Runtime, message: BatchMessage, executions: list[dict[str, Any]]) -> None:
@@ -226,23 +58,75 @@ def record_history(rt: Runtime, message: BatchMessage, executions: list[dict[str
     rt.history.add([{**common, **row} for row in executions])
 
 
+def bounds_of(rt: Runtime, media: dict[str, Any]) -> CrawlBounds:
+    """The media's discovery bounds, the settings' where it sets none."""
+    depth, pages = media.get("max_depth"), media.get("max_pages")
+    return CrawlBounds(
+        max_depth=rt.settings.crawl_max_depth if depth is None else int(depth),
+        max_pages=rt.settings.crawl_max_pages if pages is None else int(pages),
+        follow_offsite=media.get("follow_offsite") is True,
+        extra_hosts=tuple(media.get("extra_hosts") or ()),
+    )
+
+
+def _context(rt: Runtime, message: BatchMessage, leases: Leases) -> CrawlContext:
+    media = rt.media(message.media_name) or {}
+    account = None
+    if account_lease := leases.of_pool(ACCOUNT_POOL):
+        found = rt.leases.credentials(account_lease, rt.now())
+        account = Account(*found) if found else None
+    secret_hosts = tuple(media.get("secret_hosts") or ())
+    model_ids = rt.model_ids()
+    tasks = set(kind_of_collection(message.collection).tasks) & set(
+        rt.media_tasks(message.media_name)
+    )
+    return CrawlContext(
+        open_http=lambda: rt.polite_http(account, secret_hosts),
+        account=account,
+        secret_hosts=secret_hosts,
+        allowed_networks=rt.allowed_networks,
+        crawl_limit=message.crawl_limit,
+        bounds=bounds_of(rt, media),
+        tasks=tasks,
+        is_new=lambda model, key: not rt.results.exists(model, model_ids.get(model), key),
+    )
+
+
 def _run(
     rt: Runtime, message: BatchMessage, jobs: list[dict], leases: Leases, stop: StopWatch
-) -> Progress:
+) -> tuple[Progress, CrawlContext | None]:
     try:
         leases.keep()
-        media = rt.media(message.media_name) or {}
-        context = CrawlContext(
-            open_http=lambda: rt.http,
-            secret_hosts=media.get("secret_hosts") or (),
-            allowed_networks=rt.allowed_networks,
-        )
-        if account_lease := leases.of_pool(ACCOUNT_POOL):
-            context.secret = rt.leases.secret(account_lease, rt.now())
-        with _browser(rt, leases, context):
-            return _crawl_jobs(rt, message, jobs, context, leases, stop)
+        context = _context(rt, message, leases)
+        with batch_browser(rt, leases, context):
+            return crawl_jobs(rt, message, jobs, context, leases, stop), context
     except ResourceLost as e:
-        return Progress(unfinished=[doc["_id"] for doc in jobs], interruption=str(e))
+        return Progress(unfinished=[doc["_id"] for doc in jobs], interruption=str(e)), None
+
+
+def _keep(rt: Runtime, message: BatchMessage, progress: Progress, bounds: CrawlBounds) -> list:
+    """Store results and register children; the job updates, with their counts, to record."""
+    now = rt.now()
+    tags = {
+        "media_name": message.media_name,
+        "run_id": message.run_id,
+        "task": message.task,
+        "crawled_by": rt.worker_id,
+    }
+    items = rt.results.save(progress.items, rt.model_ids(), tags, now) if progress.items else {}
+    media = rt.media(message.media_name) or {}
+    children = MongoChildStore(rt.db, message.collection)
+    registered = children.register(
+        message.run_id, message.dispatch_id, media, progress.found, bounds.max_pages, now
+    )
+    updates = []
+    for update in progress.updates:
+        cut = Counter(progress.cut.get(update.job_id) or {})
+        if pages := registered.cut_pages.get(update.job_id):
+            cut["pages"] += pages
+        counts = items.get(update.job_id) or {}
+        updates.append(dataclasses.replace(update, items=dict(counts), cut=dict(cut)))
+    return updates
 
 
 def crawl_batch(
@@ -261,12 +145,12 @@ def crawl_batch(
             store.release(message.dispatch_id, STOPPED)
             log.info("batch_stopped", dispatch_id=message.dispatch_id, jobs=len(jobs))
         elif jobs:
-            progress = _run(rt, message, jobs, Leases(rt, message.lease_ids), stop)
-            sink = TASK_RESULTS[message.task]
-            model_id = rt.model_ids().get(sink.model)
-            rt.results.save(message.task, model_id, progress.found, rt.now(), rt.worker_id)
-            store.record(message.dispatch_id, progress.updates, rt.now())
-            outcomes = Counter(update.outcome for update in progress.updates)
+            leases = Leases(rt, message.lease_ids)
+            progress, context = _run(rt, message, jobs, leases, stop)
+            bounds = context.bounds if context else CrawlBounds()
+            updates = _keep(rt, message, progress, bounds)
+            store.record(message.dispatch_id, updates, rt.now())
+            outcomes = Counter(update.outcome for update in updates)
             metrics.jobs_finished(message.task, message.media_name, outcomes)
             record_history(rt, message, progress.executions)
             if progress.stopped:

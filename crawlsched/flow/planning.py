@@ -33,23 +33,24 @@ CLAIM_CHUNK_JOBS = 1000
 SET_ASIDE_CHUNK = 1000
 
 
-def _claim_and_dispatch(
+def claim_and_dispatch(
     store: MongoJobStore,
     batches: list[Batch],
     run_id: str | Iterator[str],
     deadline: datetime,
     dispatch: Callable[[BatchMessage], None],
     stats: Counter,
+    only: dict | None = None,
 ) -> None:
     """Claim batches in bulks of about CLAIM_CHUNK_JOBS jobs, then dispatch what was claimed."""
     chunk: list[Batch] = []
     for batch in batches:
         chunk.append(batch)
         if sum(len(b.job_ids) for b in chunk) >= CLAIM_CHUNK_JOBS:
-            _claim_chunk(store, chunk, run_id, deadline, dispatch, stats)
+            _claim_chunk(store, chunk, run_id, deadline, dispatch, stats, only)
             chunk = []
     if chunk:
-        _claim_chunk(store, chunk, run_id, deadline, dispatch, stats)
+        _claim_chunk(store, chunk, run_id, deadline, dispatch, stats, only)
 
 
 def _claim_chunk(
@@ -59,6 +60,7 @@ def _claim_chunk(
     deadline: datetime,
     dispatch: Callable[[BatchMessage], None],
     stats: Counter,
+    only: dict | None = None,
 ) -> None:
     """`run_id` is the run, or a cycle over the child runs of a multi-process run: batches are
     dealt to the children in turn (one claim command per child touched)."""
@@ -67,7 +69,7 @@ def _claim_chunk(
     claimed: dict[str, list] = {}
     for owner in dict.fromkeys(owners):
         mine = [r for r, o in zip(requests, owners, strict=True) if o == owner]
-        claimed.update(store.claim(mine, owner, deadline))
+        claimed.update(store.claim(mine, owner, deadline, only))
     for batch, request, owner in zip(batches, requests, owners, strict=True):
         job_ids = claimed[request.dispatch_id]
         stats["lost_to_other_planner"] += len(batch.job_ids) - len(job_ids)
@@ -120,10 +122,10 @@ def plan_collection(
             if (batch := cutter.add(job)) is not None:
                 full.append(batch)
                 if sum(len(b.job_ids) for b in full) >= CLAIM_CHUNK_JOBS:
-                    _claim_and_dispatch(store, full, run_id, deadline, dispatch, stats)
+                    claim_and_dispatch(store, full, run_id, deadline, dispatch, stats)
                     taken -= sum(len(b.job_ids) for b in full)
                     full = []
-        _claim_and_dispatch(store, [*full, *cutter.flush()], run_id, deadline, dispatch, stats)
+        claim_and_dispatch(store, [*full, *cutter.flush()], run_id, deadline, dispatch, stats)
         stats["set_aside"] += store.set_aside(bad, now)
         if cap and stats["claimed"] >= cap:
             break

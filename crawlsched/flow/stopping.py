@@ -129,6 +129,11 @@ def _stop(
             rt.waiting.remove(doc["_id"], token)
             summary.released_batches += 1
             summary.released_jobs += doc.get("jobs", 0)
+    if task is None:
+        from crawlsched.flow.children import stop_children_of  # it imports this module
+
+        for run_id in summary.runs:
+            stop_children_of(rt, run_id, notify)
     end = {"notify": notify} if notify else {}
     for run_id in run_ids:  # children first: a child's end may end its parent
         fresh = rt.runs.get(run_id)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -80,6 +81,8 @@ class JobUpdate:
     execution_date: datetime | None  # None: leave it as it is
     error: str | None = None
     discovered: int = 0  # URLs the crawl found (the coordinator sums them from the jobs)
+    items: Mapping[str, int] = field(default_factory=dict)  # new / changed / unchanged results
+    cut: Mapping[str, int] = field(default_factory=dict)  # discoveries a bound refused
 
 
 def after_success(

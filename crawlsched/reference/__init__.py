@@ -36,6 +36,12 @@ class MediaRow(BaseModel):
     url_template: str | None = None
     # The hosts an account secret of this media may be sent to (exact names, no scheme).
     secret_hosts: list[str] = Field(default_factory=list, max_length=50)
+    # How far a run grows by discovery for this media (unset: the settings' defaults). A crawl
+    # stays on the site it started from unless `follow_offsite`, or the host is in `extra_hosts`.
+    max_depth: int | None = Field(None, ge=0, le=1000)
+    max_pages: int | None = Field(None, ge=0, le=10_000_000)
+    follow_offsite: bool = False
+    extra_hosts: list[str] = Field(default_factory=list, max_length=50)
     tasks: dict[str, TaskRow]
 
     @model_validator(mode="after")

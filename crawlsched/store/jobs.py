@@ -8,7 +8,7 @@ Writes go in bulk: one command per batch of decisions, never one per job.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -47,6 +47,12 @@ JOB_INDEXES: list[tuple[list[tuple[str, int]], dict[str, Any]]] = [
     ([("dispatch_id", ASCENDING)], {"name": "dispatch", "sparse": True}),
     ([("last_dispatch_id", ASCENDING)], {"name": "last_dispatch", "sparse": True}),
     ([("run_id", ASCENDING)], {"name": "run", "sparse": True}),
+    # A run's discovered jobs: its children pass, `run status` per depth, the ticker's sweep.
+    (
+        [("scope_run", ASCENDING), ("state", ASCENDING), ("task", ASCENDING)],
+        {"name": "children", "sparse": True},
+    ),
+    ([("found_by", ASCENDING)], {"name": "found_by", "sparse": True}),
     ([("state", ASCENDING), ("lease_deadline", ASCENDING)], {"name": "running_by_deadline"}),
     # One job per (media, target, task) among the jobs we write; the old system's jobs carry
     # no `target` and are left out of the index rather than rejected by it.
@@ -86,7 +92,10 @@ class ExpiredDispatch:
 class DispatchReport:
     held: int  # jobs the dispatch still holds
     counts: dict[str, int]  # outcome -> jobs
-    links: int  # URLs its crawls discovered
+    links: int  # URLs its crawls found (counted, whether or not they became children)
+    discovered: int = 0  # child jobs of the run registered by this dispatch's crawls
+    items: dict[str, int] = field(default_factory=dict)  # new / changed / unchanged results
+    cut: dict[str, int] = field(default_factory=dict)  # discoveries refused by a bound
 
 
 class MongoJobStore:
@@ -104,9 +113,14 @@ class MongoJobStore:
 
     # -- planning -------------------------------------------------------------------------
 
-    def due_tasks(self, now: datetime, targets: Sequence[str] | None = None) -> list[str]:
+    def due_tasks(
+        self,
+        now: datetime,
+        targets: Sequence[str] | None = None,
+        match: dict[str, Any] | None = None,
+    ) -> list[str]:
         """Tasks with at least one due job: the others are skipped without an aggregation."""
-        due = due_filter(now, targets=None if targets is None else list(targets))
+        due = match or due_filter(now, targets=None if targets is None else list(targets))
         return sorted(t for t in self._jobs.distinct("task", due) if isinstance(t, str))
 
     def due_rows(
@@ -115,14 +129,18 @@ class MongoJobStore:
         now: datetime,
         target_fields: Sequence[str] = (),
         targets: Sequence[str] | None = None,
+        match: dict[str, Any] | None = None,
     ) -> Iterator[dict[str, Any]]:
-        """The pipeline for one task, streamed: due jobs joined, in priority order.
+        """The pipeline for one task, streamed: due jobs joined, in priority order (`match`
+        replaces the due filter, with the task added).
 
         Stopping early (a claim cap) closes the server cursor.
         """
+        if match is not None:
+            match = {**match, "task": task}
         cursor = self._jobs.aggregate(
             planning_pipeline(
-                task, now, list(target_fields), None if targets is None else list(targets)
+                task, now, list(target_fields), None if targets is None else list(targets), match
             ),
             batchSize=PLANNING_BATCH,
         )
@@ -194,19 +212,29 @@ class MongoJobStore:
     # -- claims ---------------------------------------------------------------------------
 
     def claim(
-        self, requests: Sequence[ClaimRequest], run_id: str, lease_deadline: datetime
+        self,
+        requests: Sequence[ClaimRequest],
+        run_id: str,
+        lease_deadline: datetime,
+        only: Mapping[str, Any] | None = None,
     ) -> dict[str, list[Any]]:
         """Claim each batch atomically; return, per dispatch id, the jobs really claimed.
 
         Two commands whatever the size: one bulk of conditional updates (a job still pending or
         failed becomes running under that dispatch id), then one read of who got what. A job
-        another planner claimed first simply is not in our answer.
+        another planner claimed first simply is not in our answer. `only` adds conditions (a
+        run's children: never tried, so one that ended meanwhile is not claimed again).
         """
         if not requests:
             return {}
         ops = [
             UpdateMany(
-                {"_id": {"$in": list(r.job_ids)}, "state": {"$in": [1, 3]}, "dispatch_id": None},
+                {
+                    "_id": {"$in": list(r.job_ids)},
+                    "state": {"$in": [1, 3]},
+                    "dispatch_id": None,
+                    **(only or {}),
+                },
                 {
                     "$set": {
                         "state": int(JobState.RUNNING),
@@ -231,7 +259,8 @@ class MongoJobStore:
         return claimed
 
     def count_claimed_for_run(self, run_id: str) -> int:
-        return self._jobs.count_documents({"run_id": run_id})
+        """Jobs planned for the run (its discovered children are counted by their reports)."""
+        return self._jobs.count_documents({"run_id": run_id, "scope_run": None})
 
     def release(
         self, dispatch_id: str, outcome: str = "starved", job_ids: Sequence[Any] | None = None
@@ -283,6 +312,8 @@ class MongoJobStore:
                 "last_outcome": u.outcome,
                 "last_error": u.error,
                 "last_discovered": u.discovered,
+                "last_items": dict(u.items),
+                "last_cut": dict(u.cut),
                 "modified_at": now,
             }
             if u.execution_date is not None:
@@ -320,16 +351,23 @@ class MongoJobStore:
         held = self._jobs.count_documents({"dispatch_id": dispatch_id})
         counts: dict[str, int] = {}
         links = 0
+        items: dict[str, int] = {}
+        cut: dict[str, int] = {}
         query = {
             "last_dispatch_id": dispatch_id,
             "run_id": run_id,
             "last_outcome": {"$in": sorted(labels)},
         }
-        for doc in self._jobs.find(query, {"last_outcome": 1, "last_discovered": 1}):
+        fields = {"last_outcome": 1, "last_discovered": 1, "last_items": 1, "last_cut": 1}
+        for doc in self._jobs.find(query, fields):
             counts[doc["last_outcome"]] = counts.get(doc["last_outcome"], 0) + 1
             found = doc.get("last_discovered")
             links += found if isinstance(found, int) and found > 0 else 0
-        return DispatchReport(held, counts, links)
+            _add_small_counts(items, doc.get("last_items"))
+            _add_small_counts(cut, doc.get("last_cut"))
+        # Children are counted from the children themselves, not from what the parent says.
+        discovered = self._jobs.count_documents({"found_by": dispatch_id, "scope_run": run_id})
+        return DispatchReport(held, counts, links, discovered, items, cut)
 
     # -- expiry ---------------------------------------------------------------------------
 
@@ -440,6 +478,20 @@ class MongoJobStore:
             },
             {"$set": {"dispatch_id": new_dispatch_id}},
         ).modified_count
+
+
+# Labels a job's item and cut counts may carry (anything else in a document is ignored).
+COUNT_LABELS = frozenset(
+    {"new", "changed", "unchanged", "depth", "pages", "offsite", "refused", "not_http"}
+)
+
+
+def _add_small_counts(into: dict[str, int], counts: Any) -> None:
+    if not isinstance(counts, dict):
+        return
+    for label, n in counts.items():
+        if label in COUNT_LABELS and isinstance(n, int) and not isinstance(n, bool) and n > 0:
+            into[label] = into.get(label, 0) + min(n, 1_000_000)
 
 
 def _number(value: Any) -> float:

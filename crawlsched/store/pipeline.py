@@ -56,6 +56,9 @@ def due_filter(
         "state": {"$in": list(PLANNABLE_STATES)},
         "exhausted": {"$ne": True},
         "problem": None,
+        # Jobs discovered while crawling belong to the run that found them: only that run's
+        # children pass (`children_filter`) plans them, never a sweep.
+        "scope_run": None,
     }
     if task is not None:
         match["task"] = task
@@ -97,20 +100,37 @@ def _task_join(into: str) -> list[dict[str, Any]]:
     ]
 
 
+def children_filter(run_id: str, task: str | None = None) -> dict[str, Any]:
+    """A run's discovered jobs that may be dispatched now: released (the report of the crawl
+    that found them was applied, so the run counts them), never tried (a child gets one
+    attempt per run: its outcome is final), pending."""
+    match: dict[str, Any] = {
+        "scope_run": run_id,
+        "released": True,
+        "last_outcome": None,
+        "state": 1,
+    }
+    if task is not None:
+        match["task"] = task
+    return match
+
+
 def planning_pipeline(
     task: str,
     now: datetime,
     target_fields: list[str] = (),
     targets: list[str] | None = None,
+    match: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """The due jobs of one task, joined and in priority order, one small document each.
 
     Rows stream through a cursor: no reply document grows with the number of jobs (a `$facet`
     of the four lists would be one document, capped at 16 MB). The category is read from the
-    lifted need flags by whoever consumes the rows (`row_category`).
+    lifted need flags by whoever consumes the rows (`row_category`). `match` replaces the
+    due filter (a run's children pass).
     """
     return [
-        {"$match": due_filter(now, task, targets)},
+        {"$match": match if match is not None else due_filter(now, task, targets)},
         {"$sort": PRIORITY_SORT},
         # Only what the joins and the row need travels further (smaller documents to join).
         {"$project": dict.fromkeys(["_id", "target", "task", "media_name", *target_fields], 1)},

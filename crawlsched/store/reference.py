@@ -49,6 +49,10 @@ class MongoReferenceStore:
                             "used_tool": m.used_tool,
                             "url_template": m.url_template,
                             "secret_hosts": list(m.secret_hosts),
+                            "max_depth": m.max_depth,
+                            "max_pages": m.max_pages,
+                            "follow_offsite": m.follow_offsite,
+                            "extra_hosts": list(m.extra_hosts),
                         }
                     },
                     upsert=True,

@@ -119,12 +119,15 @@ class MongoRunStore:
         discovered: int = 0,
         stages_ms: Mapping[str, float] | None = None,
         links: int = 0,
+        items: Mapping[str, int] | None = None,
+        cut: Mapping[str, int] | None = None,
     ) -> dict | None:
         """Apply one report; None when it was applied before (or the run is unknown).
 
         Child jobs discovered by the reporting crawl (`discovered`) are added in the same `$inc`
         that takes the parent off, so the outstanding count can never touch zero in between.
-        `links` are URLs the crawl found: counted for the run, not waited for.
+        `links` are URLs the crawl found: counted for the run, not waited for; `items` its
+        results by new / changed / unchanged, `cut` the discoveries a bound refused.
         """
         finished = sum(counts.values())
         inc: dict[str, float] = {
@@ -136,6 +139,10 @@ class MongoRunStore:
             inc[f"counts.{outcome}"] = n
         for stage, ms in (stages_ms or {}).items():
             inc[f"stages_ms.{stage}"] = ms
+        for label, n in (items or {}).items():
+            inc[f"items.{label}"] = n
+        for label, n in (cut or {}).items():
+            inc[f"cut.{label}"] = n
         return self._runs.find_one_and_update(
             {"_id": run_id, "reports": {"$ne": report_key}},
             {"$inc": inc, "$push": {"reports": report_key}},

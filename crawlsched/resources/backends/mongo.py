@@ -143,13 +143,20 @@ class MongoLeaseBackend:
 
     def secret(self, lease_id: str, now: datetime) -> str | None:
         """The decrypted credential behind a live account lease, or None."""
+        found = self.credentials(lease_id, now)
+        return None if found is None else found[1]
+
+    def credentials(self, lease_id: str, now: datetime) -> tuple[str, str] | None:
+        """(username, decrypted secret) of the account behind a live lease, or None."""
         if rules.pool_of(lease_id) != ACCOUNT_POOL:
             return None
         doc = self._db.accounts.find_one({"leases.id": lease_id})
         if doc is None or not any(lease["id"] == lease_id for lease in rules.live_leases(doc, now)):
             return None
         token = doc.get("secret_enc")
-        return None if token is None else self.secrets.decrypt(token)
+        if token is None:
+            return None
+        return str(doc.get("username", "")), self.secrets.decrypt(token)
 
     def live_leases(self, now: datetime, pools=POOLS_ALL) -> list[dict[str, Any]]:
         out = []

@@ -1,0 +1,82 @@
+"""What a batch runs on: its leases (renewed while it works) and its browser session."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from crawlsched import metrics
+from crawlsched.drivers.browser_session import open_browser
+from crawlsched.drivers.context import CrawlContext
+from crawlsched.logs import get_logger
+from crawlsched.resources.rules import SELENIUM_POOL, pool_of
+from crawlsched.runtime import Runtime
+
+log = get_logger(__name__)
+
+
+class ResourceLost(Exception):
+    """What the batch runs on is gone; the jobs not yet crawled go back to wait."""
+
+
+class Leases:
+    """The batch's leases: renewed at the start and then whenever a third of the TTL has passed."""
+
+    def __init__(self, rt: Runtime, lease_ids: list[str]) -> None:
+        self.rt = rt
+        self.lease_ids = lease_ids
+        self.ttl_s = rt.settings.resource_lease_s
+        self._renewed_at = float("-inf")
+
+    def of_pool(self, pool: str) -> str | None:
+        return next((lid for lid in self.lease_ids if pool_of(lid) == pool), None)
+
+    def keep(self) -> None:
+        if time.monotonic() - self._renewed_at < self.ttl_s / 3:
+            return
+        now = self.rt.now()
+        for lease_id in self.lease_ids:
+            if not self.rt.leases.renew(lease_id, self.ttl_s, now):
+                raise ResourceLost(f"{pool_of(lease_id)} lease revoked or expired")
+        self._renewed_at = time.monotonic()
+
+
+@contextlib.contextmanager
+def batch_browser(rt: Runtime, leases: Leases, context: CrawlContext) -> Iterator[None]:
+    """Offer the batch's driver a browser on the leased node: opened on first use, once for
+    the whole batch, and quit when the batch ends."""
+    node_lease = leases.of_pool(SELENIUM_POOL)
+    if node_lease is None:
+        yield
+        return
+    sessions: list[contextlib.AbstractContextManager] = []
+
+    def open_session() -> Any:
+        node = rt.leases.resource_of(node_lease, rt.now())
+        if node is None:
+            raise ResourceLost("selenium lease revoked before the browser opened")
+        session = open_browser(node["url"], **rt.browser_options())
+        try:
+            browser = session.__enter__()
+        except Exception as e:
+            reason = f"could not open a browser session: {type(e).__name__}: {e}"
+            node_lost(rt, node["url"], reason)
+            raise ResourceLost(f"node {node['url']} did not open a browser session") from e
+        sessions.append(session)
+        context.selenium_url = node["url"]
+        return browser
+
+    context._open_browser = open_session
+    try:
+        yield
+    finally:
+        for session in sessions:
+            session.__exit__(None, None, None)
+
+
+def node_lost(rt: Runtime, url: str, reason: str) -> None:
+    rt.inventory.mark_node(url, healthy=False, reason=reason[:300], now=rt.now(), capacity=None)
+    metrics.node_marked_down()
+    log.warning("node_marked_down", node=url, reason=reason[:300])

@@ -1,0 +1,175 @@
+"""MongoChildStore: jobs a crawl discovered, registered as children of the run that found them.
+
+A child is a job document in its parent's collection, scoped to one run (`scope_run`): its id
+is derived from (run, task, URL), so a URL found twice in a run — by two pages, two workers, or
+a redelivered batch — is one job (the `_id` index is the per-run dedup). It is inserted
+unreleased by the crawl that found it (`found_by` its dispatch); the coordinator counts a
+dispatch's children when it applies that dispatch's report, in the same `$inc` that counts the
+parent off, and only then releases them to be planned. So no child can be crawled, reported
+and counted off before the run counts it in: the run cannot end early.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from pymongo import ReturnDocument, UpdateOne
+
+from crawlsched.catalog import JobState
+from crawlsched.drivers.context import Discovery
+from crawlsched.store.counting import CountingDatabase
+
+
+def child_id(run_id: str, task: str, url: str) -> str:
+    digest = hashlib.sha256(f"{run_id}\n{task}\n{url}".encode()).hexdigest()[:32]
+    return f"child:{digest}"
+
+
+@dataclass(frozen=True)
+class Found:
+    """One discovery of one parent job of a batch."""
+
+    parent_id: Any
+    discovery: Discovery
+
+
+@dataclass(frozen=True)
+class Registered:
+    new: dict[Any, int]  # parent id -> children it registered (first to find them)
+    cut_pages: dict[Any, int]  # parent id -> discoveries refused by the run's page bound
+
+
+class MongoChildStore:
+    def __init__(self, db: CountingDatabase, collection: str) -> None:
+        self._jobs = db[collection]
+        self._runs = db.runs
+
+    def register(
+        self,
+        run_id: str,
+        dispatch_id: str,
+        media: dict[str, Any],
+        found: Sequence[Found],
+        max_pages: int,
+        now: datetime,
+    ) -> Registered:
+        """Insert the children not yet in the run, within its page bound (at most three
+        commands: which exist, reserve room on the run, insert)."""
+        by_id: dict[str, Found] = {}
+        for f in found:
+            by_id.setdefault(child_id(run_id, f.discovery.task, f.discovery.url), f)
+        if not by_id:
+            return Registered({}, {})
+        existing = {d["_id"] for d in self._jobs.find({"_id": {"$in": list(by_id)}}, {"_id": 1})}
+        fresh = [(cid, f) for cid, f in by_id.items() if cid not in existing]
+        cut: dict[Any, int] = {}
+        if fresh:
+            # Room is reserved on the run by an atomic $inc, so concurrent batches together
+            # never register more than `max_pages`; a batch whose insert then loses a race to
+            # a duplicate leaves a slot unused (the bound is a ceiling, not a target).
+            after = self._runs.find_one_and_update(
+                {"_id": run_id},
+                {"$inc": {"pages_reserved": len(fresh)}},
+                projection={"pages_reserved": 1},
+                return_document=ReturnDocument.AFTER,
+            )
+            reserved = (after or {}).get("pages_reserved", len(fresh))
+            room = max(0, min(len(fresh), max_pages - (reserved - len(fresh))))
+            for _, f in fresh[room:]:
+                cut[f.parent_id] = cut.get(f.parent_id, 0) + 1
+            fresh = fresh[:room]
+        ops = [
+            UpdateOne(
+                {"_id": cid},
+                {"$setOnInsert": _child_doc(cid, run_id, dispatch_id, media, f, now)},
+                upsert=True,
+            )
+            for cid, f in fresh
+        ]
+        new: dict[Any, int] = {}
+        if ops:
+            result = self._jobs.bulk_write(ops, ordered=False)
+            for index in result.upserted_ids:
+                parent = fresh[index][1].parent_id
+                new[parent] = new.get(parent, 0) + 1
+        return Registered(new, cut)
+
+    def release(self, dispatch_id: str, run_id: str, now: datetime) -> int:
+        """The run counted this dispatch's children: they may now be planned (idempotent)."""
+        return self._jobs.update_many(
+            {"found_by": dispatch_id, "scope_run": run_id, "released": False},
+            {"$set": {"released": True, "released_at": now}},
+        ).modified_count
+
+    def runs_left_waiting(self, now: datetime, older_than_s: float) -> list[str]:
+        """Runs with released children nobody planned for a while (a lost wake-up message)."""
+        query = {
+            "scope_run": {"$ne": None},
+            "state": int(JobState.PENDING),
+            "released": True,
+            "last_outcome": None,
+            "released_at": {"$lt": now - timedelta(seconds=older_than_s)},
+        }
+        return sorted(r for r in self._jobs.distinct("scope_run", query) if isinstance(r, str))
+
+    def by_depth(self, run_id: str) -> list[dict[str, Any]]:
+        """Per depth: discovered, outstanding (pending, waiting or running) and ended children."""
+        rows: dict[int, dict[str, Any]] = {}
+        pipeline = [
+            {"$match": {"scope_run": run_id}},
+            {"$group": {"_id": {"depth": "$depth", "state": "$state"}, "n": {"$sum": 1}}},
+        ]
+        for doc in self._jobs.aggregate(pipeline):
+            depth = doc["_id"].get("depth") or 0
+            row = rows.setdefault(depth, {"depth": depth, "discovered": 0, "outstanding": 0})
+            row["discovered"] += doc["n"]
+            if doc["_id"].get("state") in (int(JobState.PENDING), int(JobState.RUNNING)):
+                row["outstanding"] += doc["n"]
+        return [
+            {**row, "done": row["discovered"] - row["outstanding"]}
+            for _, row in sorted(rows.items())
+        ]
+
+    def of_run(self, run_id: str, limit: int = 50, skip: int = 0) -> list[dict[str, Any]]:
+        fields = {
+            "url": 1,
+            "task": 1,
+            "depth": 1,
+            "state": 1,
+            "last_outcome": 1,
+            "last_error": 1,
+            "parent_job": 1,
+        }
+        cursor = self._jobs.find({"scope_run": run_id}, fields).sort([("depth", 1), ("_id", 1)])
+        return list(cursor.skip(skip).limit(limit))
+
+
+def _child_doc(
+    cid: str, run_id: str, dispatch_id: str, media: dict[str, Any], found: Found, now: datetime
+) -> dict[str, Any]:
+    d = found.discovery
+    return {
+        **dict(d.fields),
+        "_id": cid,
+        "url": d.url,
+        "task": d.task,
+        "media_name": media.get("media_name"),
+        "media_name_id": media.get("media_name_id"),
+        "state": int(JobState.PENDING),
+        "enabled": True,
+        "execution_date": now,
+        "attempt_count": 0,
+        "modified_at": now,
+        "created_at": now,
+        "run_id": run_id,
+        "scope_run": run_id,
+        "found_by": dispatch_id,
+        "parent_job": found.parent_id,
+        "depth": d.depth,
+        "site": d.site,
+        "released": False,
+    }
