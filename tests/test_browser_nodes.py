@@ -19,10 +19,10 @@ from crawlsched.catalog import JobState
 from crawlsched.demo.node import LocalChromedriver, free_port
 from crawlsched.demo.seed import demo_reference
 from crawlsched.drivers.base import CrawlJob
-from crawlsched.drivers.context import CrawlContext
-from crawlsched.drivers.fetching import PoliteHttp
 from crawlsched.drivers.browser import BrowserPageDriver
 from crawlsched.drivers.browser_session import is_session_lost, open_browser
+from crawlsched.drivers.context import CrawlContext
+from crawlsched.drivers.fetching import PoliteHttp
 from crawlsched.drivers.http import HttpPageDriver
 from crawlsched.drivers.targets import parse_networks
 from crawlsched.errors import NodeUnreachable

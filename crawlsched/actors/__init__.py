@@ -1,6 +1,6 @@
 """The actors. `dramatiq crawlsched.actors` starts workers for all of them.
 
-Queues (DESIGN.md §5): crawlsched.ticks, crawlsched.plan, crawlsched.admit.login,
+Queues: crawlsched.ticks, crawlsched.plan, crawlsched.admit.login,
 crawlsched.admit.selenium, crawlsched.crawl.<task>, crawlsched.done, crawlsched.notify. Use
 `--queues` to run, say, only crawlsched.crawl.publication on a machine.
 """
@@ -23,6 +23,7 @@ def all_actors() -> list:
     return [
         ticker.tick,
         planner.plan_crawls,
+        planner.plan_children,
         gatekeepers.admit_login,
         gatekeepers.admit_selenium,
         gatekeepers.wake_login,

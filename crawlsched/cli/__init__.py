@@ -11,6 +11,7 @@ from crawlsched.cli import (
     doctor,
     jobs,
     pools,
+    results,
     run_ops,  # noqa: F401  (adds now/stop/children/history to `run`)
     runs,
     schedules,
@@ -27,5 +28,6 @@ runs.register(app)
 pools.register(app)
 doctor.register(app)
 activity.register(app)
+results.register(app)
 app.add_typer(jobs.app, name="jobs", help="Add, import and inspect crawl jobs.")
 app.add_typer(schedules.app, name="schedules", help="Create, change and inspect schedules.")

@@ -25,8 +25,12 @@ def losses(rt: Any, runs: list[dict]) -> list[str]:
         if run["state"] != FINISHED:
             problems.append(f"run {run['_id']} did not finish ({run['outstanding']} outstanding)")
         finished = sum(run.get("counts", {}).values())
-        if finished != run.get("planned", 0):
-            problems.append(f"run {run['_id']}: planned {run['planned']} but {finished} ended")
+        expected = run.get("planned", 0) + run.get("discovered", 0)
+        if finished != expected:
+            problems.append(
+                f"run {run['_id']}: planned {run['planned']} and discovered "
+                f"{run.get('discovered', 0)}, but {finished} ended"
+            )
     for collection in JOB_COLLECTIONS:
         stuck = rt.jobs(collection).summary().get(str(int(JobState.RUNNING)), 0)
         if stuck:

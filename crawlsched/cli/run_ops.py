@@ -9,6 +9,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
+from crawlsched.cli import discovery
 from crawlsched.cli.common import bad_input, cli_runtime, console, load_settings
 from crawlsched.cli.runs import require_run, run_app, runs_table
 from crawlsched.errors import CrawlschedError
@@ -106,17 +107,26 @@ def stop(
 
 @run_app.command("children")
 def children(
-    run_id: str = typer.Argument(..., help="A multi-process run."),
+    run_id: str = typer.Argument(..., help="A run (multi-process, or one that discovered)."),
+    limit: int = typer.Option(50, min=1, max=10_000, help="Discovered jobs to list."),
+    skip: int = typer.Option(0, min=0, help="Discovered jobs to skip (paging)."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """The child runs of a multi-process run, with their counts."""
+    """A run's children: its child runs (multi-process) and the jobs its crawls discovered."""
     with cli_runtime() as rt:
-        require_run(rt, run_id)
+        run = require_run(rt, run_id)
         kids = rt.runs.children_of(run_id)
+        found = discovery.children_rows(rt, run_id, limit, skip)
         if as_json:
             _print_json(kids)
+            _print_json(found)
             return
-        console.print(runs_table(kids, title=f"Children of {run_id}: {len(kids)}"))
+        if kids or not found:
+            console.print(runs_table(kids, title=f"Child runs of {run_id}: {len(kids)}"))
+        if found:
+            total = run.get("discovered", 0)
+            title = f"Discovered by {run_id}: {skip + 1}-{skip + len(found)} of {total}"
+            console.print(discovery.children_table(found, title))
 
 
 def _job_keys(job: str) -> list[str]:

@@ -8,6 +8,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
+from crawlsched.cli import discovery
 from crawlsched.cli.common import bad_input, cli_runtime, console
 from crawlsched.planning.outcomes import OUTCOME_MEANINGS, STOPPED
 from crawlsched.runtime import Runtime
@@ -108,9 +109,13 @@ def status(
                 "jobs": sum(d.get("jobs", 0) for d in waiting),
             }
             run["child_runs"] = [{"_id": c["_id"], "state": c["state"]} for c in children]
+            run["by_depth"] = discovery.by_depth(rt, run)
             print(json.dumps(run, default=str))
             return
         console.print(runs_table([run], title=f"Run {run_id}"))
+        console.print(discovery.summary(run))
+        if run.get("discovered"):
+            console.print(discovery.depth_table(discovery.by_depth(rt, run)))
         if run.get("result"):
             console.print(f"result: {run['result']}")
         if run.get("stop_requested") or run.get("stopped_tasks"):

@@ -85,11 +85,16 @@ class PoliteHttp:
         params: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
         credentials: bool = True,
+        follow_redirects: bool = True,
     ) -> httpx.Response:
-        """GET with redirects followed hop by hop; the response body is read (bounded)."""
+        """GET with redirects followed hop by hop (or returned as they are: a crawler that
+        discovers the target instead fetches each page once per run); the body is read
+        (bounded)."""
         if params:
             url = str(httpx.URL(url).copy_merge_params(dict(params)))
-        return self._send("GET", url, headers=headers, credentials=credentials)
+        return self._send(
+            "GET", url, headers=headers, credentials=credentials, follow=follow_redirects
+        )
 
     def post(
         self,
@@ -123,6 +128,7 @@ class PoliteHttp:
         data: Any = None,
         json: Any = None,
         login: bool = False,
+        follow: bool = True,
     ) -> httpx.Response:
         deadline = time.monotonic() + self.deadline_s
         for _hop in range(MAX_REDIRECTS + 1):
@@ -139,7 +145,7 @@ class PoliteHttp:
             response = self._read(method, url, request_headers, cookies, data, json, deadline)
             if trusted:
                 self.session.extract_cookies(response)
-            if not response.is_redirect:
+            if not response.is_redirect or not follow:
                 return response
             # A redirect is a GET without the body (RFC 9110 for 301/302/303; 307/308 keep the
             # method, but a credential-bearing body never follows to another host).

@@ -2,7 +2,9 @@
 
 Serves any task (it defines `crawl`): one page per job, saved under the task's model, and every
 link on it discovered as a job of the same task, so a site is crawled page by page within the
-run's bounds. Pages are read with parsel, as Scrapy does.
+run's bounds. A redirect is not followed but discovered, as Scrapy's duplicate filter sees a
+redirect's target: a page reached both by a link and by a redirect is fetched once per run.
+Pages are read with parsel, as Scrapy does.
 """
 
 from __future__ import annotations
@@ -41,7 +43,10 @@ def html_of(response, url: str) -> Selector:
 
 class HttpPageDriver:
     def crawl(self, job: CrawlJob, context: CrawlContext) -> None:
-        response = context.http.get(job.url)
+        response = context.http.get(job.url, follow_redirects=False)
+        if response.is_redirect:
+            context.discover(str(response.url.join(response.headers.get("location", ""))))
+            return
         page = html_of(response, job.url)
         url = str(response.url)
         links = page_links(page, url, job.crawl_limit)

@@ -52,6 +52,7 @@ class Progress:
     interruption: str | None = None
     stopped: list[Any] = field(default_factory=list)  # job ids given back: the run was stopped
     executions: list[dict[str, Any]] = field(default_factory=list)  # task history rows
+    seed_urls: list[str] = field(default_factory=list)  # URLs of planned (not child) jobs
 
 
 def crawl_jobs(
@@ -79,6 +80,8 @@ def crawl_jobs(
             document=doc, depth=depth,
         )  # fmt: skip
         context.begin(job)
+        if not doc.get("scope_run"):
+            progress.seed_urls.append(url)
         try:
             leases.keep()
             task_method(driver, message.task)(job, context)

@@ -117,7 +117,13 @@ def _keep(rt: Runtime, message: BatchMessage, progress: Progress, bounds: CrawlB
     media = rt.media(message.media_name) or {}
     children = MongoChildStore(rt.db, message.collection)
     registered = children.register(
-        message.run_id, message.dispatch_id, media, progress.found, bounds.max_pages, now
+        message.run_id,
+        message.dispatch_id,
+        media,
+        progress.found,
+        bounds.max_pages,
+        now,
+        seeds=[(message.task, url) for url in progress.seed_urls],
     )
     updates = []
     for update in progress.updates:

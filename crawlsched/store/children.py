@@ -56,16 +56,24 @@ class MongoChildStore:
         found: Sequence[Found],
         max_pages: int,
         now: datetime,
+        seeds: Sequence[tuple[str, str]] = (),
     ) -> Registered:
         """Insert the children not yet in the run, within its page bound (at most three
-        commands: which exist, reserve room on the run, insert)."""
+        commands: which exist, reserve room on the run, insert).
+
+        `seeds` are the (task, URL) of planned jobs this batch crawled: each gets a marker in
+        the run's id space (ended, never planned, counted nowhere), so a page that links back
+        to a planned page does not crawl it a second time.
+        """
         by_id: dict[str, Found] = {}
         for f in found:
             by_id.setdefault(child_id(run_id, f.discovery.task, f.discovery.url), f)
-        if not by_id:
+        markers = {child_id(run_id, task, url): url for task, url in seeds}
+        if not by_id and not markers:
             return Registered({}, {})
-        existing = {d["_id"] for d in self._jobs.find({"_id": {"$in": list(by_id)}}, {"_id": 1})}
-        fresh = [(cid, f) for cid, f in by_id.items() if cid not in existing]
+        asked = [*by_id, *markers]
+        existing = {d["_id"] for d in self._jobs.find({"_id": {"$in": asked}}, {"_id": 1})}
+        fresh = [(cid, f) for cid, f in by_id.items() if cid not in existing | set(markers)]
         cut: dict[Any, int] = {}
         if fresh:
             # Room is reserved on the run by an atomic $inc, so concurrent batches together
@@ -90,10 +98,17 @@ class MongoChildStore:
             )
             for cid, f in fresh
         ]
+        ops += [
+            UpdateOne({"_id": cid}, {"$setOnInsert": _marker(cid, run_id, url, now)}, upsert=True)
+            for cid, url in markers.items()
+            if cid not in existing
+        ]
         new: dict[Any, int] = {}
         if ops:
             result = self._jobs.bulk_write(ops, ordered=False)
             for index in result.upserted_ids:
+                if index >= len(fresh):
+                    continue  # a marker
                 parent = fresh[index][1].parent_id
                 new[parent] = new.get(parent, 0) + 1
         return Registered(new, cut)
@@ -120,7 +135,7 @@ class MongoChildStore:
         """Per depth: discovered, outstanding (pending, waiting or running) and ended children."""
         rows: dict[int, dict[str, Any]] = {}
         pipeline = [
-            {"$match": {"scope_run": run_id}},
+            {"$match": {"scope_run": run_id, "depth": {"$gte": 1}}},
             {"$group": {"_id": {"depth": "$depth", "state": "$state"}, "n": {"$sum": 1}}},
         ]
         for doc in self._jobs.aggregate(pipeline):
@@ -144,7 +159,8 @@ class MongoChildStore:
             "last_error": 1,
             "parent_job": 1,
         }
-        cursor = self._jobs.find({"scope_run": run_id}, fields).sort([("depth", 1), ("_id", 1)])
+        query = {"scope_run": run_id, "depth": {"$gte": 1}}
+        cursor = self._jobs.find(query, fields).sort([("depth", 1), ("_id", 1)])
         return list(cursor.skip(skip).limit(limit))
 
 
@@ -172,4 +188,18 @@ def _child_doc(
         "depth": d.depth,
         "site": d.site,
         "released": False,
+    }
+
+
+def _marker(cid: str, run_id: str, url: str, now: datetime) -> dict[str, Any]:
+    """A planned page's place among the run's children: already ended, never planned."""
+    return {
+        "_id": cid,
+        "url": url,
+        "state": int(JobState.DONE),
+        "scope_run": run_id,
+        "released": True,
+        "last_outcome": "planned",
+        "depth": 0,
+        "created_at": now,
     }

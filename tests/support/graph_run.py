@@ -1,0 +1,60 @@
+"""Runs over a served link graph: the reference row, the seed job, the schedule, the checks."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from crawlsched.catalog import JobState
+from crawlsched.flow import schedule_ops
+from crawlsched.reference import MediaRow, ReferenceData, TaskRow
+from crawlsched.runtime import Runtime
+
+GRAPH_MEDIA = MediaRow(
+    name="graph",
+    id=900,
+    driver_class="http",
+    used_tool="httpx",
+    max_depth=1000,
+    max_pages=100_000,
+    tasks={
+        "article": TaskRow(need_login=False, need_selenium=False, crawl_limit=1000, batch_limit=8)
+    },
+)
+REFERENCE = ReferenceData(
+    models=["profile", "publication", "comment", "friend", "story", "article"], media=[GRAPH_MEDIA]
+)
+
+
+def prepare(rt: Runtime) -> None:
+    rt.create_indexes()
+    rt.reference.load(REFERENCE)
+
+
+def add_graph_schedule(rt: Runtime, base_url: str, schedule_id: str) -> str:
+    """A seed job on the graph's start page and a schedule of just that target."""
+    now = rt.now()
+    target = f"{base_url}/p/0"
+    job = {
+        "target": target,
+        "media_name": "graph",
+        "media_name_id": GRAPH_MEDIA.id,
+        "task": "article",
+        "state": int(JobState.PENDING),
+        "enabled": True,
+        "execution_date": now - timedelta(seconds=1),
+        "attempt_count": 0,
+        "modified_at": now,
+        "created_at": now,
+        "interval_s": 3600,
+    }
+    rt.jobs("websites").insert_new([job])
+    given = {"interval_s": 3600, "target_collection": "websites", "targets": [target]}
+    schedule_ops.create(rt, schedule_id, given)
+    return target
+
+
+def stored_paths(rt: Runtime, run_id: str, base_url: str) -> set[str]:
+    return {
+        doc["key"].removeprefix(base_url)
+        for doc in rt.db.articles.find({"run_id": run_id}, {"key": 1})
+    }

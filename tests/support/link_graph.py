@@ -1,0 +1,118 @@
+"""Link graphs served on 127.0.0.1, and what a crawl from their start page must find.
+
+A graph has pages `/p/<i>` (HTML, linking to other URLs), redirects `/r/<k>` (302 to a page),
+dead links `/d/<k>` (404) and, on one page, a fan-out of hundreds of leaves `/l/<k>`. The
+server counts every request per path, so a test can tell that each URL was fetched once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from hypothesis import strategies as st
+
+
+@dataclass(frozen=True)
+class LinkGraph:
+    links: dict[int, list[str]]  # page number -> the paths it links to, in order
+    redirects: dict[int, int] = field(default_factory=dict)  # /r/<k> -> page
+    leaves: int = 0  # /l/0 … /l/<leaves-1>, linked from page 0
+
+    def reachable(self) -> set[str]:
+        """Every path a crawl from /p/0 requests (links and redirects followed, once each)."""
+        seen, todo = {"/p/0"}, ["/p/0"]
+        while todo:
+            path = todo.pop()
+            kind, _, number = path[1:].partition("/")
+            out: list[str] = []
+            if kind == "p":
+                out = self.links.get(int(number), [])
+            elif kind == "r":
+                out = [f"/p/{self.redirects[int(number)]}"]
+            for target in out:
+                if target not in seen:
+                    seen.add(target)
+                    todo.append(target)
+        return seen
+
+    def stored(self) -> set[str]:
+        """The paths whose pages a crawl stores: reachable pages and leaves (not redirects or
+        dead links)."""
+        return {p for p in self.reachable() if p.startswith(("/p/", "/l/"))}
+
+    def page(self, path: str) -> tuple[int, bytes, dict[str, str]]:
+        kind, _, number = path[1:].partition("/")
+        if not number.isdigit():
+            return 404, b"not found", {}
+        n = int(number)
+        if kind == "r" and n in self.redirects:
+            return 302, b"", {"Location": f"/p/{self.redirects[n]}"}
+        if kind == "l" and n < self.leaves:
+            return 200, f"<html><title>leaf {n}</title></html>".encode(), {}
+        if kind == "p" and n in self.links:
+            anchors = "".join(f'<a href="{t}">{t}</a>' for t in self.links[n])
+            return 200, f"<html><title>page {n}</title><body>{anchors}</body></html>".encode(), {}
+        return 404, b"gone", {}
+
+
+@st.composite
+def link_graphs(draw, max_pages: int = 12, max_leaves: int = 300) -> LinkGraph:
+    """Cycles, self-links, redirects between pages, dead links, and a fan-out of hundreds."""
+    n = draw(st.integers(1, max_pages))
+    redirects = draw(st.dictionaries(st.integers(0, 3), st.integers(0, n - 1), max_size=3))
+    targets = st.one_of(
+        st.integers(0, n - 1).map(lambda i: f"/p/{i}"),
+        st.sampled_from(sorted(redirects) or [0]).map(lambda k: f"/r/{k}" if redirects else "/p/0"),
+        st.integers(0, 2).map(lambda k: f"/d/{k}"),
+    )
+    links = {i: draw(st.lists(targets, max_size=6)) for i in range(n)}
+    leaves = draw(st.sampled_from([0, 0, max_leaves]))
+    links[0] = [*links[0], *(f"/l/{k}" for k in range(leaves))]
+    return LinkGraph(links, redirects, leaves)
+
+
+class GraphSite:
+    """Serve a LinkGraph on an ephemeral loopback port; `with GraphSite(graph) as site:`."""
+
+    def __init__(self, graph: LinkGraph) -> None:
+        self.graph = graph
+        self.fetches: Counter[str] = Counter()
+        lock = threading.Lock()
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                with lock:
+                    site.fetches[self.path] += 1
+                status, body, headers = site.graph.page(self.path)
+                self.send_response(status)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def __enter__(self) -> GraphSite:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
