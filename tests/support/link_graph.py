@@ -8,6 +8,7 @@ server counts every request per path, so a test can tell that each URL was fetch
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -77,7 +78,7 @@ def link_graphs(draw, max_pages: int = 12, max_leaves: int = 300) -> LinkGraph:
 class GraphSite:
     """Serve a LinkGraph on an ephemeral loopback port; `with GraphSite(graph) as site:`."""
 
-    def __init__(self, graph: LinkGraph) -> None:
+    def __init__(self, graph: LinkGraph, delay_s: float = 0.0) -> None:
         self.graph = graph
         self.fetches: Counter[str] = Counter()
         lock = threading.Lock()
@@ -87,6 +88,8 @@ class GraphSite:
             def do_GET(self) -> None:
                 with lock:
                     site.fetches[self.path] += 1
+                if delay_s:
+                    time.sleep(delay_s)  # a slow site: a batch is in flight long enough to kill
                 status, body, headers = site.graph.page(self.path)
                 self.send_response(status)
                 self.send_header("Content-Type", "text/html; charset=utf-8")
@@ -94,7 +97,16 @@ class GraphSite:
                     self.send_header(name, value)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                try:
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client was a worker that a test killed
+
+            def handle(self) -> None:
+                try:
+                    super().handle()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
 
             def log_message(self, format: str, *args: object) -> None:
                 pass
