@@ -7,6 +7,7 @@ server counts every request per path, so a test can tell that each URL was fetch
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import Counter
@@ -97,16 +98,13 @@ class GraphSite:
                     self.send_header(name, value)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                try:
+                # The client may be a worker that a test killed.
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     self.wfile.write(body)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client was a worker that a test killed
 
             def handle(self) -> None:
-                try:
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     super().handle()
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
 
             def log_message(self, format: str, *args: object) -> None:
                 pass
