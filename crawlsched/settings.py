@@ -111,11 +111,12 @@ class Settings(BaseSettings):
         "the rest stay due for the next one.",
     )
     crawl_max_depth: int = Field(
-        3,
+        0,
         ge=0,
         le=1000,
-        description="How many links deep a run follows what its crawls discover (0: none), "
-        "unless the media's reference row says otherwise.",
+        description="How many links deep a run follows what its crawls discover, for a media "
+        "whose reference row sets no `max_depth` (0: such a media discovers nothing; the "
+        "discoveries are counted as cut).",
     )
     crawl_max_pages: int = Field(
         10_000,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from urllib.parse import urlsplit
 
 from crawlsched.catalog import JobState
 from crawlsched.demo.site import MISSING_PREFIX
@@ -23,7 +22,7 @@ def demo_reference(base_url: str) -> ReferenceData:
             update={
                 "url_template": f"{base_url}/{m.name}/{{handle}}",
                 # The demo site is where the demo accounts' secrets may go.
-                "secret_hosts": [urlsplit(base_url).hostname or "127.0.0.1"],
+                "secret_hosts": [base_url],
             }
         )
         if m.url_template

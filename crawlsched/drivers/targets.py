@@ -106,10 +106,26 @@ def check_target(url: str, allowed: Sequence[IpNetwork], resolver: Resolver = re
     check_addresses(url, resolver(host, port), allowed)
 
 
-def may_carry_secret(url: str, secret_hosts: Iterable[str]) -> bool:
-    """A credential goes only to a host its media declares (exact name, case-insensitive)."""
+def origin_of(url: str) -> tuple[str, str, int] | None:
+    """(scheme, host, port) of an http(s) URL, lower case, default ports filled in."""
     try:
-        host = urlsplit(url).hostname
+        parts = urlsplit(url)
+        port = parts.port
     except ValueError:
-        return False
-    return host is not None and host.lower() in {h.lower() for h in secret_hosts}
+        return None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    return parts.scheme, parts.hostname.lower(), port or (443 if parts.scheme == "https" else 80)
+
+
+def declared_origin(entry: str) -> tuple[str, str, int] | None:
+    """A media's `secret_hosts` entry as an origin: `host` means https://host:443; an entry
+    may also be a whole origin, `http://127.0.0.1:8080` (the demo's local sites)."""
+    return origin_of(entry if "://" in entry else f"https://{entry}")
+
+
+def may_carry_secret(url: str, secret_hosts: Iterable[str]) -> bool:
+    """A credential goes only to an origin its media declares: same scheme, host (exact name,
+    case-insensitive: no suffix or look-alike matches) and port."""
+    origin = origin_of(url)
+    return origin is not None and origin in {declared_origin(h) for h in secret_hosts}

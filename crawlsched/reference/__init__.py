@@ -23,6 +23,8 @@ class TaskRow(BaseModel):
 
 
 _HOST = re.compile(r"[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?")
+# Or a whole origin: scheme, host and an optional port (a local site on a loopback port).
+_ORIGIN = re.compile(r"https?://[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?(?::[0-9]{1,5})?")
 
 
 class MediaRow(BaseModel):
@@ -34,7 +36,8 @@ class MediaRow(BaseModel):
     driver_class: str = Field(min_length=1)
     used_tool: str = ""
     url_template: str | None = None
-    # The hosts an account secret of this media may be sent to (exact names, no scheme).
+    # Where an account secret of this media may be sent: `host` (https on port 443) or a whole
+    # origin `scheme://host:port`; matched exactly, never by suffix.
     secret_hosts: list[str] = Field(default_factory=list, max_length=50)
     # How far a run grows by discovery for this media (unset: the settings' defaults). A crawl
     # stays on the site it started from unless `follow_offsite`, or the host is in `extra_hosts`.
@@ -50,7 +53,7 @@ class MediaRow(BaseModel):
         if unknown:
             raise ValueError(f"media {self.name!r}: unknown tasks {unknown}; known: {ALL_TASKS}")
         for host in self.secret_hosts:
-            if not _HOST.fullmatch(host):
+            if not _HOST.fullmatch(host) and not _ORIGIN.fullmatch(host):
                 raise ValueError(f"media {self.name!r}: secret_hosts: not a host name: {host!r}")
         if self.url_template is not None and "{handle}" not in self.url_template:
             raise ValueError(f"media {self.name!r}: url_template must contain {{handle}}")
