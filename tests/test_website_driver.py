@@ -88,6 +88,7 @@ def test_website_driver_stores_every_article_and_comment_of_both_sections(stub_p
         for c in cs
     }
     assert comments.keys() == expected.keys()
+    assert len(expected) > 2 * 4  # several articles have comments, some over two pages
     for key, comment in expected.items():
         assert {k: comments[key][k] for k in comment} == comment
     # Every page requested exactly once; the blog's first empty page ended its pagination

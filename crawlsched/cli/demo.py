@@ -1,4 +1,5 @@
-"""`crawlsched demo`: seed, tick once, crawl a local site, show progress, check nothing is lost."""
+"""`crawlsched demo`: seed, tick once, crawl a local social network and news site, show
+progress, check nothing is lost."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ from crawlsched.settings import Settings
 from crawlsched.store.runs import FINISHED
 
 DEMO_STORE = "mongomock://demo"
-DEMO_WAIT_S = 5.0
+# How long a batch may wait for an account or a browser slot. A Chrome batch takes a few
+# seconds, and the demo has fewer slots than batches: the wait must outlast several of them,
+# or the one feature built to wait would show a newcomer batches "starved".
+DEMO_WAIT_S = 60.0
 
 
 def losses(rt: Any, runs: list[dict]) -> list[str]:
@@ -46,28 +50,32 @@ def losses(rt: Any, runs: list[dict]) -> list[str]:
 def register(app: typer.Typer) -> None:
     @app.command("demo")
     def demo(
-        timeout: float = typer.Option(50.0, min=1, help="Give up (and fail) after this long."),
+        timeout: float = typer.Option(120.0, min=1, help="Give up (and fail) after this long."),
         threads: int = typer.Option(4, min=1, max=32, help="In-process worker threads."),
     ) -> None:
         """Run the whole system in one process on embedded defaults (no services needed).
 
-        Serves a small website on 127.0.0.1, seeds profiles and websites in all four resource
-        categories, fires both sweeps once, crawls with an in-process dramatiq worker, and
-        exits non-zero if any job or lease was lost.
+        Serves a small social network and a news site on 127.0.0.1, seeds profiles and
+        websites in all four resource categories, fires both sweeps once, crawls them (pages
+        found while crawling included) with an in-process dramatiq worker, and exits non-zero
+        if any job or lease was lost.
         """
         from dramatiq import Worker
 
         from crawlsched.brokers import setup_broker
+        from crawlsched.cli.discovery import by_depth, depth_table
         from crawlsched.demo.node import LocalChromedriver
         from crawlsched.demo.report import (
             NEXT_STEPS,
+            crawled_table,
             final_report,
             live_frame,
             queue_depths,
             summary_line,
         )
-        from crawlsched.demo.seed import seed
-        from crawlsched.demo.site import DemoSite
+        from crawlsched.demo.seed import demo_accounts, demo_handles, seed_crawl_demo
+        from crawlsched.demo.social import DemoSocialNetwork
+        from crawlsched.demo.website import DemoWebsite
         from crawlsched.resources.secrets import generate_key
         from crawlsched.runtime import get_runtime
         from crawlsched.store.client import drop_embedded
@@ -100,11 +108,15 @@ def register(app: typer.Typer) -> None:
         # Live frames only on a terminal. Piped or redirected, the output is plain lines and the
         # tables are printed once, at the end.
         live_view = console.is_terminal
-        with DemoSite() as site, node or contextlib.nullcontext():
-            seeded = seed(rt, site.base_url, node.url if node else None)
+        network = DemoSocialNetwork(demo_handles(), demo_accounts())
+        with network, DemoWebsite() as site, node or contextlib.nullcontext():
+            seeded = seed_crawl_demo(
+                rt, network.base_url, site.base_url, node.url if node else None
+            )
             console.print(
-                f"demo site at {site.base_url}; seeded {seeded['profiles']} profile jobs and "
-                f"{seeded['websites']} website jobs; firing both sweeps"
+                f"social network at {network.base_url}, news site at {site.base_url}; seeded "
+                f"{seeded['profiles']} profile jobs and {seeded['websites']} website jobs; "
+                "firing both sweeps"
             )
             for schedule in rt.schedules.all():
                 rt.schedules.fire_now(schedule["_id"], rt.now())
@@ -138,6 +150,12 @@ def register(app: typer.Typer) -> None:
         runs = rt.runs.recent()
         for part in final_report(runs):
             console.print(part)
+        console.print(crawled_table(rt, runs))
+        for run in runs:
+            if run.get("discovered"):
+                table = depth_table(by_depth(rt, run))
+                table.title = f"Pages per depth: {run['schedule_id']}"
+                console.print(table)
         console.print(f"elapsed {time.perf_counter() - started:.1f} s")
         lost = losses(rt, runs) if runs else ["no run was planned"]
         if lost:

@@ -54,11 +54,37 @@ def outcome_totals(runs: Iterable[dict[str, Any]]) -> Counter:
 
 
 def summary_line(runs: list[dict[str, Any]]) -> str:
-    """One line that accounts for every planned job by its outcome, every outcome named."""
+    """One line that accounts for every job, planned or discovered, by its outcome, every
+    outcome named."""
     totals = outcome_totals(runs)
     planned = sum(run.get("planned", 0) for run in runs)
+    discovered = sum(run.get("discovered", 0) for run in runs)
     parts = ", ".join(f"{totals.get(o, 0)} {o}" for o in outcomes())
-    return f"all {planned} planned jobs ended: {parts}"
+    return f"all {planned} planned and {discovered} discovered jobs ended: {parts}"
+
+
+# Short headers so that the crawled table fits 80 columns.
+MODEL_SHORT = {"profile": "prof", "publication": "pub", "comment": "comm", "article": "art"}
+
+
+def crawled_table(rt: Any, runs: list[dict[str, Any]]) -> Table:
+    """What the runs stored: documents per data model, and items new, changed, unchanged."""
+    from crawlsched.catalog import MODEL_COLLECTIONS
+
+    table = Table(title="Crawled: documents stored per model")
+    table.add_column("run", no_wrap=True)
+    for model in MODEL_COLLECTIONS:
+        table.add_column(MODEL_SHORT.get(model, model), justify="right")
+    table.add_column("new/chg/same", justify="right")
+    for run in runs:
+        stored = [
+            str(rt.db[collection].count_documents({"run_id": run["_id"]}))
+            for collection in MODEL_COLLECTIONS.values()
+        ]
+        items = run.get("items") or {}
+        counts = f"{items.get('new', 0)}/{items.get('changed', 0)}/{items.get('unchanged', 0)}"
+        table.add_row(_run_name(run), *stored, counts)
+    return table
 
 
 # ---- queues ---------------------------------------------------------------------------------

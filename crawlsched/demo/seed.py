@@ -90,3 +90,75 @@ def add_demo_pools(rt: Runtime, node_url: str | None, node_slots: int = 2) -> No
     )
     if node_url is not None:
         rt.inventory.add_node(node_url, "chromedriver", node_slots, now)
+
+
+# The demo proper: the social network and the news site, crawled by their own drivers.
+DEMO_HANDLES = {"twitter": 6, "instagram": 4, "tiktok": 4, "youtube": 4}
+DEMO_TASKS = {
+    "twitter": ("profile", "publication", "friend", "profile_replies"),
+    "instagram": ("profile", "publication", "stories"),
+    "tiktok": ("profile", "publication"),
+    "youtube": ("profile", "publication"),
+}
+MISSING_HANDLE = "gone_user"  # not on the network: its jobs fail and show the retry schedule
+
+
+def demo_handles() -> list[str]:
+    return [f"{media}_user{i}" for media, n in DEMO_HANDLES.items() for i in range(n)]
+
+
+def demo_accounts() -> dict[str, str]:
+    """The accounts the network knows, by username: the pool's demo accounts."""
+    return {
+        "demo_twitter_1": "demo-secret-twitter-1",
+        "demo_twitter_2": "demo-secret-twitter-2",
+        "demo_instagram_1": "demo-secret-instagram-1",
+    }
+
+
+def crawl_reference(network_url: str) -> ReferenceData:
+    """The packaged media on the demo network (driver `demo_social`) and `web` on the
+    website driver; both follow what they discover."""
+    reference = load_reference()
+    social = {
+        "driver_class": "demo_social",
+        "url_template": f"{network_url}/u/{{handle}}",
+        "secret_hosts": [network_url],
+        "max_depth": 30,
+    }
+    web = {"driver_class": "website", "max_depth": 10}
+    media = [
+        m.model_copy(update=social if m.url_template else web if m.name == "web" else {})
+        for m in reference.media
+    ]
+    return reference.model_copy(update={"media": media})
+
+
+def seed_crawl_demo(
+    rt: Runtime, network_url: str, website_url: str, node_url: str | None = None
+) -> dict[str, int]:
+    now = rt.now()
+    rt.create_indexes()
+    rt.reference.load(crawl_reference(network_url))
+    rt.schedules.ensure_defaults(now)
+    media_ids = {m["media_name"]: m["_id"] for m in rt.reference.media()}
+    profiles, n = [], 0
+    for media, count in DEMO_HANDLES.items():
+        handles = [f"{media}_user{i}" for i in range(count)]
+        if media == "twitter":
+            handles.append(MISSING_HANDLE)
+        for handle in handles:
+            n += 1
+            for task in DEMO_TASKS[media]:
+                profiles.append(_job(handle, media, media_ids[media], task, now, n))
+    websites = [
+        {**_job(f"{website_url}/news/", "web", media_ids["web"], "article", now, 1),
+         "pagination": "next_link"},
+        {**_job(f"{website_url}/blog/", "web", media_ids["web"], "article", now, 2),
+         "pagination": "page_param"},
+        _job(f"{website_url}/gone/", "web", media_ids["web"], "article", now, 3),
+    ]  # fmt: skip
+    inserted_profiles, _ = rt.jobs("profiles").insert_new(profiles)
+    inserted_websites, _ = rt.jobs("websites").insert_new(websites)
+    add_demo_pools(rt, node_url)
+    return {"profiles": inserted_profiles, "websites": inserted_websites}

@@ -32,7 +32,7 @@ def generate(articles: int, comments: int) -> SiteData:
         for i in range(articles):
             path = f"/{section}/a/{i}"
             data.lists[section].append(path)
-            n = (i * 7) % (comments + 1)
+            n = (i * 5 + 3) % (comments + 1)  # 0 to `comments`, varied
             data.articles[path] = {
                 "title": f"{section.title()} story {i}",
                 "author": f"writer{i % 4}",
