@@ -71,7 +71,7 @@ def crawled_table(rt: Any, runs: list[dict[str, Any]]) -> Table:
     """What the runs stored: documents per data model, and items new, changed, unchanged."""
     from crawlsched.catalog import MODEL_COLLECTIONS
 
-    table = Table(title="Crawled: documents stored per model")
+    table = Table(title="Crawled: documents stored per model", show_edge=False, pad_edge=False)
     table.add_column("run", no_wrap=True)
     for model in MODEL_COLLECTIONS:
         table.add_column(MODEL_SHORT.get(model, model), justify="right")
