@@ -180,6 +180,8 @@ def start_crawlsched(threads: int, pages: int) -> dict:
         log_level="ERROR",
         target_allow_networks=["127.0.0.1/32"],
         metrics_enabled=False,
+        host_delay_s=0.0,
+        host_concurrency=threads,
     )
     broker = setup_broker(settings)
     import crawlsched.actors  # noqa: F401  (declares the actors on this broker)
@@ -215,7 +217,7 @@ def main() -> None:
                 base = baseline(site, args.threads)
                 site.fetches.clear()
                 run = crawlsched_run(site, args.threads, f"bench-crawl-{n}", setup)
-                fetches = sum(site.fetches.values())
+                fetches = sum(n for path, n in site.fetches.items() if path != "/robots.txt")
             finally:
                 site.close()
             row = {

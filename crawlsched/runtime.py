@@ -19,6 +19,8 @@ import httpx
 from crawlsched.catalog import JOB_COLLECTIONS
 from crawlsched.drivers import registry
 from crawlsched.drivers.fetching import PoliteHttp
+from crawlsched.drivers.politeness import HostPacer
+from crawlsched.drivers.robots import RobotsCache
 from crawlsched.drivers.targets import parse_networks
 from crawlsched.planning.outcomes import RetryPolicy
 from crawlsched.resources.backends.mongo import MongoLeaseBackend
@@ -110,12 +112,27 @@ class Runtime:
 
     def polite_http(self, account: Any, secret_hosts: tuple[str, ...]) -> PoliteHttp:
         """A batch's HTTP client for its drivers, on the process's shared connection pool."""
+        settings = self.settings
         return PoliteHttp(
             self.http,
             allowed_networks=self.allowed_networks,
             account=account,
             secret_hosts=secret_hosts,
+            pacer=self.pacer,
+            robots=self.robots,
+            user_agent=settings.user_agent,
+            max_bytes=settings.max_page_bytes,
+            deadline_s=settings.page_deadline_s,
         )
+
+    @cached_property
+    def pacer(self) -> HostPacer:
+        """Per-host politeness, shared by every thread of this process."""
+        return HostPacer(self.settings.host_delay_s, self.settings.host_concurrency)
+
+    @cached_property
+    def robots(self) -> RobotsCache | None:
+        return RobotsCache() if self.settings.robots_txt else None
 
     def browser_options(self) -> dict[str, Any]:
         """How a batch's browser session is opened (`browser_session.open_browser`)."""

@@ -110,6 +110,37 @@ class Settings(BaseSettings):
         description="At most this many jobs claimed by one firing of a schedule (0: no cap); "
         "the rest stay due for the next one.",
     )
+    host_delay_s: float = Field(
+        1.0,
+        ge=0,
+        le=60,
+        allow_inf_nan=False,
+        description="At least this long between the starts of two requests to one host, per "
+        "worker process (politeness).",
+    )
+    host_concurrency: int = Field(
+        4, ge=1, le=64, description="At most this many requests at once to one host, per process."
+    )
+    robots_txt: bool = Field(True, description="Honour each site's robots.txt.")
+    user_agent: str = Field(
+        "crawlsched/1",
+        min_length=1,
+        max_length=200,
+        description="The User-Agent of crawl requests (robots.txt rules are read for it).",
+    )
+    max_page_bytes: int = Field(
+        5_000_000,
+        ge=1_000,
+        le=1_000_000_000,
+        description="A response larger than this ends its job (failed, with the reason).",
+    )
+    page_deadline_s: float = Field(
+        30.0,
+        gt=0,
+        le=600,
+        allow_inf_nan=False,
+        description="A response not wholly received within this long ends its job.",
+    )
     crawl_max_depth: int = Field(
         0,
         ge=0,

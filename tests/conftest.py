@@ -86,7 +86,8 @@ def settings_for_tests(**fields):
         log_format="json",
         secret_key=TEST_SECRET_KEY,
         browser_host_resolver_rules=TEST_HOST_RULES,
-        **{"target_allow_networks": ["127.0.0.1/32"], **fields},
+        # The tests' sites are local and small: no per-host delay unless a test asks for one.
+        **{"target_allow_networks": ["127.0.0.1/32"], "host_delay_s": 0.0, **fields},
     )
 
 

@@ -24,7 +24,7 @@ from crawlsched.errors import UnsafeTarget
 MAX_REDIRECTS = 5
 DEFAULT_MAX_BYTES = 5_000_000
 DEFAULT_DEADLINE_S = 30.0
-USER_AGENT = "crawlsched/1 (+https://github.com/crawlsched)"
+USER_AGENT = "crawlsched/1"
 
 
 class Refused(DriverError):

@@ -35,6 +35,7 @@ def crawlsched_env(broker_url: str, mongo_url: str, mongo_db: str, **extra: str)
         CRAWLSCHED_SECRET_KEY=TEST_SECRET_KEY,
         CRAWLSCHED_BROWSER_HOST_RESOLVER_RULES=TEST_HOST_RULES,
         CRAWLSCHED_TARGET_ALLOW_NETWORKS='["127.0.0.1/32"]',
+        CRAWLSCHED_HOST_DELAY_S="0",
         PYTHONPATH=str(REPO),
     )
     env.update(extra)
