@@ -19,6 +19,7 @@ import httpx
 from crawlsched.catalog import JOB_COLLECTIONS
 from crawlsched.drivers import registry
 from crawlsched.drivers.fetching import PoliteHttp
+from crawlsched.drivers.net import guarded_client
 from crawlsched.drivers.politeness import HostPacer
 from crawlsched.drivers.robots import RobotsCache
 from crawlsched.drivers.targets import parse_networks
@@ -108,7 +109,7 @@ class Runtime:
     def http(self) -> httpx.Client:
         """One HTTP client per process for the drivers: building one costs ~30 ms (its TLS
         context), far too much per batch. httpx clients are safe to share between threads."""
-        return httpx.Client(timeout=self.settings.http_timeout_s)
+        return guarded_client(self.allowed_networks, self.settings.http_timeout_s)
 
     def polite_http(self, account: Any, secret_hosts: tuple[str, ...]) -> PoliteHttp:
         """A batch's HTTP client for its drivers, on the process's shared connection pool."""

@@ -1,0 +1,62 @@
+"""An httpx client that connects only to addresses it has checked: no DNS rebinding.
+
+`targets.check_target` resolves a URL's host and refuses it if any address is private,
+loopback or link-local (unless allowed). But a client that then connects by *name* resolves
+again, and a hostile DNS server can answer differently the second time (rebinding). Here the
+connection itself is made by a network backend that resolves the host once, checks every
+address, and connects to a checked address; TLS still verifies the certificate against the
+name (httpcore passes the host name as the TLS server name), and the Host header keeps it.
+"""
+
+from __future__ import annotations
+
+import typing
+
+import httpcore
+import httpx
+
+from crawlsched.drivers.targets import Resolver, check_addresses, resolve
+from crawlsched.errors import UnsafeTarget
+
+
+class CheckedBackend(httpcore.SyncBackend):
+    """httpcore's own socket backend, connecting only to resolved-and-checked addresses."""
+
+    def __init__(self, allowed_networks: tuple, resolver: Resolver = resolve) -> None:
+        self.allowed_networks = allowed_networks
+        self.resolver = resolver
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: typing.Iterable[typing.Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        try:
+            addresses = self.resolver(host, port)
+            check_addresses(f"//{host}:{port}", addresses, self.allowed_networks)
+        except UnsafeTarget as e:
+            raise httpcore.ConnectError(f"refused: {e}") from None
+        if not addresses:
+            raise httpcore.ConnectError(f"host {host!r} resolves to no address")
+        return super().connect_tcp(
+            addresses[0], port, timeout, local_address=local_address, socket_options=socket_options
+        )
+
+
+def guarded_client(
+    allowed_networks: tuple, timeout_s: float, resolver: Resolver = resolve
+) -> httpx.Client:
+    """The crawl's shared client. Its pool is httpx's default one with the checked backend
+    (httpx exposes no argument for a network backend, so the transport's pool is replaced)."""
+    transport = httpx.HTTPTransport()
+    transport._pool = httpcore.ConnectionPool(
+        ssl_context=httpx.create_ssl_context(),
+        max_connections=100,
+        max_keepalive_connections=20,
+        keepalive_expiry=5.0,
+        network_backend=CheckedBackend(allowed_networks, resolver),
+    )
+    return httpx.Client(transport=transport, timeout=timeout_s)

@@ -1,0 +1,75 @@
+"""No DNS rebinding: the crawl's client connects only to an address it resolved and checked.
+
+Name resolution is injected (no real DNS): a hostile resolver answers a public address to the
+first look-up (the target check) and a loopback one to the next (the connection). The server on
+127.0.0.1 must see nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from crawlsched.drivers.fetching import FetchFailed, PoliteHttp
+from crawlsched.drivers.net import guarded_client
+from crawlsched.drivers.targets import parse_networks
+
+LOOPBACK = parse_networks(["127.0.0.1/32"])
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.server.seen.append((self.headers.get("Host"), self.path))
+        body = b"<html>ok</html>"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def server():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    httpd.seen = []
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_a_name_is_connected_to_the_address_that_was_checked(server):
+    port = server.server_address[1]
+    answers = {"site.test": ["127.0.0.1"]}
+    with guarded_client(LOOPBACK, 5, resolver=lambda host, _: answers[host]) as client:
+        http = PoliteHttp(client, allowed_networks=LOOPBACK, resolver=lambda h, _: answers[h])
+        assert http.get(f"http://site.test:{port}/page").text == "<html>ok</html>"
+    assert server.seen == [(f"site.test:{port}", "/page")]  # the name kept in the Host header
+
+
+def test_rebinding_to_a_refused_address_after_the_check_connects_nowhere(server):
+    port = server.server_address[1]
+    # The target check sees a public address; the connection's own look-up gets loopback,
+    # which these settings do not allow.
+    public = lambda host, _: ["93.184.216.34"]  # noqa: E731
+    rebound = lambda host, _: ["127.0.0.1"]  # noqa: E731
+    with guarded_client((), 5, resolver=rebound) as client:
+        http = PoliteHttp(client, allowed_networks=(), resolver=public)
+        with pytest.raises(FetchFailed, match="ConnectError"):
+            http.get(f"http://rebind.test:{port}/secret")
+    assert server.seen == []
+
+
+@pytest.mark.parametrize("address", ["10.0.0.8", "169.254.169.254", "::ffff:10.0.0.1", "::1"])
+def test_any_refused_address_among_the_answers_refuses_the_connection(server, address):
+    port = server.server_address[1]
+    answers = lambda host, _: ["127.0.0.1", address]  # noqa: E731
+    with guarded_client(LOOPBACK, 5, resolver=answers) as client, pytest.raises(Exception) as e:
+        client.get(f"http://mixed.test:{port}/")
+    assert "refused" in str(e.value)
+    assert server.seen == []
