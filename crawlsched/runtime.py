@@ -18,6 +18,7 @@ import httpx
 
 from crawlsched.catalog import JOB_COLLECTIONS
 from crawlsched.drivers import registry
+from crawlsched.drivers.browser_proxy import FilteringProxy
 from crawlsched.drivers.fetching import PoliteHttp
 from crawlsched.drivers.net import guarded_client
 from crawlsched.drivers.politeness import HostPacer
@@ -140,7 +141,16 @@ class Runtime:
         return {
             "host_resolver_rules": self.settings.browser_host_resolver_rules,
             "page_load_timeout_s": self.settings.page_load_timeout_s,
+            "proxy_url": self.browser_proxy.url if self.browser_proxy else None,
         }
+
+    @cached_property
+    def browser_proxy(self) -> FilteringProxy | None:
+        """The filtering proxy every browser session of this process goes through (started on
+        first use, on a loopback port; it lives as long as the process)."""
+        if not self.settings.browser_proxy:
+            return None
+        return FilteringProxy(self.allowed_networks).start()
 
     @cached_property
     def allowed_networks(self) -> tuple:

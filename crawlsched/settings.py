@@ -141,6 +141,13 @@ class Settings(BaseSettings):
         allow_inf_nan=False,
         description="A response not wholly received within this long ends its job.",
     )
+    browser_proxy: bool = Field(
+        True,
+        description="Route browser sessions through the worker's filtering proxy, so that what "
+        "a page loads by itself is held to the crawl target rules. The proxy listens on "
+        "127.0.0.1: a node on another host cannot reach it (switch it off there, and give the "
+        "node its own egress rules).",
+    )
     crawl_max_depth: int = Field(
         0,
         ge=0,

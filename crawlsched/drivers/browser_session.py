@@ -40,21 +40,32 @@ _LOST_MARKERS = (
 )
 
 
-def chrome_options(host_resolver_rules: str | None = None) -> webdriver.ChromeOptions:
+def chrome_options(
+    host_resolver_rules: str | None = None, proxy_url: str | None = None
+) -> webdriver.ChromeOptions:
     options = webdriver.ChromeOptions()
     for arg in CHROME_ARGS:
         options.add_argument(arg)
     if host_resolver_rules:
         options.add_argument(f"--host-resolver-rules={host_resolver_rules}")
+    if proxy_url:
+        # Everything the page loads goes through the worker's filtering proxy; without the
+        # bypass rule Chrome would send loopback requests around it.
+        options.add_argument(f"--proxy-server={proxy_url}")
+        options.add_argument("--proxy-bypass-list=<-loopback>")
     return options
 
 
 @contextlib.contextmanager
 def open_browser(
-    node_url: str, *, host_resolver_rules: str | None = None, page_load_timeout_s: float = 30
+    node_url: str,
+    *,
+    host_resolver_rules: str | None = None,
+    page_load_timeout_s: float = 30,
+    proxy_url: str | None = None,
 ) -> Iterator[webdriver.Remote]:
     browser = webdriver.Remote(
-        command_executor=node_url, options=chrome_options(host_resolver_rules)
+        command_executor=node_url, options=chrome_options(host_resolver_rules, proxy_url)
     )
     try:
         browser.set_page_load_timeout(page_load_timeout_s)

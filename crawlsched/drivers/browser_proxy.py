@@ -1,0 +1,147 @@
+"""A filtering forward proxy for browser sessions: what a page loads by itself — redirects,
+frames, scripts, `fetch` — goes through it and is held to the crawl's target rules.
+
+Chrome is started with `--proxy-server` pointing here and `--proxy-bypass-list=<-loopback>`
+(without it Chrome sends loopback requests directly). For each request (an absolute-URI
+request for http, `CONNECT` for https) the proxy resolves the host once, refuses it with 403 if
+any address is refused (`targets.check_addresses`, the allowed networks of the settings), and
+otherwise connects to the checked address — the same rule, and the same rebinding defence, as
+the HTTP client's. One proxy per worker process, on a loopback port.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import socket
+import socketserver
+import threading
+from urllib.parse import urlsplit
+
+from crawlsched.drivers.targets import Resolver, check_addresses, resolve
+from crawlsched.errors import UnsafeTarget
+from crawlsched.logs import get_logger
+
+log = get_logger(__name__)
+
+IDLE_S = 60.0
+MAX_HEAD_BYTES = 64 * 1024
+
+
+class _Handler(socketserver.BaseRequestHandler):
+    server: FilteringProxy
+
+    def handle(self) -> None:
+        client: socket.socket = self.request
+        client.settimeout(IDLE_S)
+        read = _read_head(client)
+        if read is None:
+            return
+        head, body = read
+        request_line, _, rest = head.partition(b"\r\n")
+        try:
+            method, target, version = request_line.decode("latin-1").split(" ", 2)
+        except ValueError:
+            return
+        if method == "CONNECT":
+            host, _, port = target.rpartition(":")
+            upstream = self.server.open(host.strip("[]"), int(port) if port.isdigit() else 443)
+            if upstream is None:
+                client.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+                return
+            client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        else:
+            parts = urlsplit(target)
+            if parts.scheme != "http" or not parts.hostname:
+                client.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+                return
+            upstream = self.server.open(parts.hostname, parts.port or 80)
+            if upstream is None:
+                client.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+                return
+            path = parts.path or "/"
+            if parts.query:
+                path += f"?{parts.query}"
+            # One request per upstream connection: the browser's next one comes through here.
+            headers = b"\r\n".join(
+                line
+                for line in rest.split(b"\r\n")
+                if not line.lower().startswith((b"proxy-connection:", b"connection:"))
+            )
+            upstream.sendall(
+                f"{method} {path} {version}\r\n".encode("latin-1")
+                + headers
+                + b"\r\nConnection: close\r\n\r\n"
+                + body  # what of a request body came with the head; the rest is relayed
+            )
+        with upstream:
+            _relay(client, upstream)
+
+
+def _read_head(sock: socket.socket) -> tuple[bytes, bytes] | None:
+    """The request's head (request line and headers) and any body bytes read with it."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        try:
+            chunk = sock.recv(4096)
+        except OSError:
+            return None
+        if not chunk or len(data) > MAX_HEAD_BYTES:
+            return None
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return head, body
+
+
+def _relay(a: socket.socket, b: socket.socket) -> None:
+    sockets = [a, b]
+    while True:
+        readable, _, _ = select.select(sockets, [], [], IDLE_S)
+        if not readable:
+            return
+        for sock in readable:
+            try:
+                data = sock.recv(65536)
+            except OSError:
+                return
+            if not data:
+                return
+            (b if sock is a else a).sendall(data)
+
+
+class FilteringProxy(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(
+        self, allowed_networks: tuple, resolver: Resolver = resolve, host: str = "127.0.0.1"
+    ):
+        super().__init__((host, 0), _Handler)
+        self.allowed_networks = allowed_networks
+        self.resolver = resolver
+        self.refused: list[str] = []  # host:port of every refused request (for logs, tests)
+        self._thread = threading.Thread(target=self.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def open(self, host: str, port: int) -> socket.socket | None:
+        try:
+            addresses = self.resolver(host, port)
+            check_addresses(f"//{host}:{port}", addresses, self.allowed_networks)
+            return socket.create_connection((addresses[0], port), timeout=IDLE_S)
+        except (UnsafeTarget, OSError, IndexError) as e:
+            self.refused.append(f"{host}:{port}")
+            log.warning("browser_request_refused", host=host[:200], port=port, reason=str(e)[:200])
+            return None
+
+    def start(self) -> FilteringProxy:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            self.shutdown()
+            self.server_close()
