@@ -25,9 +25,13 @@ REFERENCE = ReferenceData(
 )
 
 
-def prepare(rt: Runtime) -> None:
+def prepare(rt: Runtime, max_depth: int | None = None) -> None:
     rt.create_indexes()
-    rt.reference.load(REFERENCE)
+    if max_depth is None:
+        rt.reference.load(REFERENCE)
+        return
+    media = GRAPH_MEDIA.model_copy(update={"max_depth": max_depth})
+    rt.reference.load(REFERENCE.model_copy(update={"media": [media]}))
 
 
 def add_graph_schedule(rt: Runtime, base_url: str, schedule_id: str) -> str:
