@@ -58,6 +58,7 @@ class DemoSocialNetwork:
         self.accounts = dict(accounts)
         self.rate_limit = rate_limit
         self.log: list[tuple[str, str, str | None]] = []  # method, path, account
+        self.too_fast = 0  # 429s answered
         self._sessions: dict[str, str] = {}
         self._uses: dict[str, deque] = {}
         self._lock = threading.Lock()
@@ -94,6 +95,8 @@ class DemoSocialNetwork:
             self._login(request, form)
             return
         if user is not None and (wait := self._over_limit(user)):
+            with self._lock:
+                self.too_fast += 1
             self._send(request, 429, _page("slow down", "<p>too many requests</p>"),
                        {"Retry-After": str(wait)})  # fmt: skip
             return
