@@ -65,3 +65,55 @@ def test_discovered_run_fetches_each_page_once_and_ends_once(stub_pipeline, prob
     assert ends == [
         {"run_id": run_id, "event": ends[0]["event"], "running": 0, "pending": 0, "waiting": 0}
     ]
+
+
+def test_run_status_children_and_results_commands_show_what_was_discovered(
+    stub_pipeline, embedded_mongo_url, monkeypatch
+):
+    import json
+
+    from typer.testing import CliRunner
+
+    from crawlsched.actors.planner import plan_crawls
+    from crawlsched.cli import app
+    from crawlsched.logs import configure_logging
+    from tests.support.link_graph import LinkGraph
+
+    stub_pipeline(threads=2)
+    rt = get_runtime()
+    prepare(rt)
+    # /p/0 → /p/1, /p/2 (depth 1) → /p/3 and a dead link (depth 2)
+    graph = LinkGraph({0: ["/p/1", "/p/2"], 1: ["/p/3"], 2: ["/d/0"], 3: []})
+    fire_at = rt.now() - timedelta(seconds=1)
+    with GraphSite(graph) as site:
+        add_graph_schedule(rt, site.base_url, "cli-graph")
+        plan_crawls.send("cli-graph", fire_at.isoformat())
+        run_id = run_id_for("cli-graph", fire_at)
+        wait_for(lambda: (r := rt.runs.get(run_id)) and r["state"] == FINISHED, 60, "the run")
+    monkeypatch.setenv("CRAWLSCHED_MONGO_URL", embedded_mongo_url)
+    runner = CliRunner()
+
+    def cli(*args: str) -> list[dict]:
+        result = runner.invoke(app, list(args))
+        configure_logging("json", "INFO")
+        assert result.exit_code == 0, result.output
+        return [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+
+    status = cli("run", "status", run_id, "--json")[0]
+    assert status["by_depth"] == [
+        {"depth": 0, "discovered": 1, "outstanding": 0, "done": 1},
+        {"depth": 1, "discovered": 2, "outstanding": 0, "done": 2},
+        {"depth": 2, "discovered": 2, "outstanding": 0, "done": 2},
+    ]
+    assert status["items"] == {"new": 4} and status["discovered"] == 4
+    children = cli("run", "children", run_id, "--json")
+    assert sorted(c["url"].removeprefix(site.base_url) for c in children) == [
+        "/d/0", "/p/1", "/p/2", "/p/3"
+    ]  # fmt: skip
+    assert {c["outcome"] for c in children} == {"succeeded", "exhausted"}
+    stored = cli("results", "article", "--run", run_id, "--json")
+    assert sorted(d["key"].removeprefix(site.base_url) for d in stored) == [
+        "/p/0", "/p/1", "/p/2", "/p/3"
+    ]  # fmt: skip
+    assert all(d["first_seen"] and d["last_seen"] for d in stored)
+    assert runner.invoke(app, ["results", "nosuch"]).exit_code == 2
