@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from crawlsched.demo.serving import LocalSite, QuietHandler
 
 MISSING_PREFIX = "/gone/"  # always 404: shows failed jobs and their retry schedule
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     def do_GET(self) -> None:
         if self.path.startswith(MISSING_PREFIX):
             self.send_error(404, "gone")
@@ -23,26 +22,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format: str, *args: object) -> None:  # keep the live view clean
-        pass
 
-
-class DemoSite:
+class DemoSite(LocalSite):
     """Serve on an ephemeral loopback port in a daemon thread; `with DemoSite() as site:`."""
 
     def __init__(self) -> None:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> DemoSite:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(_Handler)

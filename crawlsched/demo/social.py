@@ -20,9 +20,10 @@ import secrets
 import threading
 import time
 from collections import deque
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
 
+from crawlsched.demo.serving import LocalSite, QuietHandler
 from crawlsched.demo.social_data import FRIENDS_PER_PAGE, Profile, generate
 
 STORIES_SCRIPT = """
@@ -44,7 +45,7 @@ def _page(title: str, body: str) -> bytes:
     )
 
 
-class DemoSocialNetwork:
+class DemoSocialNetwork(LocalSite):
     """`with DemoSocialNetwork(handles, accounts) as net:` on an ephemeral loopback port."""
 
     def __init__(
@@ -64,24 +65,14 @@ class DemoSocialNetwork:
         self._lock = threading.Lock()
         network = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 network._answer(self, "GET")
 
             def do_POST(self) -> None:
                 network._answer(self, "POST")
 
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        super().__init__(Handler)
 
     # -- requests ---------------------------------------------------------------------------------
 
@@ -166,15 +157,6 @@ class DemoSocialNetwork:
         request.send_header("Content-Length", str(len(body)))
         request.end_headers()
         request.wfile.write(body)
-
-    def __enter__(self) -> DemoSocialNetwork:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=10)
 
 
 from crawlsched.demo import social_pages as pages  # noqa: E402  (the HTML, kept apart)

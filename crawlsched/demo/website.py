@@ -12,8 +12,9 @@ import html
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
+
+from crawlsched.demo.serving import LocalSite, QuietHandler
 
 SECTIONS = {"news": "next_link", "blog": "page_param"}
 
@@ -53,7 +54,7 @@ def _page(title: str, body: str) -> bytes:
     )
 
 
-class DemoWebsite:
+class DemoWebsite(LocalSite):
     """`with DemoWebsite() as site:` serves on an ephemeral loopback port (daemon threads)."""
 
     def __init__(
@@ -66,7 +67,7 @@ class DemoWebsite:
         self._lock = threading.Lock()
         site = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 with site._lock:
                     site.fetches[self.path] += 1
@@ -77,17 +78,7 @@ class DemoWebsite:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        super().__init__(Handler)
 
     def render(self, raw_path: str) -> tuple[int, bytes]:
         parts = urlsplit(raw_path)
@@ -148,15 +139,6 @@ class DemoWebsite:
         if start + self.per_comment_page < len(all_comments):
             nav = f'<a rel="next" href="{path}/comments?page={page + 1}">more</a>'
         return 200, _page("comments", f'<ul class="comments">{items}</ul>{nav}')
-
-    def __enter__(self) -> DemoWebsite:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=10)
 
 
 def _int(text: str) -> int:

@@ -12,9 +12,10 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from hypothesis import strategies as st
+
+from crawlsched.demo.serving import LocalSite, QuietHandler
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ def link_graphs(draw, max_pages: int = 12, max_leaves: int = 300) -> LinkGraph:
     return LinkGraph(links, redirects, leaves)
 
 
-class GraphSite:
+class GraphSite(LocalSite):
     """Serve a LinkGraph on an ephemeral loopback port; `with GraphSite(graph) as site:`."""
 
     def __init__(self, graph: LinkGraph, delay_s: float = 0.0) -> None:
@@ -85,7 +86,7 @@ class GraphSite:
         lock = threading.Lock()
         site = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 with lock:
                     site.fetches[self.path] += 1
@@ -106,23 +107,4 @@ class GraphSite:
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     super().handle()
 
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> GraphSite:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=10)
+        super().__init__(Handler)
