@@ -5,8 +5,7 @@ traffic at all (checked before connecting)."""
 
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlsplit
 
 import httpx
@@ -18,6 +17,7 @@ from crawlsched.drivers.fetching import PoliteHttp
 from crawlsched.drivers.http import HttpPageDriver
 from crawlsched.drivers.targets import may_carry_secret, parse_networks
 from crawlsched.errors import UnsafeTarget
+from tests.support.serving import running
 
 SECRET = "s3cret-token-value"
 LOOPBACK = parse_networks(["127.0.0.1/32", "::1/128"])
@@ -46,13 +46,8 @@ class _Recorder(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def server():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
-    httpd.seen = []
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield httpd
-    httpd.shutdown()
-    httpd.server_close()
+    with running(_Recorder, seen=[]) as httpd:
+        yield httpd
 
 
 def _crawl(url: str, allowed=LOOPBACK, secret_hosts=None):

@@ -7,14 +7,14 @@ first look-up (the target check) and a loopback one to the next (the connection)
 
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from crawlsched.drivers.fetching import FetchFailed, PoliteHttp
 from crawlsched.drivers.net import guarded_client
 from crawlsched.drivers.targets import parse_networks
+from tests.support.serving import running
 
 LOOPBACK = parse_networks(["127.0.0.1/32"])
 
@@ -34,13 +34,8 @@ class _Recorder(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def server():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
-    httpd.seen = []
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield httpd
-    httpd.shutdown()
-    httpd.server_close()
+    with running(_Recorder, seen=[]) as httpd:
+        yield httpd
 
 
 def test_a_name_is_connected_to_the_address_that_was_checked(server):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import httpx
 import pytest
@@ -17,6 +17,7 @@ from crawlsched.drivers.fetching import PoliteHttp, RobotsDisallowed
 from crawlsched.drivers.politeness import HostPacer
 from crawlsched.drivers.robots import RobotsCache
 from crawlsched.drivers.targets import parse_networks
+from tests.support.serving import running
 
 LOOPBACK = parse_networks(["127.0.0.1/32"])
 
@@ -88,14 +89,9 @@ class _Site(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def site():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Site)
-    server.log = []
-    server.robots = (200, b"User-agent: *\nDisallow: /private\n")
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    robots = (200, b"User-agent: *\nDisallow: /private\n")
+    with running(_Site, log=[], robots=robots) as server:
+        yield server
 
 
 def _base(server) -> str:
