@@ -14,6 +14,7 @@ from crawlsched.runtime import get_runtime
 from crawlsched.store.runs import FINISHED, run_id_for
 from tests.support.waiting import wait_for
 
+SCHEDULE_NUMBERS = iter(range(10**6))
 TASKS = {
     "article": TaskRow(need_login=False, need_selenium=False, crawl_limit=100, batch_limit=5),
     "comment": TaskRow(need_login=False, need_selenium=False, crawl_limit=100, batch_limit=5),
@@ -50,7 +51,7 @@ def _crawl(base_url: str, seeds: list[dict], max_depth: int = 50) -> dict:
         for seed in seeds
     ]
     rt.jobs("websites").insert_new(jobs)
-    schedule_id = f"site-{abs(hash(base_url))}"
+    schedule_id = f"site-{next(SCHEDULE_NUMBERS)}"
     targets = [j["target"] for j in jobs]
     schedule_ops.create(
         rt, schedule_id, {"interval_s": 3600, "target_collection": "websites", "targets": targets}
@@ -112,3 +113,64 @@ def test_endless_pagination_stops_at_the_depth_bound(stub_pipeline):
     assert len(lists) == 5 and set(fetches.values()) == {1}
     assert run["cut"] == {"depth": 2}  # the 6th list page and the article found at depth 4
     assert run["discovered"] == 5
+
+
+def test_a_recrawl_counts_unchanged_and_changed_items_and_is_new_knows_them(stub_pipeline):
+    stub_pipeline(threads=2)
+    rt = get_runtime()
+    with DemoWebsite(articles=3, per_page=5, comments=0) as site:
+        first = _crawl(site.base_url, [{"path": "/news/", "pagination": "next_link"}])
+        # When one article changes and the section is crawled again
+        site.data.articles["/news/a/1"]["title"] = "News story 1, corrected"
+        rt.db.websites.update_one(
+            {"target": f"{site.base_url}/news/"},
+            {"$set": {"execution_date": rt.now() - timedelta(seconds=1)}},
+        )
+        second = _crawl(site.base_url, [{"path": "/news/", "pagination": "next_link"}])
+    assert first["items"] == {"new": 3}
+    assert second["items"] == {"unchanged": 2, "changed": 1}
+    # Re-crawls update in place: one document per article, first seen by the first run
+    docs = list(rt.db.articles.find({}))
+    assert len(docs) == 3 and {d["run_id"] for d in docs} == {second["_id"]}
+    assert len({d["first_seen"] for d in docs}) == 1
+    changed = rt.db.articles.find_one({"key": f"{site.base_url}/news/a/1"})
+    assert (
+        changed["title"] == "News story 1, corrected"
+        and changed["last_seen"] > changed["first_seen"]
+    )
+    from crawlsched.drivers.context import CrawlContext
+
+    model_ids = rt.model_ids()
+    is_new = lambda model, key: not rt.results.exists(model, model_ids.get(model), key)  # noqa: E731
+    context = CrawlContext(is_new=is_new)
+    assert not context.is_new("article", f"{site.base_url}/news/a/1")
+    assert context.is_new("article", f"{site.base_url}/news/a/99")
+
+
+def test_website_driver_reads_pages_through_a_browser(chromedriver_node):
+    from crawlsched.drivers.base import CrawlJob
+    from crawlsched.drivers.browser_session import open_browser
+    from crawlsched.drivers.context import CrawlBounds, CrawlContext
+    from crawlsched.drivers.targets import parse_networks
+    from crawlsched.drivers.website import WebsiteDriver
+    from tests.support.workers import TEST_HOST_RULES
+
+    with (
+        DemoWebsite(articles=2, per_page=5, comments=4) as site,
+        open_browser(chromedriver_node, host_resolver_rules=TEST_HOST_RULES) as browser,
+    ):
+        context = CrawlContext(
+            browser=browser,
+            allowed_networks=parse_networks(["127.0.0.1/32"]),
+            bounds=CrawlBounds(max_depth=5),
+        )
+        url = f"{site.base_url}/news/a/1"
+        job = CrawlJob("j", url, url, "article", "site", 50, document={"page": "article"})
+        context.begin(job)
+        WebsiteDriver().article(job, context)
+    article = site.data.articles["/news/a/1"]
+    [doc] = context.saved["article"]
+    assert {k: doc[k] for k in article} == article
+    assert [d.task for d in context.discovered.values()] == (
+        ["comment"] if article["comment_count"] else []
+    )
