@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from crawlsched.drivers.base import Account, DriverError
+from crawlsched.drivers.net import ACCEPT_ENCODING, decode_body
 from crawlsched.drivers.targets import check_target, may_carry_secret, redact
 from crawlsched.errors import UnsafeTarget
 
@@ -176,55 +177,86 @@ class PoliteHttp:
         deadline: float,
     ) -> httpx.Response:
         host = urlsplit(url).hostname or ""
+        what = f"{method} {redact(url)}"
         with self._slot(host):
             self.requests += 1
             try:
                 request = self._client.build_request(
-                    method, url, headers=headers, cookies=cookies, data=data, json=json
+                    method,
+                    url,
+                    headers={"Accept-Encoding": ACCEPT_ENCODING, **headers},
+                    cookies=cookies,
+                    data=data,
+                    json=json,
+                    timeout=self._timeout(deadline, what),
                 )
                 response = self._client.send(request, stream=True, follow_redirects=False)
             except httpx.HTTPError as e:
-                raise FetchFailed(f"{method} {redact(url)} failed: {type(e).__name__}") from None
+                raise self._failure(what, e, deadline) from None
             try:
-                body = bytearray()
+                raw = bytearray()
                 for chunk in response.iter_raw():
-                    body.extend(chunk)
-                    if len(body) > self.max_bytes:
-                        raise FetchFailed(
-                            f"{method} {redact(url)}: larger than {self.max_bytes} bytes"
-                        )
+                    raw.extend(chunk)
+                    if len(raw) > self.max_bytes:
+                        raise FetchFailed(f"{what}: larger than {self.max_bytes} bytes")
                     if time.monotonic() > deadline:
-                        raise FetchFailed(
-                            f"{method} {redact(url)}: not finished within {self.deadline_s} s"
-                        )
+                        raise FetchFailed(f"{what}: not finished within {self.deadline_s} s")
             except httpx.HTTPError as e:
-                raise FetchFailed(f"{method} {redact(url)} failed: {type(e).__name__}") from None
+                raise self._failure(what, e, deadline) from None
             finally:
                 response.close()
-        # Rebuilt from the bounded raw body: httpx undoes its Content-Encoding when read, and
-        # `.text` decodes with replacement, so a broken encoding is not an error.
+        try:
+            body = decode_body(
+                bytes(raw), response.headers.get("content-encoding", ""), self.max_bytes
+            )
+        except ValueError as e:
+            raise FetchFailed(f"{what}: {e}") from None
+        # Rebuilt from the bounded, decoded body; `.text` decodes with replacement, so a broken
+        # character encoding is not an error.
+        headers_out = [
+            (k, v)
+            for k, v in response.headers.multi_items()
+            if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+        ]
         rebuilt = httpx.Response(
             response.status_code,
-            headers=response.headers,
-            content=bytes(body),
+            headers=[*headers_out, ("content-length", str(len(body)))],
+            content=body,
             request=response.request,
         )
         rebuilt.read()
         return rebuilt
 
-    def _fetch_robots(self, url: str) -> tuple[int, str]:
-        """For the robots cache: GET a robots.txt (checked, paced, never with credentials)."""
-        self._check(url)
-        response = self._read(
-            "GET",
-            url,
-            {"User-Agent": self.user_agent},
-            None,
-            None,
-            None,
-            time.monotonic() + self.deadline_s,
+    def _timeout(self, deadline: float, what: str) -> httpx.Timeout:
+        """The client's timeouts, none longer than what is left of the deadline: a server that
+        stalls mid-response is dropped at the deadline, not a read timeout later."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise FetchFailed(f"{what}: not finished within {self.deadline_s} s")
+        t = self._client.timeout
+        cap = lambda v: left if v is None else min(v, left)  # noqa: E731
+        return httpx.Timeout(
+            connect=cap(t.connect), read=cap(t.read), write=cap(t.write), pool=cap(t.pool)
         )
-        return response.status_code, response.text
+
+    def _failure(self, what: str, error: httpx.HTTPError, deadline: float) -> FetchFailed:
+        if isinstance(error, httpx.TimeoutException) and time.monotonic() >= deadline - 0.05:
+            return FetchFailed(f"{what}: not finished within {self.deadline_s} s")
+        return FetchFailed(f"{what} failed: {type(error).__name__}")
+
+    def _fetch_robots(self, url: str) -> tuple[int, str]:
+        """For the robots cache: GET a robots.txt (checked, paced, never with credentials),
+        following up to five redirects as RFC 9309 asks, each hop checked; more than five
+        means "unavailable", which RFC 9309 treats as a 4xx."""
+        deadline = time.monotonic() + self.deadline_s
+        for _hop in range(MAX_REDIRECTS + 1):
+            self._check(url)
+            headers = {"User-Agent": self.user_agent}
+            response = self._read("GET", url, headers, None, None, None, deadline)
+            if not response.is_redirect:
+                return response.status_code, response.text
+            url = str(response.url.join(response.headers.get("location", "")))
+        return 404, ""
 
     @contextlib.contextmanager
     def _slot(self, host: str) -> Iterator[None]:

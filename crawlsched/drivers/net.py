@@ -11,6 +11,7 @@ name (httpcore passes the host name as the TLS server name), and the Host header
 from __future__ import annotations
 
 import typing
+import zlib
 
 import httpcore
 import httpx
@@ -41,9 +42,21 @@ class CheckedBackend(httpcore.SyncBackend):
             raise httpcore.ConnectError(f"refused: {e}") from None
         if not addresses:
             raise httpcore.ConnectError(f"host {host!r} resolves to no address")
-        return super().connect_tcp(
-            addresses[0], port, timeout, local_address=local_address, socket_options=socket_options
-        )
+        # Every address was checked: any of them may be tried, as a resolver-driven client
+        # would (a host with one dead address stays reachable).
+        error: httpcore.ConnectError | None = None
+        for address in addresses:
+            try:
+                return super().connect_tcp(
+                    address,
+                    port,
+                    timeout,
+                    local_address=local_address,
+                    socket_options=socket_options,
+                )
+            except httpcore.ConnectError as e:
+                error = e
+        raise error or httpcore.ConnectError(f"no address of {host!r} answered")
 
 
 def guarded_client(
@@ -60,3 +73,39 @@ def guarded_client(
         network_backend=CheckedBackend(allowed_networks, resolver),
     )
     return httpx.Client(transport=transport, timeout=timeout_s)
+
+
+# The encodings we ask for, and decode ourselves within the byte budget: httpx would inflate a
+# small compressed body into any size (a 5 MB gzip bomb is gigabytes).
+ACCEPT_ENCODING = "gzip, deflate"
+
+
+def decode_body(raw: bytes, content_encoding: str, max_bytes: int) -> bytes:
+    """The body with its Content-Encoding undone, or ValueError saying why it cannot be: an
+    encoding we did not ask for, a corrupt stream, or more than `max_bytes` once inflated."""
+    body = raw
+    codings = [c.strip().lower() for c in content_encoding.split(",") if c.strip()]
+    for coding in reversed(codings):  # applied in order listed, so undone in reverse
+        if coding == "identity":
+            continue
+        if coding not in ("gzip", "x-gzip", "deflate"):
+            raise ValueError(f"unsupported content-encoding {coding[:40]!r}")
+        try:
+            if coding == "deflate":
+                try:
+                    body = _inflate(body, zlib.MAX_WBITS, max_bytes)
+                except zlib.error:  # servers also send raw deflate without the zlib header
+                    body = _inflate(body, -zlib.MAX_WBITS, max_bytes)
+            else:
+                body = _inflate(body, 16 + zlib.MAX_WBITS, max_bytes)
+        except zlib.error as e:
+            raise ValueError(f"corrupt {coding} body: {e}") from None
+    return body
+
+
+def _inflate(data: bytes, wbits: int, max_bytes: int) -> bytes:
+    inflater = zlib.decompressobj(wbits)
+    out = inflater.decompress(data, max_bytes + 1)  # never more than the budget + 1 in memory
+    if len(out) > max_bytes:
+        raise ValueError(f"larger than {max_bytes} bytes once decompressed")
+    return out
