@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import typing
 import zlib
+from http.cookiejar import CookieJar, CookiePolicy
 
 import httpcore
 import httpx
@@ -72,7 +73,28 @@ def guarded_client(
         keepalive_expiry=5.0,
         network_backend=CheckedBackend(allowed_networks, resolver),
     )
-    return httpx.Client(transport=transport, timeout=timeout_s)
+    return httpx.Client(transport=transport, timeout=timeout_s, cookies=CookieJar(_NoCookies()))
+
+
+class _NoCookies(CookiePolicy):
+    """The shared client keeps no cookies: httpx would store every response's cookies in the
+    client's jar and send them with later requests of any batch (cookies ignore ports), so one
+    account's session would ride along with another's, or to the same name on another port.
+    A batch's session lives in its own PoliteHttp, sent only to the declared origins."""
+
+    netscape, rfc2965, hide_cookie2 = True, False, False
+
+    def set_ok(self, cookie, request) -> bool:
+        return False
+
+    def return_ok(self, cookie, request) -> bool:
+        return False
+
+    def domain_return_ok(self, domain, request) -> bool:
+        return False
+
+    def path_return_ok(self, path, request) -> bool:
+        return False
 
 
 # The encodings we ask for, and decode ourselves within the byte budget: httpx would inflate a
