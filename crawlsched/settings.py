@@ -119,7 +119,7 @@ class Settings(BaseSettings):
         "worker process (politeness).",
     )
     host_concurrency: int = Field(
-        4, ge=1, le=64, description="At most this many requests at once to one host, per process."
+        2, ge=1, le=64, description="At most this many requests at once to one host, per process."
     )
     robots_txt: bool = Field(True, description="Honour each site's robots.txt.")
     user_agent: str = Field(

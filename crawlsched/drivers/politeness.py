@@ -14,9 +14,12 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+MAX_IDLE_SLOTS = 10_000  # hosts remembered past their delay, before idle ones are dropped
+
 
 @dataclass
 class _Slot:
+    users: int = 0  # threads holding or waiting for this slot (guarded by the pacer's lock)
     active: int = 0
     next_start: float = float("-inf")
     condition: threading.Condition = field(default_factory=threading.Condition)
@@ -43,21 +46,44 @@ class HostPacer:
 
     @contextlib.contextmanager
     def slot(self, host: str) -> Iterator[None]:
-        with self._lock:
-            slot = self._slots.setdefault(host.lower(), _Slot())
-        with slot.condition:
-            while slot.active >= self.max_per_host:
-                slot.condition.wait()
-            slot.active += 1
-            # Reserve this request's start time now, under the lock, so two threads never
-            # take the same one; then wait for it outside the lock.
-            start = max(self._clock(), slot.next_start)
-            slot.next_start = start + self.min_delay_s
+        slot = self._take(host.lower())
         try:
-            if (wait := start - self._clock()) > 0:
-                self._sleep(wait)
-            yield
-        finally:
             with slot.condition:
-                slot.active -= 1
-                slot.condition.notify()
+                while slot.active >= self.max_per_host:
+                    slot.condition.wait()
+                slot.active += 1
+                # Reserve this request's start time now, under the lock, so two threads never
+                # take the same one; then wait for it outside the lock.
+                start = max(self._clock(), slot.next_start)
+                slot.next_start = start + self.min_delay_s
+            try:
+                if (wait := start - self._clock()) > 0:
+                    self._sleep(wait)
+                yield
+            finally:
+                with slot.condition:
+                    slot.active -= 1
+                    slot.condition.notify()
+        finally:
+            with self._lock:
+                slot.users -= 1
+
+    def _take(self, host: str) -> _Slot:
+        """The host's slot, counted as in use. A worker crawls ever new hosts: slots nobody
+        uses whose delay has passed are dropped (a fresh slot behaves the same), never one in
+        use, so two threads always pace against the same slot."""
+        with self._lock:
+            if host not in self._slots and len(self._slots) >= MAX_IDLE_SLOTS:
+                now = self._clock()
+                for name in [
+                    n for n, s in self._slots.items() if s.users == 0 and s.next_start <= now
+                ]:
+                    del self._slots[name]
+            slot = self._slots.setdefault(host, _Slot())
+            slot.users += 1
+            return slot
+
+    def __len__(self) -> int:
+        """Hosts remembered (for tests and metrics)."""
+        with self._lock:
+            return len(self._slots)

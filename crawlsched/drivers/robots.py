@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from protego import Protego
@@ -21,23 +22,43 @@ DISALLOW_ALL = Protego.parse("User-agent: *\nDisallow: /")
 MAX_ROBOTS_CHARS = 500_000
 
 
+MAX_SITES = 10_000  # sites remembered; the oldest entry goes first beyond that
+
+
+@dataclass
+class _Entry:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    fetched_at: float = float("-inf")
+    rules: Protego | None = None
+
+
 class RobotsCache:
+    """One per process, shared by its threads: a site's robots.txt is fetched once per TTL
+    even when many threads ask at once (they wait for the first one's answer)."""
+
     def __init__(self, ttl_s: float = 3600.0, clock: Callable[[], float] = time.monotonic):
+        if ttl_s <= 0:
+            raise ValueError(f"ttl_s must be > 0, got {ttl_s}")
         self.ttl_s = ttl_s
         self._clock = clock
         self._lock = threading.Lock()
-        self._rules: dict[str, tuple[float, Protego]] = {}
+        self._sites: dict[str, _Entry] = {}
 
     def allowed(self, url: str, user_agent: str, fetch: Callable[[str], tuple[int, str]]) -> bool:
         parts = urlsplit(url)
-        site = f"{parts.scheme}://{parts.netloc}"
+        site = f"{parts.scheme}://{parts.netloc}".lower()
         with self._lock:
-            cached = self._rules.get(site)
-        if cached is None or self._clock() - cached[0] > self.ttl_s:
-            cached = (self._clock(), self._read(site, fetch))
-            with self._lock:
-                self._rules[site] = cached
-        return cached[1].can_fetch(url, user_agent)
+            entry = self._sites.get(site)
+            if entry is None:
+                if len(self._sites) >= MAX_SITES:
+                    del self._sites[next(iter(self._sites))]
+                entry = self._sites[site] = _Entry()
+        with entry.lock:
+            if entry.rules is None or self._clock() - entry.fetched_at > self.ttl_s:
+                entry.rules = self._read(site, fetch)
+                entry.fetched_at = self._clock()
+            rules = entry.rules
+        return rules.can_fetch(url, user_agent)
 
     @staticmethod
     def _read(site: str, fetch: Callable[[str], tuple[int, str]]) -> Protego:

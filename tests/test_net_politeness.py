@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from crawlsched.drivers import politeness
 from crawlsched.drivers.fetching import PoliteHttp, RobotsDisallowed
 from crawlsched.drivers.politeness import HostPacer
 from crawlsched.drivers.robots import RobotsCache
@@ -47,6 +48,70 @@ def test_pacer_spaces_request_starts_on_one_host(delay, work):
             clock.sleep(seconds)  # the request itself
     gaps = [b - a for a, b in itertools.pairwise(starts)]
     assert all(gap >= delay - 1e-9 for gap in gaps)
+
+
+@given(
+    delay=st.floats(0, 5, allow_nan=False),
+    requests=st.lists(
+        st.tuples(st.sampled_from(["a.org", "b.org", "A.org"]), st.floats(0, 3, allow_nan=False)),
+        min_size=1,
+        max_size=30,
+    ),
+)
+def test_pacer_waits_only_for_the_same_host_and_exactly_the_delay(delay, requests):
+    clock = FakeClock()
+    pacer = HostPacer(delay, 1, clock=clock, sleep=clock.sleep)
+    last: dict[str, float] = {}
+    for host, gap in requests:
+        clock.sleep(gap)  # time passes between requests
+        asked = clock.now
+        with pacer.slot(host):
+            started = clock.now
+        expected = max(asked, last.get(host.lower(), float("-inf")) + delay)
+        assert started == pytest.approx(expected)  # no wait for another host, none extra
+        last[host.lower()] = started
+
+
+def test_forgotten_hosts_are_only_those_whose_delay_has_passed(monkeypatch):
+    monkeypatch.setattr(politeness, "MAX_IDLE_SLOTS", 3)
+    clock = FakeClock()
+    pacer = HostPacer(10.0, 1, clock=clock, sleep=clock.sleep)
+    with pacer.slot("a.org"):
+        pass
+    for i in range(5):  # more hosts than remembered, all still within their delay
+        with pacer.slot(f"h{i}.org"):
+            pass
+    clock.now = 1.0
+    with pacer.slot("a.org"):
+        assert clock.now == 10.0  # a.org was kept: its next request still waited
+    clock.now = 100.0  # every delay has passed: idle hosts go when a new one comes
+    with pacer.slot("new.org"):
+        pass
+    assert len(pacer) == 1
+
+
+@given(max_per_host=st.integers(1, 4), threads=st.integers(1, 8))
+def test_pacer_never_exceeds_its_concurrency_cap(max_per_host, threads):
+    pacer = HostPacer(0.0, max_per_host)
+    lock, active, peak = threading.Lock(), [0], [0]
+    barrier = threading.Barrier(threads)
+
+    def request() -> None:
+        barrier.wait(timeout=30)
+        with pacer.slot("example.org"):
+            with lock:
+                active[0] += 1
+                peak[0] = max(peak[0], active[0])
+            time.sleep(0.002)
+            with lock:
+                active[0] -= 1
+
+    workers = [threading.Thread(target=request) for _ in range(threads)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join(timeout=30)
+    assert 1 <= peak[0] <= max_per_host and active[0] == 0
 
 
 def test_pacer_caps_concurrency_per_host_across_threads():
@@ -99,7 +164,9 @@ def _base(server) -> str:
 
 
 def test_delay_between_requests_holds_in_the_servers_own_log(site):
-    pacer = HostPacer(0.2, 4)
+    # The server's arrival times also carry each request's own travel time, which varies on a
+    # busy machine: the delay is large against that, and only a lower bound is asserted.
+    pacer = HostPacer(0.4, 4)
     with httpx.Client(timeout=10) as client:
         http = PoliteHttp(client, allowed_networks=LOOPBACK, pacer=pacer)
         threads = [
@@ -111,7 +178,7 @@ def test_delay_between_requests_holds_in_the_servers_own_log(site):
             t.join(timeout=30)
     arrivals = sorted(at for at, _ in site.log)
     assert len(arrivals) == 5
-    assert all(b - a >= 0.19 for a, b in itertools.pairwise(arrivals))
+    assert all(b - a >= 0.4 - 0.05 for a, b in itertools.pairwise(arrivals))
 
 
 def test_robots_disallow_is_honoured_and_robots_txt_is_read_once(site):
