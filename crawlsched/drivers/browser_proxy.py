@@ -11,6 +11,7 @@ the HTTP client's. One proxy per worker process, on a loopback port.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import select
 import socket
@@ -51,11 +52,15 @@ class _Handler(socketserver.BaseRequestHandler):
                 return
             client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
         else:
-            parts = urlsplit(target)
+            try:
+                parts = urlsplit(target)
+                port = parts.port or 80
+            except ValueError:
+                parts, port = urlsplit(""), 0
             if parts.scheme != "http" or not parts.hostname:
                 client.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
                 return
-            upstream = self.server.open(parts.hostname, parts.port or 80)
+            upstream = self.server.open(parts.hostname, port)
             if upstream is None:
                 client.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
                 return
@@ -109,6 +114,17 @@ def _relay(a: socket.socket, b: socket.socket) -> None:
             (b if sock is a else a).sendall(data)
 
 
+def _connect_any(addresses: list[str], port: int) -> socket.socket:
+    """A connection to the first checked address that answers (all of them were checked)."""
+    error: OSError = OSError("resolves to no address")
+    for address in addresses:
+        try:
+            return socket.create_connection((address, port), timeout=IDLE_S)
+        except OSError as e:
+            error = e
+    raise error
+
+
 class FilteringProxy(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -119,7 +135,9 @@ class FilteringProxy(socketserver.ThreadingTCPServer):
         super().__init__((host, 0), _Handler)
         self.allowed_networks = allowed_networks
         self.resolver = resolver
-        self.refused: list[str] = []  # host:port of every refused request (for logs, tests)
+        # host:port of the latest refused requests (for tests; bounded: the proxy lives as
+        # long as the worker process)
+        self.refused: collections.deque[str] = collections.deque(maxlen=1000)
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
 
     @property
@@ -129,10 +147,12 @@ class FilteringProxy(socketserver.ThreadingTCPServer):
 
     def open(self, host: str, port: int) -> socket.socket | None:
         try:
+            if not 0 < port < 65536:
+                raise OSError(f"no such port {port}")
             addresses = self.resolver(host, port)
             check_addresses(f"//{host}:{port}", addresses, self.allowed_networks)
-            return socket.create_connection((addresses[0], port), timeout=IDLE_S)
-        except (UnsafeTarget, OSError, IndexError) as e:
+            return _connect_any(addresses, port)
+        except (UnsafeTarget, OSError) as e:
             self.refused.append(f"{host}:{port}")
             log.warning("browser_request_refused", host=host[:200], port=port, reason=str(e)[:200])
             return None
