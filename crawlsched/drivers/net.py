@@ -10,6 +10,7 @@ name (httpcore passes the host name as the TLS server name), and the Host header
 
 from __future__ import annotations
 
+import ssl
 import typing
 import zlib
 from http.cookiejar import CookieJar, CookiePolicy
@@ -61,13 +62,16 @@ class CheckedBackend(httpcore.SyncBackend):
 
 
 def guarded_client(
-    allowed_networks: tuple, timeout_s: float, resolver: Resolver = resolve
+    allowed_networks: tuple,
+    timeout_s: float,
+    resolver: Resolver = resolve,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> httpx.Client:
     """The crawl's shared client. Its pool is httpx's default one with the checked backend
     (httpx exposes no argument for a network backend, so the transport's pool is replaced)."""
     transport = httpx.HTTPTransport()
     transport._pool = httpcore.ConnectionPool(
-        ssl_context=httpx.create_ssl_context(),
+        ssl_context=ssl_context or httpx.create_ssl_context(),
         max_connections=100,
         max_keepalive_connections=20,
         keepalive_expiry=5.0,
