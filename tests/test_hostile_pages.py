@@ -7,17 +7,18 @@ from __future__ import annotations
 import threading
 import time
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 from crawlsched.runtime import get_runtime
 from crawlsched.store.runs import FINISHED, run_id_for
 from tests.support.graph_run import add_graph_schedule, prepare
+from tests.support.hostile import StreamingHandler
 from tests.support.waiting import wait_for
 
 LINKS = ["/big", "/slow", "/loop", "/chain/0", "/binary", "/broken"]
 
 
-class Hostile(BaseHTTPRequestHandler):
+class Hostile(StreamingHandler):
     def do_GET(self) -> None:
         path = self.path
         if path == "/p/0":
@@ -46,29 +47,6 @@ class Hostile(BaseHTTPRequestHandler):
             self._send(200, body, "text/html; charset=utf-8")
         else:
             self._send(404, b"", "text/html")
-
-    def _head(self, status: int, content_type: str, length: int, extra=None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(length))
-        for name, value in (extra or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-
-    def _send(self, status: int, body: bytes, content_type: str, extra=None) -> None:
-        self._head(status, content_type, len(body), extra)
-        self._write(body)
-
-    def _write(self, data: bytes) -> bool:
-        try:
-            self.wfile.write(data)
-            self.wfile.flush()
-            return True
-        except OSError:
-            return False  # the crawler hung up, as it should
-
-    def log_message(self, *args) -> None:
-        pass
 
 
 def test_hostile_pages_end_their_jobs_with_a_reason_and_the_run_ends(stub_pipeline):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import gzip
 import time
 import tracemalloc
-from http.server import BaseHTTPRequestHandler
 
 import httpx
 import pytest
@@ -19,6 +18,7 @@ from crawlsched.drivers.base import DriverError
 from crawlsched.drivers.fetching import FetchFailed, PoliteHttp
 from crawlsched.drivers.http import html_of
 from crawlsched.drivers.targets import parse_networks
+from tests.support.hostile import StreamingHandler
 from tests.support.serving import running
 
 LOOPBACK = parse_networks(["127.0.0.1/32"])
@@ -27,7 +27,7 @@ DEADLINE_S = 1.5
 BOMB = gzip.compress(b"\0" * 200_000_000)  # ~200 kB on the wire, 200 MB inflated
 
 
-class Hostile(BaseHTTPRequestHandler):
+class Hostile(StreamingHandler):
     def do_GET(self) -> None:
         self.server.seen.append(self.path)
         if self.path == "/big":  # 50 MB, streamed
@@ -62,25 +62,6 @@ class Hostile(BaseHTTPRequestHandler):
             body = b"<html><title>caf\xe9 \xff\xfe</title><body>ok</body></html>"
             self._head(200, "text/html; charset=utf-8", len(body))
             self._write(body)
-
-    def _head(self, status: int, content_type: str, length: int, extra=None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(length))
-        for name, value in (extra or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-
-    def _write(self, data: bytes) -> bool:
-        try:
-            self.wfile.write(data)
-            self.wfile.flush()
-            return True
-        except OSError:
-            return False  # the client hung up, as it should
-
-    def log_message(self, *args) -> None:
-        pass
 
 
 @pytest.fixture
