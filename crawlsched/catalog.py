@@ -21,6 +21,9 @@ class JobState(IntEnum):
     DONE = 4  # our addition: a one-off job that finished
 
 
+# A job's state as callers read it (`pending`, `running`, `failed`, `done`).
+STATE_NAMES = {int(s): s.name.lower() for s in JobState}
+
 # Jobs the planner may pick up.
 PLANNABLE_STATES = (int(JobState.PENDING), int(JobState.FAILED))
 

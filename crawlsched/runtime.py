@@ -35,12 +35,14 @@ from crawlsched.store.client import open_database
 from crawlsched.store.counting import CommandCounter, CountingDatabase
 from crawlsched.store.deliveries import MongoDeliveryStore
 from crawlsched.store.history import MongoHistoryStore
+from crawlsched.store.idempotency import MongoIdempotencyStore
 from crawlsched.store.jobs import MongoJobStore
 from crawlsched.store.missed_runs import MongoMissedRunStore
 from crawlsched.store.reference import MongoReferenceStore
 from crawlsched.store.results import MongoResultStore
 from crawlsched.store.runs import MongoRunStore
 from crawlsched.store.schedules import MongoScheduleStore
+from crawlsched.store.tokens import MongoTokenStore
 from crawlsched.store.waiting import MongoWaitingStore
 
 # How long a batch waits for a resource when neither the settings nor its schedule say.
@@ -105,6 +107,14 @@ class Runtime:
     @cached_property
     def results(self) -> MongoResultStore:
         return MongoResultStore(self.db)
+
+    @cached_property
+    def tokens(self) -> MongoTokenStore:
+        return MongoTokenStore(self.db)
+
+    @cached_property
+    def idempotency(self) -> MongoIdempotencyStore:
+        return MongoIdempotencyStore(self.db)
 
     @cached_property
     def http(self) -> httpx.Client:
@@ -252,6 +262,7 @@ class Runtime:
         self.history.create_indexes()
         MongoDeliveryStore(self.db).create_indexes()
         self.db.activity.create_index([("at", -1)], name="recent")
+        self.idempotency.create_indexes()
 
 
 _runtime: Runtime | None = None

@@ -20,6 +20,14 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
+def default_data_dir() -> Path:
+    """$XDG_DATA_HOME/crawlsched, or ~/.local/share/crawlsched."""
+    import os
+
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "crawlsched"
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="CRAWLSCHED_", frozen=True, extra="ignore")
 
@@ -233,6 +241,28 @@ class Settings(BaseSettings):
         description="The clock's exporter also serves gauges read from MongoDB at scrape time "
         "(due jobs, waiting batches, leases, nodes, accounts, open runs).",
     )
+
+    data_dir: Path = Field(
+        default_factory=default_data_dir,
+        description="Where `crawlsched standalone` keeps its data (a MongoDB dump) and writes "
+        "its API address and a local admin token for the command line.",
+    )
+    snapshot_interval_s: float = Field(
+        2.0,
+        gt=0,
+        le=3600,
+        allow_inf_nan=False,
+        description="The standalone server writes changed data to its data directory this often: "
+        "a kill -9 loses at most this much of the latest writes.",
+    )
+    api_host: str = Field("127.0.0.1", description="Address the API listens on.")
+    api_port: int = Field(8080, ge=0, le=65535, description="Port of the API (0: any free one).")
+    api_url: str | None = Field(
+        None,
+        description="A running API (e.g. http://127.0.0.1:8080): every CLI command goes "
+        "through it instead of reaching MongoDB itself.",
+    )
+    api_token: SecretStr | None = Field(None, description="The bearer token for api_url.")
 
     @property
     def misfire_grace(self) -> timedelta:

@@ -18,6 +18,7 @@ from tests.support.mongo_server import (
     ping,
 )
 from tests.support.rabbit import TestVhost
+from tests.support.scratch import cleanup as cleanup_scratch
 from tests.support.services import service_unavailable
 from tests.support.workers import TEST_HOST_RULES, TEST_SECRET_KEY
 
@@ -33,6 +34,13 @@ hypothesis_settings.register_profile(
     print_blob=True,
 )
 hypothesis_settings.load_profile("crawlsched")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Remove what the helpers wrote; after a failure keep it and say where (workers' logs)."""
+    kept = cleanup_scratch(keep=exitstatus != 0)
+    if kept:
+        print(f"\ntest helpers' logs kept in {kept}")
 
 
 @pytest.fixture(scope="session")

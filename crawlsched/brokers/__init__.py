@@ -65,13 +65,16 @@ def _ping_store() -> None:
     runtime.get_runtime().db.raw.client.admin.command("ping")
 
 
-def setup_broker(settings: Settings) -> dramatiq.Broker:
-    """Create the broker the settings name, make it the global one, and configure this process."""
+def setup_broker(settings: Settings, stub_class: type[StubBroker] = StubBroker) -> dramatiq.Broker:
+    """Create the broker the settings name, make it the global one, and configure this process.
+
+    `stub_class` is the in-process broker for stub:// (the standalone server's keeps its
+    messages across a clean stop)."""
     global _configured
     configure_logging(settings.log_format, settings.log_level)
     runtime.configure(settings)
     if settings.broker_url.startswith("stub://"):
-        broker: dramatiq.Broker = StubBroker(middleware=middleware(settings))
+        broker: dramatiq.Broker = stub_class(middleware=middleware(settings))
         broker.emit_after("process_boot")
     else:
         broker = RabbitmqBroker(url=settings.broker_url, middleware=middleware(settings))

@@ -3,32 +3,12 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import typer
-from pymongo import DESCENDING
 from rich.table import Table
 
-from crawlsched.catalog import JOB_COLLECTIONS
 from crawlsched.cli.common import cli_runtime, console
-from crawlsched.runtime import Runtime
-
-
-def _counts(rt: Runtime, collection: str, field: str) -> dict[str, int]:
-    rows = rt.db[collection].aggregate([{"$group": {"_id": f"${field}", "n": {"$sum": 1}}}])
-    return {str(row["_id"]): row["n"] for row in rows}
-
-
-def gather_stats(rt: Runtime) -> dict[str, Any]:
-    return {
-        "runs_by_state": _counts(rt, "runs", "state"),
-        "runs_by_result": _counts(rt, "runs", "result"),
-        "jobs_by_state": {c: rt.jobs(c).summary() for c in JOB_COLLECTIONS},
-        "executions_by_outcome": rt.history.outcome_totals(),
-        "waiting_batches": len(rt.waiting.all()),
-        "webhooks_by_state": _counts(rt, "webhook_deliveries", "state"),
-        "events_by_name": _counts(rt, "activity", "event"),
-    }
+from crawlsched.flow import views
 
 
 def register(app: typer.Typer) -> None:
@@ -40,12 +20,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """The activity feed: run and schedule events, newest first."""
         with cli_runtime() as rt:
-            query = {"run_id": run} if run else {}
-            events = list(
-                rt.db.activity.find(query)
-                .sort([("at", DESCENDING), ("_id", DESCENDING)])
-                .limit(limit)
-            )
+            events = views.activity(rt, run, limit)
             if as_json:
                 for event in events:
                     print(json.dumps(event, default=str))
@@ -62,7 +37,7 @@ def register(app: typer.Typer) -> None:
     def stats(as_json: bool = typer.Option(False, "--json")) -> None:
         """Runs, jobs, executions, waiting batches, webhooks and events, counted."""
         with cli_runtime() as rt:
-            figures = gather_stats(rt)
+            figures = views.gather_stats(rt)
             if as_json:
                 print(json.dumps(figures))
                 return

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import NoReturn
 
 import typer
@@ -19,8 +20,40 @@ console = Console(width=None if Console().is_terminal else 140)
 err_console = Console(stderr=True)
 
 
+@dataclass(frozen=True)
+class Host:
+    """A server running commands in its own process (`crawlsched standalone`, `api serve`):
+    they use its runtime, and its broker when `delivers` (messages reach its workers)."""
+
+    runtime: Runtime
+    delivers: bool
+
+
+_host: Host | None = None
+
+
+def run_inside(runtime: Runtime | None, delivers: bool = False) -> None:
+    """Make the commands of this process use a server's runtime (None: their own again)."""
+    global _host
+    _host = Host(runtime, delivers) if runtime is not None else None
+
+
 def load_settings() -> Settings:
-    return load_settings_or_exit()
+    return _host.runtime.settings if _host else load_settings_or_exit()
+
+
+def sends_messages(settings: Settings) -> bool:
+    """Whether a message this command sends reaches a worker (a stub broker started by a
+    command lives and dies with it)."""
+    return _host.delivers if _host else not settings.broker_url.startswith("stub://")
+
+
+def ensure_broker() -> None:
+    """Set the broker up before sending (a server's is already set up)."""
+    if _host is None:
+        from crawlsched.brokers import setup_broker
+
+        setup_broker(load_settings())
 
 
 @contextmanager
@@ -29,7 +62,7 @@ def cli_runtime(settings: Settings | None = None) -> Iterator[Runtime]:
     settings = settings or load_settings()
     try:
         with services_or_exit(settings):
-            yield Runtime(settings)
+            yield _host.runtime if _host else Runtime(settings)
     except CrawlschedError as e:
         err_console.print(f"[red]error:[/red] {e}", soft_wrap=True)
         raise typer.Exit(1) from None

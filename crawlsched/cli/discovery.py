@@ -6,29 +6,9 @@ from typing import Any
 
 from rich.table import Table
 
-from crawlsched.catalog import JOB_COLLECTIONS, JobState
-from crawlsched.ids import encode_id
-from crawlsched.runtime import Runtime
-from crawlsched.store.children import MongoChildStore
+__all__ = ["by_depth", "children_rows", "children_table", "depth_table", "summary"]
 
-STATE_NAMES = {int(s): s.name.lower() for s in JobState}
-
-
-def by_depth(rt: Runtime, run: dict[str, Any]) -> list[dict[str, Any]]:
-    """Depth 0 is what was planned; deeper rows are the children, summed over collections."""
-    rows: dict[int, dict[str, Any]] = {}
-    for collection in JOB_COLLECTIONS:
-        for row in MongoChildStore(rt.db, collection).by_depth(run["_id"]):
-            into = rows.setdefault(row["depth"], dict.fromkeys(("discovered", "outstanding"), 0))
-            into["discovered"] += row["discovered"]
-            into["outstanding"] += row["outstanding"]
-    children_left = sum(r["outstanding"] for r in rows.values())
-    planned = run.get("planned", 0)
-    left = 0 if run.get("planning") else max(run.get("outstanding", 0) - children_left, 0)
-    table = [{"depth": 0, "discovered": planned, "outstanding": left, "done": planned - left}]
-    for depth, row in sorted(rows.items()):
-        table.append({"depth": depth, **row, "done": row["discovered"] - row["outstanding"]})
-    return table
+from crawlsched.flow.views import by_depth, children_rows
 
 
 def depth_table(rows: list[dict[str, Any]]) -> Table:
@@ -51,26 +31,6 @@ def summary(run: dict[str, Any]) -> str:
     if cut:
         text += "; cut by bounds: " + ", ".join(f"{k} {v}" for k, v in sorted(cut.items()))
     return text
-
-
-def children_rows(rt: Runtime, run_id: str, limit: int, skip: int) -> list[dict[str, Any]]:
-    rows = []
-    for collection in JOB_COLLECTIONS:
-        for doc in MongoChildStore(rt.db, collection).of_run(run_id, limit + skip):
-            rows.append(
-                {
-                    "job_id": encode_id(doc["_id"]),
-                    "collection": collection,
-                    "task": doc.get("task"),
-                    "depth": doc.get("depth"),
-                    "state": STATE_NAMES.get(doc.get("state"), str(doc.get("state"))),
-                    "outcome": doc.get("last_outcome"),
-                    "url": doc.get("url"),
-                    "error": doc.get("last_error"),
-                }
-            )
-    rows.sort(key=lambda r: (r["depth"] or 0, r["job_id"]))
-    return rows[skip : skip + limit]
 
 
 def children_table(rows: list[dict[str, Any]], title: str) -> Table:

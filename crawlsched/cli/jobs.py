@@ -17,6 +17,7 @@ from rich.table import Table
 from crawlsched.catalog import JOB_COLLECTIONS, TARGET_KINDS, JobState
 from crawlsched.cli.common import cli_runtime, console, err_console
 from crawlsched.errors import BadJobInput
+from crawlsched.flow import job_ops
 from crawlsched.jobs_input import (
     DEFAULT_WEBSITE_MEDIA,
     JSON_LINES_SUFFIXES,
@@ -67,15 +68,6 @@ StartAt = Annotated[
 # -- adding one target -----------------------------------------------------------------------
 
 
-def _media(rt: Runtime, name: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    row = rt.reference.media_by_name(name)
-    if row is None:
-        known = sorted(m["media_name"] for m in rt.reference.media())
-        listed = ", ".join(known) or "none (run `crawlsched init-db`)"
-        raise BadJobInput(f"unknown media {name!r}; known media: {listed}")
-    return row, rt.reference.tasks_of(row.get("media_name_id", row["_id"]))
-
-
 def _every(seconds: int | None) -> str:
     if seconds is None:
         return "once"
@@ -88,27 +80,21 @@ def _every(seconds: int | None) -> str:
 def _add(fields: dict[str, Any]) -> None:
     if fields.get("interval_s") is not None and fields.get("one_off"):
         raise typer.BadParameter("--interval and --once exclude each other")
-    if not fields.get("tasks"):
-        fields["tasks"] = None
     with cli_runtime() as rt:
-        job = job_input_from_row({k: v for k, v in fields.items() if v is not None})
-        media, task_rows = _media(rt, job.media_name)
-        docs = build_job_docs(job, media, set(task_rows), rt.now(), rt.allowed_networks)
-        collection = TARGET_KINDS[job.kind].collection
-        inserted, skipped = rt.jobs(collection).insert_new(docs)
-        first = docs[0]
+        added = job_ops.add_target(rt, fields)
+        first = added.docs[0]
         console.print(
-            f"{media['media_name']} {first['target']}: {', '.join(d['task'] for d in docs)} "
+            f"{added.media['media_name']} {first['target']}: "
+            f"{', '.join(d['task'] for d in added.docs)} "
             f"({_every(first['interval_s'])}, first at {first['execution_date']:%Y-%m-%d %H:%M} "
-            f"UTC) in {collection}: {inserted} new job(s)"
+            f"UTC) in {added.collection}: {added.inserted} new job(s)"
         )
-        if skipped:
-            console.print(f"{len(skipped)} already scheduled: skipped, not duplicated")
-        _warn_if_off(media, [task_rows[d["task"]] for d in docs])
+        if added.skipped:
+            console.print(f"{len(added.skipped)} already scheduled: skipped, not duplicated")
+        _warn_if_off(added.media, added.disabled_tasks)
 
 
-def _warn_if_off(media: dict[str, Any], task_rows: list[dict[str, Any]]) -> None:
-    off = [row["name"] for row in task_rows if row.get("enabled") is False]
+def _warn_if_off(media: dict[str, Any], off: list[str]) -> None:
     if media.get("enabled") is False:
         console.print(
             f"[yellow]note:[/yellow] media {media['media_name']} is disabled; "
@@ -199,7 +185,7 @@ class _Importer:
     def _media_named(self, name: str) -> tuple[dict[str, Any], set[str]]:
         if name not in self.media:
             try:
-                row, task_rows = _media(self.rt, name)
+                row, task_rows = job_ops.media_and_tasks(self.rt, name)
                 self.media[name] = (row, set(task_rows))
             except BadJobInput as e:
                 self.media[name] = e

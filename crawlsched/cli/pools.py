@@ -14,9 +14,9 @@ from rich.table import Table
 
 from crawlsched.cli.common import cli_runtime, console, load_settings
 from crawlsched.errors import UnknownMedia
+from crawlsched.flow import views
 from crawlsched.resources import rules
 from crawlsched.resources.node_probe import probe_node
-from crawlsched.resources.queueing import describe_keys
 from crawlsched.resources.rules import AccountLimits
 from crawlsched.resources.secrets import generate_key
 
@@ -85,20 +85,7 @@ def accounts_list(
 ) -> None:
     """Accounts with their state and load (never their secrets)."""
     with cli_runtime() as rt:
-        now = rt.now()
-        rows = [
-            {
-                "media": a["media_name"],
-                "username": a["username"],
-                "state": rules.account_state(a, now),
-                "held": len(rules.live_leases(a, now)),
-                "max_concurrent": rules.capacity_of(rules.ACCOUNT_POOL, a),
-                "cooling_until": rules.cooling_until(a),
-                "reason": a.get("status_reason"),
-                "last_leased_at": a.get("last_leased_at"),
-            }
-            for a in rt.inventory.accounts(media)
-        ]
+        rows = views.account_rows(rt, media)
         if as_json:
             for row in rows:
                 print(json.dumps(row, default=str))
@@ -177,19 +164,7 @@ def nodes_add(
 def nodes_list(as_json: bool = typer.Option(False, "--json")) -> None:
     """Nodes with their state, load and last probe."""
     with cli_runtime() as rt:
-        now = rt.now()
-        rows = [
-            {
-                "url": n["url"],
-                "kind": n.get("kind"),
-                "state": rules.node_state(n),
-                "held": len(rules.live_leases(n, now)),
-                "capacity": rules.capacity_of(rules.SELENIUM_POOL, n),
-                "checked_at": n.get("checked_at"),
-                "reason": n.get("health_reason"),
-            }
-            for n in rt.inventory.nodes()
-        ]
+        rows = views.node_rows(rt)
         if as_json:
             for row in rows:
                 print(json.dumps(row, default=str))
@@ -227,23 +202,15 @@ def nodes_remove(url: str) -> None:
 
 def waiting_rows(rt, waiting: list[dict[str, Any]]) -> list[list[str]]:
     """Waiting batches grouped by what they wait for: batches, jobs, the oldest wait."""
-    now = rt.now()
-    groups: dict[tuple[str, str], dict[str, Any]] = {}
-    for doc in waiting:
-        key = (describe_keys(doc["needs"]), doc["media_name"])
-        group = groups.setdefault(key, {"batches": 0, "jobs": 0, "oldest": now})
-        group["batches"] += 1
-        group["jobs"] += doc.get("jobs", 0)
-        group["oldest"] = min(group["oldest"], doc["enqueued_at"])
     return [
         [
-            needs,
-            media,
+            g["waits_for"],
+            g["media"],
             str(g["batches"]),
             str(g["jobs"]),
-            f"{(now - g['oldest']).total_seconds():.0f}s",
+            f"{g['oldest_wait_s']:.0f}s",
         ]
-        for (needs, media), g in sorted(groups.items())
+        for g in views.waiting_groups(rt, waiting)
     ]
 
 

@@ -10,25 +10,21 @@ import typer
 from rich.table import Table
 
 from crawlsched.cli import discovery
-from crawlsched.cli.common import bad_input, cli_runtime, console, load_settings
+from crawlsched.cli.common import bad_input, cli_runtime, console, ensure_broker, sends_messages
 from crawlsched.cli.runs import require_run, run_app, runs_table
 from crawlsched.errors import CrawlschedError
 from crawlsched.ids import decode_id
-from crawlsched.planning.outcomes import STOPPED, Outcome
+from crawlsched.planning.outcomes import all_outcomes
 from crawlsched.runtime import Runtime
 from crawlsched.store.history import row_id
 from crawlsched.store.runs import run_id_for
 
-OUTCOMES = sorted(
-    [*(v for k, v in vars(Outcome).items() if k.isupper() and isinstance(v, str)), STOPPED]
-)
+OUTCOMES = all_outcomes()
 
 
 def _with_broker() -> Any:
     """Set the broker up (messages leave this process) and return the webhook sender."""
-    from crawlsched.brokers import setup_broker
-
-    setup_broker(load_settings())
+    ensure_broker()
     from crawlsched.actors.notifier import send_webhook
 
     return send_webhook
@@ -48,7 +44,7 @@ def run_now(
     with cli_runtime() as rt:
         if rt.schedules.get(schedule_id) is None:
             bad_input(f"no schedule with id {schedule_id!r}")
-        if rt.settings.broker_url.startswith("stub://"):
+        if not sends_messages(rt.settings):
             # A stub broker lives and dies with this command: the message would reach nobody.
             bad_input("run now sends a message to the workers: set CRAWLSCHED_BROKER_URL=amqp://…")
         _with_broker()

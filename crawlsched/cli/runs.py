@@ -10,6 +10,7 @@ from rich.table import Table
 
 from crawlsched.cli import discovery
 from crawlsched.cli.common import bad_input, cli_runtime, console
+from crawlsched.flow import views
 from crawlsched.planning.outcomes import OUTCOME_MEANINGS, STOPPED
 from crawlsched.runtime import Runtime
 
@@ -104,14 +105,7 @@ def status(
         run = require_run(rt, run_id)
         children = rt.runs.children_of(run_id) if run.get("children") else []
         if as_json:
-            waiting = rt.waiting.for_run(run_id)
-            run["waiting"] = {
-                "batches": len(waiting),
-                "jobs": sum(d.get("jobs", 0) for d in waiting),
-            }
-            run["child_runs"] = [{"_id": c["_id"], "state": c["state"]} for c in children]
-            run["by_depth"] = discovery.by_depth(rt, run)
-            print(json.dumps(run, default=str))
+            print(json.dumps(views.run_details(rt, run), default=str))
             return
         console.print(runs_table([run], title=f"Run {run_id}"))
         console.print(discovery.summary(run))

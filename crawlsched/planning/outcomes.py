@@ -121,3 +121,10 @@ def after_failure(
         return JobUpdate(job_id, final, JobState.FAILED, attempts, True, None, error)
     retry_at = now + timedelta(seconds=policy.delay_s(attempts))
     return JobUpdate(job_id, outcome, JobState.FAILED, attempts, False, retry_at, error)
+
+
+def all_outcomes() -> list[str]:
+    """Every outcome a history row can have, `stopped` included, sorted."""
+    return sorted(
+        [*(v for k, v in vars(Outcome).items() if k.isupper() and isinstance(v, str)), STOPPED]
+    )

@@ -213,6 +213,11 @@ class CountingDatabase:
     def raw(self) -> Any:
         return self._database
 
+    def locked(self) -> AbstractContextManager:
+        """Hold the embedded store's lock: no operation of any thread runs meanwhile (a real
+        server has no such lock: nullcontext)."""
+        return self._lock or nullcontext()
+
     @property
     def name(self) -> str:
         return self._database.name

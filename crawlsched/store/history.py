@@ -57,6 +57,18 @@ class MongoHistoryStore:
     def _list(self, query: dict[str, Any], limit: int) -> list[dict[str, Any]]:
         return list(self._history.find(query).sort("started_at", DESCENDING).limit(limit))
 
+    def page(
+        self, filters: Mapping[str, Any], limit: int = 100, skip: int = 0
+    ) -> list[dict[str, Any]]:
+        """Rows matching every given field (schedule_id, run_id, job_id, outcome), newest
+        first."""
+        query = {k: v for k, v in filters.items() if v is not None}
+        cursor = self._history.find(query).sort([("started_at", DESCENDING), ("_id", DESCENDING)])
+        return list(cursor.skip(skip).limit(limit))
+
+    def get(self, row: ObjectId) -> dict[str, Any] | None:
+        return self._history.find_one({"_id": row})
+
     def outcome_totals(self) -> dict[str, int]:
         totals: dict[str, int] = {}
         for row in self._history.aggregate([{"$group": {"_id": "$outcome", "n": {"$sum": 1}}}]):

@@ -228,7 +228,23 @@ class MongoRunStore:
         return self._runs.find_one({"_id": run_id}, {"reports": 0})
 
     def recent(self, limit: int = 20) -> list[dict]:
-        return list(self._runs.find({}, {"reports": 0}).sort("created_at", DESCENDING).limit(limit))
+        return self.page(limit=limit)
+
+    def page(
+        self,
+        limit: int = 20,
+        skip: int = 0,
+        state: str | None = None,
+        schedule_id: str | None = None,
+    ) -> list[dict]:
+        """Runs, newest first, optionally of one state or schedule."""
+        query: dict[str, Any] = {}
+        if state is not None:
+            query["state"] = state
+        if schedule_id is not None:
+            query["schedule_id"] = schedule_id
+        cursor = self._runs.find(query, {"reports": 0}).sort("created_at", DESCENDING)
+        return list(cursor.skip(skip).limit(limit))
 
     def unfinished(self) -> list[dict]:
         return list(self._runs.find({"state": {"$nin": list(ENDED)}}, {"reports": 0}))

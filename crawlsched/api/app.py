@@ -1,0 +1,74 @@
+"""Build the FastAPI application around one runtime (and, optionally, a broker that delivers)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import FastAPI
+
+from crawlsched import __version__
+from crawlsched.api import problems
+from crawlsched.api.routes import cli, history, jobs, page, runs, schedules, system
+from crawlsched.runtime import Runtime
+
+HealthCheck = Callable[[], dict[str, Any]]
+
+
+def _guarded(check: Callable[[], Any]) -> HealthCheck:
+    def run() -> dict[str, Any]:
+        try:
+            detail = check()
+        except Exception as e:  # a health check reports every failure, whatever it is
+            return {
+                "ok": False,
+                "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
+            }
+        return {"ok": True, **({"detail": detail} if detail else {})}
+
+    return run
+
+
+def default_health_checks(rt: Runtime) -> dict[str, HealthCheck]:
+    from crawlsched.services import check_broker
+
+    def mongo() -> str:
+        rt.db.command("ping")
+        return "embedded" if rt.settings.mongo_url.startswith("mongomock://") else ""
+
+    def broker() -> str:
+        if rt.settings.broker_url.startswith("stub://"):
+            return "in-process"
+        import pika
+
+        from crawlsched.services import bounded_pika_parameters
+
+        parameters = pika.URLParameters(rt.settings.broker_url)
+        bounded_pika_parameters(parameters, rt.settings.connect_timeout_s)
+        check_broker(rt.settings, parameters)
+        return ""
+
+    return {"mongodb": _guarded(mongo), "broker": _guarded(broker)}
+
+
+def create_app(
+    runtime: Runtime,
+    delivers: bool = False,
+    health_checks: dict[str, HealthCheck] | None = None,
+) -> FastAPI:
+    """The API over `runtime`. `delivers`: messages sent from this process reach workers (a
+    real broker, or the standalone's in-process worker); without it, starting and stopping
+    runs answers 503."""
+    app = FastAPI(
+        title="crawlsched",
+        version=__version__,
+        description="Schedules, runs, jobs, task history, pools and activity of crawlsched. "
+        "Every route but /health needs a bearer token (`crawlsched tokens create`).",
+    )
+    app.state.runtime = runtime
+    app.state.delivers = delivers
+    app.state.health_checks = health_checks or default_health_checks(runtime)
+    problems.install(app)
+    for module in (system, schedules, runs, jobs, history, cli, page):
+        app.include_router(module.router)
+    return app

@@ -1,0 +1,137 @@
+"""Errors as RFC 9457 problem details (`application/problem+json`).
+
+Every error the API answers has the same shape: `type` (a stable URI naming the kind of
+problem), `title`, `status`, `detail` (what went wrong with this request) and `instance` (the
+path asked for). Validation errors add `errors`, one entry per bad field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from crawlsched.errors import CrawlschedError
+
+MEDIA_TYPE = "application/problem+json"
+TYPE_BASE = "https://crawlsched.dev/problems/"
+
+TITLES = {
+    400: "Bad request",
+    401: "Not authenticated",
+    403: "Not allowed",
+    404: "Not found",
+    405: "Method not allowed",
+    409: "Conflict",
+    422: "Invalid request",
+    500: "Internal error",
+    503: "Service unavailable",
+}
+KINDS = {
+    400: "bad-input",
+    401: "unauthenticated",
+    403: "forbidden",
+    404: "not-found",
+    405: "method-not-allowed",
+    409: "conflict",
+    422: "invalid-request",
+    500: "internal-error",
+    503: "unavailable",
+}
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    instance: str
+    errors: list[dict[str, Any]] | None = None
+
+
+class ApiProblem(Exception):
+    """Raise to answer with a problem: `ApiProblem(409, "…", kind="idempotency-conflict")`."""
+
+    def __init__(
+        self, status: int, detail: str, kind: str | None = None, headers: dict | None = None
+    ):
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.kind = kind or KINDS.get(status, "error")
+        self.headers = headers
+
+
+def problem_response(
+    request: Request,
+    status: int,
+    detail: str,
+    kind: str | None = None,
+    headers: dict | None = None,
+    errors: list[dict[str, Any]] | None = None,
+) -> JSONResponse:
+    body: dict[str, Any] = {
+        "type": TYPE_BASE + (kind or KINDS.get(status, "error")),
+        "title": TITLES.get(status, "Error"),
+        "status": status,
+        "detail": detail,
+        "instance": request.url.path,
+    }
+    if errors is not None:
+        body["errors"] = errors
+    return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE, headers=headers)
+
+
+# Declared on every route so that the OpenAPI schema names the errors it may answer.
+PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": Problem, "content": {MEDIA_TYPE: {}}, "description": TITLES[status]}
+    for status in (400, 401, 403, 404, 409, 422)
+}
+
+
+def _field_errors(error: RequestValidationError) -> list[dict[str, Any]]:
+    return [
+        {"location": ".".join(str(p) for p in e.get("loc", ())), "message": e.get("msg", "")}
+        for e in error.errors()
+    ]
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(ApiProblem)
+    async def _api_problem(request: Request, exc: ApiProblem) -> JSONResponse:
+        return problem_response(request, exc.status, exc.detail, exc.kind, exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = _field_errors(exc)
+        first = errors[0] if errors else {"location": "", "message": "invalid"}
+        detail = f"{first['location']}: {first['message']}"
+        return problem_response(request, 422, detail, errors=errors)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return problem_response(request, exc.status_code, str(exc.detail), headers=exc.headers)
+
+    # Errors the flow and stores raise on purpose: unknown things are 404, bad input 400.
+    @app.exception_handler(LookupError)
+    async def _lookup(request: Request, exc: LookupError) -> JSONResponse:
+        return problem_response(request, 404, _text(exc))
+
+    @app.exception_handler(ValueError)
+    async def _value(request: Request, exc: ValueError) -> JSONResponse:
+        return problem_response(request, 400, _text(exc))
+
+    @app.exception_handler(CrawlschedError)
+    async def _crawlsched(request: Request, exc: CrawlschedError) -> JSONResponse:
+        return problem_response(request, 400, _text(exc))
+
+
+def _text(exc: BaseException) -> str:
+    # KeyError's str() is the repr of its key; LookupError subclasses carry a sentence.
+    return str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)

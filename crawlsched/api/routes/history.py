@@ -1,0 +1,108 @@
+"""Task history: one row per job execution, and the three forms of correction (one row, a list
+of rows, every row with an outcome), each kept in the row's audit trail."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from crawlsched.api.auth import Admin, Reader
+from crawlsched.api.encoding import plain
+from crawlsched.api.paging import Limit, Offset, Page, page_of
+from crawlsched.api.problems import PROBLEM_RESPONSES
+from crawlsched.planning.outcomes import all_outcomes
+from crawlsched.store.history import row_id
+
+router = APIRouter(prefix="/v1", tags=["history"], responses=PROBLEM_RESPONSES)
+
+Filter = Annotated[str | None, Query(max_length=300)]
+
+
+class Changes(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    outcome: str | None = Field(None, max_length=50)
+    error: str | None = Field(None, max_length=2000)
+    note: str | None = Field(None, max_length=2000)
+    reason: str = Field(..., min_length=1, max_length=2000, description="Why: kept in the audit.")
+
+    def changes(self) -> dict[str, Any]:
+        found = {k: v for k in ("outcome", "error", "note") if (v := getattr(self, k))}
+        if not found:
+            raise ValueError("nothing to correct: give outcome, error or note")
+        if not self.reason.strip():
+            raise ValueError("reason must say why")
+        return found
+
+
+class Correction(Changes):
+    """Rows by id (`rows`), or every row whose outcome is `status`."""
+
+    rows: list[str] | None = Field(None, min_length=1, max_length=10_000)
+    status: str | None = Field(None, max_length=50)
+
+    @model_validator(mode="after")
+    def _one_form(self) -> Correction:
+        if (self.rows is None) == (self.status is None):
+            raise ValueError("give rows (one or more ids) or status, not both and not neither")
+        return self
+
+
+def _check_outcomes(*labels: str | None) -> None:
+    for label in labels:
+        if label is not None and label not in all_outcomes():
+            raise ValueError(f"unknown outcome {label!r}; known: {', '.join(all_outcomes())}")
+
+
+@router.get(
+    "/history",
+    response_model=Page,
+    summary="Task history, newest first (GetTaskHistoryBySchedulerId)",
+)
+def list_history(
+    caller: Reader,
+    limit: Limit = 100,
+    offset: Offset = 0,
+    schedule_id: Filter = None,
+    run_id: Filter = None,
+    job_id: Filter = None,
+    outcome: Filter = None,
+) -> dict[str, Any]:
+    filters = {"schedule_id": schedule_id, "run_id": run_id, "job_id": job_id, "outcome": outcome}
+    return page_of(caller.rt.history.page(filters, limit + 1, offset), limit, offset)
+
+
+@router.get("/history/{row}", summary="One history row (GetTaskHistoryInfo)")
+def get_row(caller: Reader, row: str) -> dict[str, Any]:
+    doc = caller.rt.history.get(row_id(row))
+    if doc is None:
+        raise LookupError(f"no history row {row!r}")
+    return plain(doc)
+
+
+def _correct(caller: Admin, body: Changes, ids: list | None, status: str | None) -> dict:
+    changes = body.changes()
+    _check_outcomes(status, changes.get("outcome"))
+    if ids is not None:
+        missing = sorted(set(map(str, ids)) - set(map(str, caller.rt.history.existing(ids))))
+        if missing:
+            raise LookupError(f"no history row {', '.join(missing)}; nothing corrected")
+    rt = caller.rt
+    changed = rt.history.correct(changes, body.reason.strip(), rt.now(), ids=ids, outcome=status)
+    return {"corrected": changed, "set": changes}
+
+
+@router.patch("/history/{row}", summary="Correct one row (UpdateTaskHistory)")
+def correct_row(caller: Admin, row: str, body: Changes) -> dict[str, Any]:
+    return _correct(caller, body, [row_id(row)], None)
+
+
+@router.post(
+    "/history/corrections",
+    summary="Correct rows by id or every row with an outcome "
+    "(UpdateTaskHistoryByBatch, UpdateAllTaskHistoryByStatus)",
+)
+def correct_rows(caller: Admin, body: Correction) -> dict[str, Any]:
+    ids = [row_id(r) for r in body.rows] if body.rows is not None else None
+    return _correct(caller, body, ids, body.status)

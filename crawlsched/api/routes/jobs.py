@@ -1,0 +1,93 @@
+"""Jobs: add a target's jobs, find jobs by state, task, target or id, change a job's meta."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from crawlsched.api.auth import Admin, Reader
+from crawlsched.api.encoding import plain
+from crawlsched.api.idempotent import IdempotencyKey, once
+from crawlsched.api.paging import Limit, Offset, Page, page_of
+from crawlsched.api.problems import PROBLEM_RESPONSES
+from crawlsched.flow import job_ops
+
+router = APIRouter(prefix="/v1", tags=["jobs"], responses=PROBLEM_RESPONSES)
+
+
+class NewTarget(BaseModel):
+    """One profile or website and the tasks to crawl it with (`crawlsched jobs add`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["profile", "website"]
+    media: str = Field(..., min_length=1, max_length=100)
+    target: str = Field(..., min_length=1, max_length=2000, description="Handle or site URL.")
+    url: str | None = Field(None, max_length=2000)
+    tasks: list[str] | None = Field(None, max_length=20)
+    interval_s: int | None = Field(None, ge=1, le=10 * 365 * 86400)
+    one_off: bool = False
+    human_validation: bool = False
+    certitude: float = Field(0.5, ge=0, le=1)
+    start_at: datetime | None = None
+
+
+class MetaChanges(BaseModel):
+    """Keys to set; a null value removes the key."""
+
+    model_config = ConfigDict(extra="forbid")
+    meta: dict[str, Any] = Field(..., min_length=1, max_length=job_ops.META_MAX_KEYS)
+
+
+@router.post("/jobs", status_code=201, summary="Schedule a target's tasks (AddToTaskQueue)")
+def add_jobs(
+    request: Request, caller: Admin, body: NewTarget, idempotency_key: IdempotencyKey = None
+) -> Any:
+    def act() -> dict[str, Any]:
+        fields = body.model_dump()
+        if fields["start_at"] is not None:
+            fields["start_at"] = fields["start_at"].isoformat()
+        added = job_ops.add_target(caller.rt, fields)
+        return {
+            "collection": added.collection,
+            "inserted": added.inserted,
+            "skipped": len(added.skipped),
+            "jobs": [job_ops.public_job(added.collection, d) for d in added.docs],
+            "disabled_tasks": added.disabled_tasks,
+        }
+
+    return once(request, caller, idempotency_key, body.model_dump(mode="json"), act)
+
+
+@router.get(
+    "/jobs/{collection}",
+    response_model=Page,
+    summary="Find jobs (GetTasksStatus, GetActiveTasksV2, GetScheduledTasks, GetCompletedTasks)",
+)
+def list_jobs(
+    caller: Reader,
+    collection: str,
+    limit: Limit = 100,
+    offset: Offset = 0,
+    state: Annotated[str | None, Query(max_length=20, description="pending, running, …")] = None,
+    task: Annotated[str | None, Query(max_length=100)] = None,
+    target: Annotated[str | None, Query(max_length=2000)] = None,
+    ids: Annotated[list[str] | None, Query(max_length=1000, description="Encoded job ids.")] = None,
+) -> dict[str, Any]:
+    rows = job_ops.find_jobs(caller.rt, collection, state, task, target, ids, limit + 1, offset)
+    return page_of(rows, limit, offset)
+
+
+@router.get(
+    "/jobs/{collection}/{job_id}",
+    summary="One job's status and details (GetTaskStatus, GetTaskInfo)",
+)
+def get_job(caller: Reader, collection: str, job_id: str) -> dict[str, Any]:
+    return plain(job_ops.get_job(caller.rt, collection, job_id))
+
+
+@router.patch("/jobs/{collection}/{job_id}/meta", summary="Change a job's meta (UpdateMetaByJob)")
+def update_meta(caller: Admin, collection: str, job_id: str, body: MetaChanges) -> dict[str, Any]:
+    return plain(job_ops.update_meta(caller.rt, collection, job_id, body.meta))

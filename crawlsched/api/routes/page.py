@@ -1,0 +1,125 @@
+"""The status page at `/`: runs, schedules, pools and activity, refreshed in place.
+
+Server-rendered shell plus a few lines of plain JavaScript that fetch `/v1/status` every two
+seconds (no build step). It needs a read token like the API: the login form keeps it in an
+HttpOnly, SameSite=Strict cookie.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any
+from urllib.parse import parse_qs
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+
+from crawlsched.api.auth import COOKIE, Reader, runtime_of
+from crawlsched.api.encoding import plain
+from crawlsched.flow import views
+from crawlsched.resources import rules
+
+router = APIRouter(tags=["status page"])
+
+RECENT_RUNS = 20
+RECENT_EVENTS = 20
+
+
+def _asset(name: str) -> str:
+    return resources.files("crawlsched.api").joinpath("static", name).read_text()
+
+
+@router.get(
+    "/", response_class=HTMLResponse, summary="The status page (a login form without a token)"
+)
+def status_page(request: Request) -> HTMLResponse:
+    token = request.cookies.get(COOKIE)
+    if not token or runtime_of(request).tokens.verify(token) is None:
+        failed = "failed" in request.query_params
+        return HTMLResponse(_asset("login.html").replace("{{message}}", _login_message(failed)))
+    return HTMLResponse(_asset("status.html"))
+
+
+def _login_message(failed: bool) -> str:
+    return '<p class="bad">That token is unknown or revoked.</p>' if failed else ""
+
+
+@router.post("/login", include_in_schema=False)
+async def login(request: Request) -> RedirectResponse:
+    form = parse_qs((await request.body()).decode(errors="replace"))
+    token = (form.get("token") or [""])[0].strip()
+    if not token or runtime_of(request).tokens.verify(token) is None:
+        return RedirectResponse("/?failed", status_code=303)
+    response = RedirectResponse("/", status_code=303)
+    response.set_cookie(COOKIE, token, httponly=True, samesite="strict", max_age=30 * 86400)
+    return response
+
+
+@router.post("/logout", include_in_schema=False)
+def logout() -> RedirectResponse:
+    response = RedirectResponse("/", status_code=303)
+    response.delete_cookie(COOKIE)
+    return response
+
+
+def _pool_states(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """held / free / cooling / down counts of a pool's resources."""
+    counts = {"held": 0, "free": 0, "cooling": 0, "down": 0}
+    for row in rows:
+        state = row["state"]
+        if state in (rules.COOLING,):
+            counts["cooling"] += 1
+        elif state not in (rules.ACTIVE, rules.UP):
+            counts["down"] += 1
+        elif row["held"]:
+            counts["held"] += 1
+        else:
+            counts["free"] += 1
+    return counts
+
+
+@router.get("/v1/status", tags=["system"], summary="Everything the status page shows, at once")
+def status(caller: Reader) -> dict[str, Any]:
+    rt = caller.rt
+    runs = []
+    for run in rt.runs.recent(RECENT_RUNS):
+        waiting = rt.waiting.for_run(run["_id"])
+        runs.append(
+            {
+                "run_id": run["_id"],
+                "state": run["state"],
+                "planned": run.get("planned", 0),
+                "discovered": run.get("discovered", 0),
+                "outstanding": max(run.get("outstanding", 0), 0),
+                "counts": run.get("counts", {}),
+                "waiting_batches": len(waiting),
+                "starved_batches": len(run.get("shortages", [])),
+                "created_at": run.get("created_at"),
+            }
+        )
+    schedules = [
+        {
+            "schedule_id": s["_id"],
+            "state": s.get("state", "active"),
+            "next_fire_at": s.get("next_fire_at") if s.get("enabled", True) else None,
+            "fired": s.get("fired", 0),
+            "missed": s.get("missed", 0),
+        }
+        for s in rt.schedules.for_owner(None)
+    ]
+    accounts = views.account_rows(rt)
+    nodes = views.node_rows(rt)
+    return plain(
+        {
+            "now": rt.now(),
+            "runs": runs,
+            "schedules": schedules,
+            "missed": rt.missed_runs.list(None, None, 10),
+            "pools": {
+                "accounts": {"states": _pool_states(accounts), "rows": accounts},
+                "nodes": {"states": _pool_states(nodes), "rows": nodes},
+                "waiting": views.waiting_groups(rt, rt.waiting.all()),
+            },
+            "activity": views.activity(rt, None, RECENT_EVENTS),
+        }
+    )

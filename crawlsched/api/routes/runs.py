@@ -1,0 +1,148 @@
+"""Runs: list, look at one, start one now, stop one (or one task, or its children), its
+discovered children and its task history."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from crawlsched.api.auth import Admin, Caller, Reader
+from crawlsched.api.encoding import plain
+from crawlsched.api.idempotent import IdempotencyKey, once
+from crawlsched.api.paging import Limit, Offset, Page, page_of
+from crawlsched.api.problems import PROBLEM_RESPONSES, ApiProblem
+from crawlsched.errors import RunNotFound
+from crawlsched.flow import views
+from crawlsched.store.runs import run_id_for
+
+router = APIRouter(prefix="/v1", tags=["runs"], responses=PROBLEM_RESPONSES)
+
+
+class NewRun(BaseModel):
+    """A one-time run of a schedule, planned now; its next fire time does not move."""
+
+    model_config = ConfigDict(extra="forbid")
+    schedule_id: str = Field(..., min_length=1, max_length=200)
+
+
+class StopRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    task: str | None = Field(None, max_length=100, description="Stop only this task.")
+
+
+def _run(caller: Caller, run_id: str) -> dict[str, Any]:
+    run = caller.rt.runs.get(run_id)
+    if run is None:
+        raise RunNotFound(run_id)
+    return run
+
+
+def _sender(request: Request) -> Any:
+    """The planner's actor, when messages sent from here reach a worker."""
+    if not request.app.state.delivers:
+        raise ApiProblem(
+            503, "this server has no broker its workers read: it cannot start or stop runs"
+        )
+    from crawlsched.actors.notifier import send_webhook
+    from crawlsched.actors.planner import plan_crawls
+
+    return plan_crawls, send_webhook
+
+
+@router.get("/runs", response_model=Page, summary="List runs, newest first")
+def list_runs(
+    caller: Reader,
+    limit: Limit = 100,
+    offset: Offset = 0,
+    state: Annotated[str | None, Query(max_length=20)] = None,
+    schedule_id: Annotated[str | None, Query(max_length=200)] = None,
+) -> dict[str, Any]:
+    runs = caller.rt.runs.page(limit + 1, offset, state, schedule_id)
+    return page_of(runs, limit, offset)
+
+
+@router.post("/runs", status_code=201, summary="Run a schedule once, now (OneTimeTestRun)")
+def create_run(
+    request: Request, caller: Admin, body: NewRun, idempotency_key: IdempotencyKey = None
+) -> Any:
+    if caller.rt.schedules.get(body.schedule_id) is None:
+        raise LookupError(f"no schedule with id {body.schedule_id!r}")
+    plan_crawls, _ = _sender(request)
+
+    def act() -> dict[str, Any]:
+        fire_at = caller.rt.now()
+        plan_crawls.send(body.schedule_id, fire_at.isoformat())
+        return {"run_id": run_id_for(body.schedule_id, fire_at), "schedule_id": body.schedule_id}
+
+    return once(request, caller, idempotency_key, body.model_dump(), act, status=202)
+
+
+@router.get("/runs/{run_id}", summary="One run: counts, waiting batches, pages per depth")
+def get_run(caller: Reader, run_id: str) -> dict[str, Any]:
+    return plain(views.run_details(caller.rt, _run(caller, run_id)))
+
+
+def _stop_result(summary: Any, task: str | None) -> dict[str, Any]:
+    return {
+        "stopping": summary.runs,
+        "task": task,
+        "released_batches": summary.released_batches,
+        "released_jobs": summary.released_jobs,
+        "ended": summary.ended,
+    }
+
+
+@router.post("/runs/{run_id}/stop", summary="Stop a run, or one task of it (StopRun, StopTask)")
+def stop_run(
+    request: Request, caller: Admin, run_id: str, body: StopRequest | None = None
+) -> dict[str, Any]:
+    from crawlsched.flow.stopping import stop_run as stop
+
+    _run(caller, run_id)
+    _, notify = _sender(request)
+    task = body.task if body else None
+    return _stop_result(stop(caller.rt, run_id, task, notify), task)
+
+
+@router.post("/runs/{run_id}/children/stop", summary="Stop a run's child runs (StopChildTasks)")
+def stop_children(request: Request, caller: Admin, run_id: str) -> dict[str, Any]:
+    from crawlsched.flow.stopping import stop_children as stop
+
+    _run(caller, run_id)
+    _, notify = _sender(request)
+    summary = stop(caller.rt, run_id, notify)
+    if not summary.runs:
+        raise ApiProblem(409, f"run {run_id!r} has no running children to stop")
+    return _stop_result(summary, None)
+
+
+@router.get(
+    "/runs/{run_id}/children",
+    response_model=Page,
+    summary="A run's child runs and the jobs it discovered (GetChildTasks)",
+)
+def run_children(
+    caller: Reader, run_id: str, limit: Limit = 100, offset: Offset = 0
+) -> dict[str, Any]:
+    run = _run(caller, run_id)
+    child_runs = [
+        {"kind": "run", "run_id": c["_id"], "state": c["state"]}
+        for c in caller.rt.runs.children_of(run_id)
+    ]
+    if offset + limit + 1 <= len(child_runs):
+        return page_of(child_runs[offset : offset + limit + 1], limit, offset)
+    skip_jobs = max(offset - len(child_runs), 0)
+    jobs = views.children_rows(caller.rt, run["_id"], limit + 1, skip_jobs)
+    rows = child_runs[offset:] + [{"kind": "job", **j} for j in jobs]
+    return page_of(rows[: limit + 1], limit, offset)
+
+
+@router.get("/runs/{run_id}/history", response_model=Page, summary="A run's task history")
+def run_history(
+    caller: Reader, run_id: str, limit: Limit = 100, offset: Offset = 0
+) -> dict[str, Any]:
+    _run(caller, run_id)
+    rows = caller.rt.history.page({"run_id": run_id}, limit + 1, offset)
+    return page_of(rows, limit, offset)

@@ -1,0 +1,205 @@
+"""The command line through a running API: a standalone server found in the data directory,
+or the server named by CRAWLSCHED_API_URL and CRAWLSCHED_API_TOKEN.
+
+The command runs on the server (`POST /v1/cli`); what it printed and its exit code come back
+unchanged. Files move with it: a file a command reads (`jobs import FILE`, `--reference`,
+`--secret-file`, or the secret of `--secret-env`, read here) is sent along, and a file it
+writes (`--rejects`) is written here afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from crawlsched.api.cli_runner import LOCAL_ONLY, UPLOAD_PREFIX, command_path
+from crawlsched.settings import Settings, load_settings_or_exit
+from crawlsched.standalone.datadir import read_api
+
+# Options whose value is a file the command reads, or writes.
+READ_OPTIONS = ("--reference", "--secret-file")
+WRITE_OPTIONS = ("--rejects",)
+# Options of `jobs import` that take a value (so the file is the other word).
+IMPORT_VALUED = ("--kind", "--rejects")
+TIMEOUT_S = 600.0
+
+
+@dataclass
+class Target:
+    url: str
+    token: str
+    source: str  # where the address came from, for error messages
+
+
+@dataclass
+class Prepared:
+    argv: list[str]
+    uploads: dict[str, str] = field(default_factory=dict)
+    downloads: dict[str, Path] = field(default_factory=dict)
+
+
+def _pid_alive(pid: object) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def target_for(argv: list[str], settings: Settings) -> Target | None:
+    """Where this command should run: a server, or here (None)."""
+    if not argv or any(a in ("--help", "-h", "--version") for a in argv):
+        return None
+    path = command_path(argv)
+    if not path or path[0] in LOCAL_ONLY:
+        return None
+    if settings.api_url:
+        token = settings.api_token.get_secret_value() if settings.api_token else ""
+        return Target(settings.api_url.rstrip("/"), token, "CRAWLSCHED_API_URL")
+    if not settings.mongo_url.startswith("mongomock://"):
+        return None  # a real MongoDB: read it directly
+    found = read_api(settings.data_dir)
+    if found and _pid_alive(found.get("pid")):
+        return Target(str(found["url"]), str(found["token"]), str(settings.data_dir))
+    return None
+
+
+def _option_value(argv: list[str], i: int) -> tuple[str, int] | None:
+    """The value of the option at argv[i] (`--opt value` or `--opt=value`) and its index."""
+    arg = argv[i]
+    if "=" in arg:
+        return arg.split("=", 1)[1], i
+    if i + 1 < len(argv):
+        return argv[i + 1], i + 1
+    return None
+
+
+def _replace(argv: list[str], i: int, value: str) -> None:
+    if "=" in argv[i] and argv[i].startswith("--"):
+        argv[i] = f"{argv[i].split('=', 1)[0]}={value}"
+    else:
+        argv[i] = value
+
+
+def prepare(argv: list[str]) -> Prepared:
+    """The arguments to send, with local files turned into uploads and downloads."""
+    out = Prepared(list(argv))
+    args = out.argv
+    path = command_path(args)
+    i = 0
+    while i < len(args):
+        name = args[i].split("=", 1)[0]
+        if name in READ_OPTIONS or name in WRITE_OPTIONS or name == "--secret-env":
+            found = _option_value(args, i)
+            if found is None:
+                break  # the server says what is missing
+            value, at = found
+            key = f"{name.lstrip('-')}-{i}"
+            if name in READ_OPTIONS:
+                out.uploads[key] = _read(Path(value))
+            elif name in WRITE_OPTIONS:
+                out.downloads[key] = Path(value)
+            else:  # --secret-env: read the variable here, send it as a file
+                out.uploads[key] = os.environ.get(value, "")
+                args[i] = "--secret-file" if at != i else f"--secret-file={UPLOAD_PREFIX}{key}"
+            _replace(args, at, f"{UPLOAD_PREFIX}{key}")
+            i = at + 1
+            continue
+        i += 1
+    if path == ("jobs", "import"):
+        _import_file(out)
+    if (
+        path == ("accounts", "add")
+        and not any(a.split("=", 1)[0] == "--secret-file" for a in args)
+        and sys.stdin.isatty()
+    ):
+        import typer
+
+        out.uploads["prompted"] = typer.prompt("secret", hide_input=True, confirmation_prompt=True)
+        args += ["--secret-file", f"{UPLOAD_PREFIX}prompted"]
+    if path[:1] == ("store",):
+        # Folders are the server's, which is this machine for a standalone server.
+        for j in range(2, len(args)):
+            if not args[j].startswith("-") and not args[j].startswith(UPLOAD_PREFIX):
+                args[j] = str(Path(args[j]).absolute())
+    return out
+
+
+def _import_file(out: Prepared) -> None:
+    args = out.argv
+    i = 2
+    while i < len(args):
+        arg = args[i]
+        if arg in IMPORT_VALUED:
+            i += 2
+            continue
+        if not arg.startswith("-") and not arg.startswith(UPLOAD_PREFIX):
+            out.uploads["import"] = _read(Path(arg))
+            args[i] = f"{UPLOAD_PREFIX}import"
+            return
+        i += 1
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError as e:
+        raise SystemExit(_fail(f"cannot read {path}: {e.strerror or e}", 2)) from None
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return code
+
+
+def run(target: Target, argv: list[str]) -> int:
+    """Run the command on the server; print what it printed; its exit code."""
+    prepared = prepare(argv)
+    try:
+        response = httpx.post(
+            f"{target.url}/v1/cli",
+            json={
+                "argv": prepared.argv,
+                "uploads": prepared.uploads,
+                "downloads": list(prepared.downloads),
+            },
+            headers={"Authorization": f"Bearer {target.token}"},
+            timeout=TIMEOUT_S,
+        )
+    except httpx.HTTPError as e:
+        return _fail(
+            f"the crawlsched API at {target.url} (from {target.source}) cannot be reached: "
+            f"{type(e).__name__}; is the server running?",
+            1,
+        )
+    if response.status_code != 200:
+        try:
+            detail = response.json().get("detail", response.text)
+        except ValueError:
+            detail = response.text[:200]
+        code = 2 if response.status_code in (400, 404, 422) else 1
+        return _fail(f"{detail} (the API at {target.url} answered {response.status_code})", code)
+    result = response.json()
+    sys.stdout.write(result["stdout"])
+    sys.stderr.write(result["stderr"])
+    for key, local in prepared.downloads.items():
+        if key in result["downloads"]:
+            local.write_text(result["downloads"][key])
+    return int(result["exit_code"])
+
+
+def main_argv(argv: list[str]) -> int | None:
+    """Run through an API when one applies; None: run here."""
+    settings = load_settings_or_exit()
+    target = target_for(argv, settings)
+    if target is None:
+        return None
+    return run(target, argv)

@@ -1,0 +1,160 @@
+"""`crawlsched standalone`, `crawlsched api serve`, `crawlsched tokens …` and
+`crawlsched store dump|load`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from crawlsched.api.encoding import plain
+from crawlsched.cli.common import bad_input, cli_runtime, console, load_settings
+from crawlsched.store.tokens import ROLES
+
+api_app = typer.Typer(help="Serve the HTTP API.", no_args_is_help=True)
+tokens_app = typer.Typer(help="API tokens: create, list, revoke.", no_args_is_help=True)
+store_app = typer.Typer(
+    help="Dump the store, or load a dump (mongodump format).", no_args_is_help=True
+)
+
+HOST = typer.Option(None, help="Address to listen on (default: CRAWLSCHED_API_HOST, 127.0.0.1).")
+PORT = typer.Option(None, min=0, max=65535, help="Port (default: CRAWLSCHED_API_PORT, 8080).")
+
+
+@api_app.command("serve")
+def api_serve(host: str | None = HOST, port: int | None = PORT) -> None:
+    """Serve the API on the configured MongoDB and broker (other processes run the workers)."""
+    import uvicorn
+
+    from crawlsched.api import create_app
+    from crawlsched.cli.common import run_inside
+
+    settings = load_settings()
+    delivers = not settings.broker_url.startswith("stub://")
+    if delivers:
+        from crawlsched.brokers import setup_broker
+
+        setup_broker(settings)
+    with cli_runtime(settings) as rt:
+        rt.create_indexes()
+    run_inside(rt, delivers)
+    app = create_app(rt, delivers=delivers)
+    where = f"{host or settings.api_host}:{settings.api_port if port is None else port}"
+    console.print(f"crawlsched API on http://{where} (docs at /docs)")
+    uvicorn.run(
+        app,
+        host=host or settings.api_host,
+        port=settings.api_port if port is None else port,
+        log_level="warning",
+        lifespan="off",
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(api_app, name="api")
+    app.add_typer(tokens_app, name="tokens")
+    app.add_typer(store_app, name="store")
+
+    @app.command("standalone")
+    def standalone(
+        host: str | None = HOST,
+        port: int | None = PORT,
+        threads: int = typer.Option(4, min=1, max=64, help="In-process worker threads."),
+    ) -> None:
+        """API, status page, clock and workers in one process on the embedded store, keeping
+        its data in CRAWLSCHED_DATA_DIR across restarts (no MongoDB or RabbitMQ needed)."""
+        from crawlsched.standalone.server import serve
+
+        settings = load_settings()
+        serve(
+            settings,
+            host or settings.api_host,
+            settings.api_port if port is None else port,
+            threads,
+        )
+
+
+@tokens_app.command("create")
+def tokens_create(
+    role: str = typer.Option("read", help=f"One of: {', '.join(ROLES)}."),
+    name: str = typer.Option(..., help="Who or what uses it, e.g. grafana."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Create a token; it is shown once (only its hash is stored)."""
+    if role not in ROLES:
+        bad_input(f"role must be one of {', '.join(ROLES)}, got {role!r}")
+    with cli_runtime() as rt:
+        row, token = rt.tokens.create(role, name, rt.now())
+    if as_json:
+        print(json.dumps({**plain(row), "token": token}))
+        return
+    console.print(f"token {row['_id']} ({role}, {name}); shown once, keep it safe:")
+    print(token)
+
+
+@tokens_app.command("list")
+def tokens_list(as_json: bool = typer.Option(False, "--json")) -> None:
+    """Tokens with their role and whether they are revoked (never the tokens themselves)."""
+    with cli_runtime() as rt:
+        rows = rt.tokens.all()
+    if as_json:
+        for row in rows:
+            print(json.dumps(plain(row)))
+        return
+    table = Table(title="API tokens")
+    for column in ("id", "role", "name", "created", "revoked"):
+        table.add_column(column)
+    for row in rows:
+        revoked = row["revoked_at"]
+        table.add_row(
+            row["_id"],
+            row["role"],
+            row["name"],
+            f"{row['created_at']:%Y-%m-%d %H:%M}",
+            f"{revoked:%Y-%m-%d %H:%M}" if revoked else "-",
+        )
+    console.print(table)
+
+
+@tokens_app.command("revoke")
+def tokens_revoke(token_id: str = typer.Argument(..., help="As shown by `tokens list`.")) -> None:
+    """Revoke a token: every request with it is refused from now on."""
+    with cli_runtime() as rt:
+        try:
+            rt.tokens.revoke(token_id, rt.now())
+        except (LookupError, ValueError) as e:
+            bad_input(str(e))
+    console.print(f"token {token_id} revoked")
+
+
+@store_app.command("dump")
+def store_dump(folder: Path = typer.Argument(..., help="Where to write it (mongodump layout).")):
+    """Write every collection as <folder>/<db>/<collection>.bson and .metadata.json."""
+    from crawlsched.store.dump import dump_database
+
+    with cli_runtime() as rt:
+        written = dump_database(rt.db, folder / rt.settings.mongo_db)
+    total = sum(written.values())
+    console.print(f"{total} documents in {len(written)} collections written to {folder}")
+
+
+@store_app.command("load")
+def store_load(
+    folder: Path = typer.Argument(
+        ..., exists=True, file_okay=False, help="A mongodump folder, or a standalone data dir."
+    ),
+    drop: bool = typer.Option(False, "--drop", help="Replace collections that hold documents."),
+) -> None:
+    """Load a dump (mongodump's, or a standalone data directory's `current`) into the store."""
+    from crawlsched.store.dump import database_folder, load_dump
+
+    with cli_runtime() as rt:
+        source = folder / "current" if (folder / "current").is_dir() else folder
+        try:
+            loaded = load_dump(rt.db, database_folder(source, rt.settings.mongo_db), drop)
+        except (FileNotFoundError, ValueError) as e:
+            bad_input(str(e))
+        rt.create_indexes()
+    console.print(f"{sum(loaded.values())} documents loaded into {len(loaded)} collections")

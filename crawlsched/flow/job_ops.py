@@ -1,0 +1,139 @@
+"""Job operations shared by the command line and the HTTP API: add one target's jobs, find
+jobs, change a job's meta.
+
+Jobs are named outside the store by their collection and encoded id (`oid:…`, `int:…`,
+`str:…`, see `crawlsched.ids`), so a job id survives JSON unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from crawlsched.catalog import JOB_COLLECTIONS, STATE_NAMES, TARGET_KINDS
+from crawlsched.errors import BadJobInput
+from crawlsched.ids import decode_id, encode_id
+from crawlsched.jobs_input import build_job_docs, job_input_from_row
+from crawlsched.runtime import Runtime
+
+STATE_NUMBERS = {name: number for number, name in STATE_NAMES.items()}
+# Job fields a caller may read; the rest (dispatch ids, lease deadlines) are the flow's own.
+PUBLIC_FIELDS = (
+    "media_name_id", "target", "task", "url", "state", "execution_date", "interval_s",
+    "one_off", "human_validation", "certitude", "last_outcome", "last_error", "attempts",
+    "depth", "scope_run", "meta", "updated_at",
+)  # fmt: skip
+META_MAX_KEYS = 50
+
+
+@dataclass
+class AddedJobs:
+    media: dict[str, Any]
+    collection: str
+    docs: list[dict[str, Any]]
+    inserted: int
+    skipped: list[Any] = field(default_factory=list)
+    disabled_tasks: list[str] = field(default_factory=list)
+
+
+def media_and_tasks(rt: Runtime, name: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    row = rt.reference.media_by_name(name)
+    if row is None:
+        known = sorted(m["media_name"] for m in rt.reference.media())
+        listed = ", ".join(known) or "none (run `crawlsched init-db`)"
+        raise BadJobInput(f"unknown media {name!r}; known media: {listed}")
+    return row, rt.reference.tasks_of(row.get("media_name_id", row["_id"]))
+
+
+def add_target(rt: Runtime, fields: Mapping[str, Any]) -> AddedJobs:
+    """Schedule the tasks of one profile or website (duplicates are skipped, not doubled)."""
+    if fields.get("interval_s") is not None and fields.get("one_off"):
+        raise BadJobInput("an interval and a one-off crawl exclude each other")
+    given = {k: v for k, v in fields.items() if v is not None and v != []}
+    job = job_input_from_row(given)
+    media, task_rows = media_and_tasks(rt, job.media_name)
+    docs = build_job_docs(job, media, set(task_rows), rt.now(), rt.allowed_networks)
+    collection = TARGET_KINDS[job.kind].collection
+    inserted, skipped = rt.jobs(collection).insert_new(docs)
+    disabled = [
+        task_rows[d["task"]]["name"] for d in docs if task_rows[d["task"]].get("enabled") is False
+    ]
+    return AddedJobs(media, collection, docs, inserted, skipped, disabled)
+
+
+def public_job(collection: str, doc: Mapping[str, Any]) -> dict[str, Any]:
+    """A job as callers see it: its encoded id, collection, state by name, public fields."""
+    shown = {k: doc[k] for k in PUBLIC_FIELDS if k in doc}
+    shown["state"] = STATE_NAMES.get(doc.get("state"), str(doc.get("state")))
+    return {"job_id": encode_id(doc["_id"]), "collection": collection, **shown}
+
+
+def _collection(collection: str) -> str:
+    if collection not in JOB_COLLECTIONS:
+        raise BadJobInput(f"unknown job collection {collection!r}; known: {JOB_COLLECTIONS}")
+    return collection
+
+
+def _job_id(job_id: str) -> Any:
+    try:
+        return decode_id(job_id)
+    except ValueError as e:
+        raise BadJobInput(f"job id {job_id!r}: {e}") from None
+
+
+def get_job(rt: Runtime, collection: str, job_id: str) -> dict[str, Any]:
+    doc = rt.db[_collection(collection)].find_one({"_id": _job_id(job_id)})
+    if doc is None:
+        raise LookupError(f"no job {job_id!r} in {collection}")
+    return public_job(collection, doc)
+
+
+def find_jobs(
+    rt: Runtime,
+    collection: str,
+    state: str | None = None,
+    task: str | None = None,
+    target: str | None = None,
+    ids: list[str] | None = None,
+    limit: int = 100,
+    skip: int = 0,
+) -> list[dict[str, Any]]:
+    """Jobs of one collection, filtered, in id order."""
+    query: dict[str, Any] = {}
+    if state is not None:
+        if state not in STATE_NUMBERS:
+            raise BadJobInput(f"unknown job state {state!r}; known: {', '.join(STATE_NUMBERS)}")
+        query["state"] = STATE_NUMBERS[state]
+    if task is not None:
+        query["task"] = task
+    if target is not None:
+        query["target"] = target
+    if ids:
+        query["_id"] = {"$in": [_job_id(i) for i in ids]}
+    cursor = rt.db[_collection(collection)].find(query).sort("_id", 1).skip(skip).limit(limit)
+    return [public_job(collection, doc) for doc in cursor]
+
+
+def update_meta(
+    rt: Runtime, collection: str, job_id: str, changes: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Set (or, with a null value, remove) keys of a job's free-form `meta` document."""
+    if not changes:
+        raise BadJobInput("nothing to change: give at least one meta key")
+    if len(changes) > META_MAX_KEYS:
+        raise BadJobInput(f"at most {META_MAX_KEYS} meta keys at once")
+    for key in changes:
+        if not key or "." in key or key.startswith("$") or len(key) > 100:
+            raise BadJobInput(f"meta key {key!r}: 1-100 characters, no '.', not starting '$'")
+    to_set = {f"meta.{k}": v for k, v in changes.items() if v is not None}
+    to_unset = {f"meta.{k}": "" for k, v in changes.items() if v is None}
+    update: dict[str, Any] = {"$currentDate": {"updated_at": True}}
+    if to_set:
+        update["$set"] = to_set
+    if to_unset:
+        update["$unset"] = to_unset
+    result = rt.db[_collection(collection)].update_one({"_id": _job_id(job_id)}, update)
+    if result.matched_count == 0:
+        raise LookupError(f"no job {job_id!r} in {collection}")
+    return get_job(rt, collection, job_id)

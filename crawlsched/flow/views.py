@@ -1,0 +1,166 @@
+"""Read-side views shared by the command line, the HTTP API and the status page: accounts and
+nodes with their state, waiting batches, system counts and the activity feed.
+
+Each returns plain documents (dates as datetimes); callers only format them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pymongo import DESCENDING
+
+from crawlsched.catalog import JOB_COLLECTIONS, STATE_NAMES
+from crawlsched.ids import encode_id
+from crawlsched.resources import rules
+from crawlsched.resources.queueing import describe_keys
+from crawlsched.runtime import Runtime
+from crawlsched.store.children import MongoChildStore
+
+
+def account_rows(rt: Runtime, media: str | None = None) -> list[dict[str, Any]]:
+    """Accounts with their state and load, never their secrets."""
+    now = rt.now()
+    return [
+        {
+            "media": a["media_name"],
+            "username": a["username"],
+            "state": rules.account_state(a, now),
+            "held": len(rules.live_leases(a, now)),
+            "max_concurrent": rules.capacity_of(rules.ACCOUNT_POOL, a),
+            "cooling_until": rules.cooling_until(a),
+            "reason": a.get("status_reason"),
+            "last_leased_at": a.get("last_leased_at"),
+        }
+        for a in rt.inventory.accounts(media)
+    ]
+
+
+def node_rows(rt: Runtime) -> list[dict[str, Any]]:
+    now = rt.now()
+    return [
+        {
+            "url": n["url"],
+            "kind": n.get("kind"),
+            "state": rules.node_state(n),
+            "held": len(rules.live_leases(n, now)),
+            "capacity": rules.capacity_of(rules.SELENIUM_POOL, n),
+            "checked_at": n.get("checked_at"),
+            "reason": n.get("health_reason"),
+        }
+        for n in rt.inventory.nodes()
+    ]
+
+
+def waiting_groups(rt: Runtime, waiting: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Waiting batches grouped by what they wait for: batches, jobs, the oldest wait."""
+    now = rt.now()
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for doc in waiting:
+        key = (describe_keys(doc["needs"]), doc["media_name"])
+        group = groups.setdefault(key, {"batches": 0, "jobs": 0, "oldest": now})
+        group["batches"] += 1
+        group["jobs"] += doc.get("jobs", 0)
+        group["oldest"] = min(group["oldest"], doc["enqueued_at"])
+    return [
+        {
+            "waits_for": needs,
+            "media": media,
+            "batches": g["batches"],
+            "jobs": g["jobs"],
+            "oldest_wait_s": round((now - g["oldest"]).total_seconds(), 1),
+        }
+        for (needs, media), g in sorted(groups.items())
+    ]
+
+
+def pools_overview(rt: Runtime) -> dict[str, Any]:
+    waiting = rt.waiting.all()
+    return {
+        "pools": rt.inventory.overview(rt.now()),
+        "waiting": waiting_groups(rt, waiting),
+        "waiting_batches": len(waiting),
+    }
+
+
+def _counts(rt: Runtime, collection: str, field: str) -> dict[str, int]:
+    rows = rt.db[collection].aggregate([{"$group": {"_id": f"${field}", "n": {"$sum": 1}}}])
+    return {str(row["_id"]): row["n"] for row in rows}
+
+
+def gather_stats(rt: Runtime) -> dict[str, Any]:
+    return {
+        "runs_by_state": _counts(rt, "runs", "state"),
+        "runs_by_result": _counts(rt, "runs", "result"),
+        "jobs_by_state": {c: rt.jobs(c).summary() for c in JOB_COLLECTIONS},
+        "executions_by_outcome": rt.history.outcome_totals(),
+        "waiting_batches": len(rt.waiting.all()),
+        "webhooks_by_state": _counts(rt, "webhook_deliveries", "state"),
+        "events_by_name": _counts(rt, "activity", "event"),
+    }
+
+
+def activity(
+    rt: Runtime, run_id: str | None = None, limit: int = 50, skip: int = 0
+) -> list[dict[str, Any]]:
+    """Run and schedule events, newest first."""
+    query = {"run_id": run_id} if run_id else {}
+    cursor = rt.db.activity.find(query).sort([("at", DESCENDING), ("_id", DESCENDING)])
+    return list(cursor.skip(skip).limit(limit))
+
+
+def by_depth(rt: Runtime, run: dict[str, Any]) -> list[dict[str, Any]]:
+    """Depth 0 is what was planned; deeper rows are the children, summed over collections."""
+    rows: dict[int, dict[str, Any]] = {}
+    for collection in JOB_COLLECTIONS:
+        for row in MongoChildStore(rt.db, collection).by_depth(run["_id"]):
+            into = rows.setdefault(row["depth"], dict.fromkeys(("discovered", "outstanding"), 0))
+            into["discovered"] += row["discovered"]
+            into["outstanding"] += row["outstanding"]
+    children_left = sum(r["outstanding"] for r in rows.values())
+    planned = run.get("planned", 0)
+    left = 0 if run.get("planning") else max(run.get("outstanding", 0) - children_left, 0)
+    table = [{"depth": 0, "discovered": planned, "outstanding": left, "done": planned - left}]
+    for depth, row in sorted(rows.items()):
+        table.append({"depth": depth, **row, "done": row["discovered"] - row["outstanding"]})
+    return table
+
+
+def children_rows(rt: Runtime, run_id: str, limit: int, skip: int) -> list[dict[str, Any]]:
+    rows = []
+    for collection in JOB_COLLECTIONS:
+        for doc in MongoChildStore(rt.db, collection).of_run(run_id, limit + skip):
+            rows.append(
+                {
+                    "job_id": encode_id(doc["_id"]),
+                    "collection": collection,
+                    "task": doc.get("task"),
+                    "depth": doc.get("depth"),
+                    "state": STATE_NAMES.get(doc.get("state"), str(doc.get("state"))),
+                    "outcome": doc.get("last_outcome"),
+                    "url": doc.get("url"),
+                    "error": doc.get("last_error"),
+                }
+            )
+    rows.sort(key=lambda r: (r["depth"] or 0, r["job_id"]))
+    return rows[skip : skip + limit]
+
+
+def run_details(rt: Runtime, run: dict[str, Any]) -> dict[str, Any]:
+    """A run with what waits for it, its child runs and its pages per depth."""
+    waiting = rt.waiting.for_run(run["_id"])
+    children = rt.runs.children_of(run["_id"]) if run.get("children") else []
+    return {
+        **run,
+        "waiting": {"batches": len(waiting), "jobs": sum(d.get("jobs", 0) for d in waiting)},
+        "child_runs": [{"_id": c["_id"], "state": c["state"]} for c in children],
+        "by_depth": by_depth(rt, run),
+    }
+
+
+def when(value: datetime | None) -> str:
+    """A date for a table: UTC to the second, `-` when there is none."""
+    from datetime import UTC
+
+    return "-" if value is None else f"{value.astimezone(UTC):%Y-%m-%d %H:%M:%S}Z"

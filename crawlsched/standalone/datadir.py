@@ -1,0 +1,200 @@
+"""The standalone server's data directory: snapshots of the embedded store in MongoDB's dump
+format, switched atomically, plus the API address and a local admin token.
+
+    <data dir>/
+      current -> snapshots/000042      the latest complete snapshot (a symbolic link)
+      snapshots/000042/crawlsched/     mongodump layout: <collection>.bson and .metadata.json
+      snapshots/000042/messages.json   messages not yet processed at a clean stop
+      snapshots/000042/CLEAN           present when the server stopped cleanly
+      api.json                         {"url": …, "token": …} while the server runs (mode 0600)
+
+A snapshot is written into a new folder, flushed, and only then made `current` by renaming a
+link over the old one: a crash at any moment leaves the previous snapshot whole. Collections
+that no write touched since the previous snapshot are hard links to its files, so a snapshot
+costs what changed, not the whole store. `mongorestore --dir <data dir>/current` loads it into
+a real MongoDB.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import bson
+
+from crawlsched.store import dump
+from crawlsched.store.counting import CountingDatabase
+
+KEEP_SNAPSHOTS = 2
+API_FILE = "api.json"
+CLEAN_MARK = "CLEAN"
+MESSAGES_FILE = "messages.json"
+
+
+@dataclass
+class Snapshot:
+    """One collection as last written: which mongomock store and write count it was read at."""
+
+    store_id: int
+    generation: int
+    path: Path
+
+
+@dataclass
+class SnapshotStats:
+    number: int
+    written: list[str] = field(default_factory=list)
+    linked: list[str] = field(default_factory=list)
+    documents: int = 0
+
+
+class DataDir:
+    def __init__(self, root: Path, db_name: str) -> None:
+        self.root = root
+        self.db_name = db_name
+        self.snapshots = root / "snapshots"
+        self.current = root / "current"
+        self._last: dict[str, Snapshot] = {}
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.snapshots.mkdir(exist_ok=True)
+
+    # -- reading --------------------------------------------------------------------------
+
+    def latest(self) -> Path | None:
+        """The folder of the latest complete snapshot, or None before the first."""
+        if not self.current.is_symlink() and not self.current.exists():
+            return None
+        target = self.current.resolve()
+        return target if target.is_dir() else None
+
+    def load_into(self, db: CountingDatabase) -> dict[str, Any]:
+        """Load the latest snapshot into an empty database; what it held and how it ended."""
+        folder = self.latest()
+        if folder is None:
+            return {"loaded": {}, "clean": True, "messages": [], "snapshot": None}
+        loaded = dump.load_dump(db, folder / self.db_name, drop=True)
+        messages_path = folder / MESSAGES_FILE
+        messages = []
+        if messages_path.exists():
+            messages = [
+                (m["queue"], base64.b64decode(m["data"]))
+                for m in json.loads(messages_path.read_text())
+            ]
+        return {
+            "loaded": loaded,
+            "clean": (folder / CLEAN_MARK).exists(),
+            "messages": messages,
+            "snapshot": folder.name,
+        }
+
+    # -- writing --------------------------------------------------------------------------
+
+    def snapshot(
+        self,
+        db: CountingDatabase,
+        messages: list[tuple[str, bytes]] | None = None,
+        clean: bool = False,
+    ) -> SnapshotStats:
+        """Write the embedded database as a new snapshot and make it current.
+
+        Every collection that changed is encoded under the store's lock in one pass, so the
+        snapshot is one moment of the whole database; the files are written after."""
+        number = self._next_number()
+        folder = self.snapshots / f"{number:06d}"
+        target = folder / self.db_name
+        target.mkdir(parents=True)
+        stats = SnapshotStats(number)
+        changed: dict[str, tuple[Snapshot, list[bytes], list[dict]]] = {}
+        with db.locked():
+            raw = db.raw
+            for name in raw.list_collection_names():
+                collection = raw[name]
+                store = collection._store
+                seen = Snapshot(id(store), getattr(store, "generation", 0), target)
+                before = self._last.get(name)
+                if before and (before.store_id, before.generation) == (
+                    seen.store_id,
+                    seen.generation,
+                ):
+                    changed[name] = (before, [], [])
+                    continue
+                encoded = [bson.encode(doc) for doc in store.documents]
+                indexes = dump.index_specs(collection.index_information())
+                changed[name] = (seen, encoded, indexes)
+        for name, (seen, encoded, indexes) in changed.items():
+            if seen.path != target:  # unchanged: link the previous snapshot's files
+                for suffix in (".bson", ".metadata.json"):
+                    os.link(seen.path / f"{name}{suffix}", target / f"{name}{suffix}")
+                stats.linked.append(name)
+            else:
+                dump.write_collection(target, name, encoded, indexes)
+                stats.written.append(name)
+                stats.documents += len(encoded)
+            self._last[name] = Snapshot(seen.store_id, seen.generation, target)
+        self._last = {n: s for n, s in self._last.items() if n in changed}
+        if messages:
+            payload = [{"queue": q, "data": base64.b64encode(d).decode()} for q, d in messages]
+            dump.write_file(folder / MESSAGES_FILE, [json.dumps(payload).encode()])
+        if clean:
+            dump.write_file(folder / CLEAN_MARK, [b""])
+        _fsync_dir(target)
+        _fsync_dir(folder)
+        self._switch(folder)
+        self._prune()
+        return stats
+
+    def _next_number(self) -> int:
+        numbers = [int(p.name) for p in self.snapshots.iterdir() if p.name.isdigit()]
+        return max(numbers, default=0) + 1
+
+    def _switch(self, folder: Path) -> None:
+        link = self.root / "current.new"
+        link.unlink(missing_ok=True)
+        link.symlink_to(folder.relative_to(self.root))
+        link.replace(self.current)  # rename(2): atomic
+        _fsync_dir(self.root)
+
+    def _prune(self) -> None:
+        keep = self.current.resolve()
+        folders = sorted(p for p in self.snapshots.iterdir() if p.name.isdigit())
+        for folder in folders[:-KEEP_SNAPSHOTS]:
+            if folder.resolve() != keep:
+                shutil.rmtree(folder, ignore_errors=True)
+        # A snapshot folder a crash left half-written, newer than current: never current.
+        for folder in folders:
+            if folder.name > keep.name:
+                shutil.rmtree(folder, ignore_errors=True)
+
+    # -- the API's address ------------------------------------------------------------------
+
+    def write_api(self, url: str, token: str) -> None:
+        path = self.root / API_FILE
+        partial = self.root / f".{API_FILE}.partial"
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            json.dump({"url": url, "token": token, "pid": os.getpid()}, out)
+        partial.replace(path)
+
+    def remove_api(self) -> None:
+        (self.root / API_FILE).unlink(missing_ok=True)
+
+
+def read_api(root: Path) -> dict[str, Any] | None:
+    """The running server's {"url", "token", "pid"}, if its file is there."""
+    try:
+        return json.loads((root / API_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,129 @@
+"""MongoDB's own dump format, as `mongodump` writes it and `mongorestore` reads it.
+
+A dump folder holds one folder per database; in it, per collection, `<name>.bson` (the
+documents, one BSON document after another) and `<name>.metadata.json` (its indexes, in
+canonical Extended JSON). `write_collection` writes one such pair, `load_dump` loads a folder
+of them into any database (the embedded store or a real server).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import bson
+from bson import json_util
+from bson.son import SON
+
+from crawlsched.store.counting import CountingDatabase
+
+JSON_OPTIONS = json_util.CANONICAL_JSON_OPTIONS
+INSERT_CHUNK = 5000
+# What an index keeps besides its key and name, in the metadata and on create_index.
+INDEX_OPTIONS = ("unique", "sparse", "expireAfterSeconds", "partialFilterExpression")
+
+
+def index_specs(index_information: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """pymongo's `index_information()` as the `indexes` of a metadata file."""
+    specs = []
+    for name, info in sorted(index_information.items()):
+        spec: dict[str, Any] = {"v": 2, "key": SON(list(info["key"])), "name": name}
+        spec.update({k: info[k] for k in INDEX_OPTIONS if k in info})
+        specs.append(spec)
+    return specs
+
+
+def metadata_json(collection_name: str, indexes: list[dict[str, Any]]) -> str:
+    return json_util.dumps(
+        {"indexes": indexes, "collectionName": collection_name, "type": "collection"},
+        json_options=JSON_OPTIONS,
+    )
+
+
+def write_file(path: Path, chunks: Iterable[bytes]) -> None:
+    """Write `path` whole or not at all: a temporary file in the same folder, flushed to disk,
+    then renamed over it."""
+    partial = path.with_name(f".{path.name}.partial")
+    with partial.open("wb") as out:
+        for chunk in chunks:
+            out.write(chunk)
+        out.flush()
+        os.fsync(out.fileno())
+    partial.replace(path)
+
+
+def write_collection(folder: Path, name: str, encoded: list[bytes], indexes: list[dict]) -> None:
+    write_file(folder / f"{name}.bson", encoded)
+    write_file(folder / f"{name}.metadata.json", [metadata_json(name, indexes).encode()])
+
+
+def read_documents(path: Path) -> Iterator[dict[str, Any]]:
+    with path.open("rb") as stream:
+        yield from bson.decode_file_iter(
+            stream, bson.CodecOptions(document_class=dict, tz_aware=True)
+        )
+
+
+def read_indexes(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return json_util.loads(path.read_text()).get("indexes", [])
+
+
+def database_folder(dump: Path, db_name: str) -> Path:
+    """The folder of `db_name` in a dump: `dump/<db>/`, or `dump` itself when it holds the
+    `.bson` files directly (`mongodump --db X --out` of one database, moved)."""
+    nested = dump / db_name
+    if nested.is_dir():
+        return nested
+    if any(dump.glob("*.bson")):
+        return dump
+    raise FileNotFoundError(f"{dump}: no {db_name}/ folder and no .bson files")
+
+
+def load_dump(db: CountingDatabase, folder: Path, drop: bool = False) -> dict[str, int]:
+    """Load every collection of a dump folder: documents, then its indexes. Refuses a
+    collection that already holds documents unless `drop` (then it is replaced)."""
+    files = sorted(folder.glob("*.bson"))
+    if not drop:
+        busy = [f.stem for f in files if db[f.stem].estimated_document_count()]
+        if busy:
+            raise ValueError(
+                f"collections already hold documents: {', '.join(busy)} (load with --drop to "
+                "replace them)"
+            )
+    loaded: dict[str, int] = {}
+    for path in files:
+        collection = db[path.stem]
+        if drop:
+            collection.drop()
+        count = 0
+        chunk: list[dict[str, Any]] = []
+        for doc in read_documents(path):
+            chunk.append(doc)
+            if len(chunk) >= INSERT_CHUNK:
+                count += len(collection.insert_many(chunk).inserted_ids)
+                chunk = []
+        if chunk:
+            count += len(collection.insert_many(chunk).inserted_ids)
+        for spec in read_indexes(path.with_name(f"{path.stem}.metadata.json")):
+            if spec["name"] == "_id_":
+                continue
+            options = {k: spec[k] for k in INDEX_OPTIONS if k in spec}
+            collection.create_index(list(spec["key"].items()), name=spec["name"], **options)
+        loaded[path.stem] = count
+    return loaded
+
+
+def dump_database(db: CountingDatabase, folder: Path) -> dict[str, int]:
+    """Write every collection of `db` to `folder` (a real server's or the embedded store)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for name in sorted(db.list_collection_names()):
+        collection = db[name]
+        encoded = [bson.encode(doc) for doc in collection.find({})]
+        write_collection(folder, name, encoded, index_specs(collection.index_information()))
+        written[name] = len(encoded)
+    return written

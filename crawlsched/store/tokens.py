@@ -1,0 +1,90 @@
+"""API tokens: two roles (read, admin), stored only as a SHA-256 of the token.
+
+A token is `cs_<id>_<secret>`: the id finds the row, the hash of the whole token proves it.
+The plain token is shown once, when it is created; the store cannot give it back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from datetime import datetime
+from typing import Any
+
+from crawlsched.store.counting import CountingDatabase
+
+ROLES = ("read", "admin")
+PREFIX = "cs"
+
+
+def digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def new_token() -> tuple[str, str]:
+    """(token id, plain token)."""
+    token_id = secrets.token_hex(4)
+    return token_id, f"{PREFIX}_{token_id}_{secrets.token_urlsafe(24)}"
+
+
+def token_id_of(token: str) -> str | None:
+    parts = token.split("_")
+    if len(parts) != 3 or parts[0] != PREFIX or not parts[1]:
+        return None
+    return parts[1]
+
+
+def allows(role: str, needed: str) -> bool:
+    """An admin token may do what a read token may; a read token only reads."""
+    return ROLES.index(role) >= ROLES.index(needed)
+
+
+class MongoTokenStore:
+    def __init__(self, db: CountingDatabase) -> None:
+        self._tokens = db.api_tokens
+
+    def create(self, role: str, name: str, now: datetime) -> tuple[dict[str, Any], str]:
+        """A new token: its row (no secret in it) and the plain token, which is not kept."""
+        if role not in ROLES:
+            raise ValueError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
+        token_id, token = new_token()
+        row = {
+            "_id": token_id,
+            "role": role,
+            "name": name,
+            "sha256": digest(token),
+            "created_at": now,
+            "revoked_at": None,
+        }
+        self._tokens.insert_one(row)
+        return _public(row), token
+
+    def verify(self, token: str) -> dict[str, Any] | None:
+        """The token's row if it exists, matches and is not revoked; else None."""
+        token_id = token_id_of(token)
+        if token_id is None:
+            return None
+        row = self._tokens.find_one({"_id": token_id})
+        if row is None or row.get("revoked_at") is not None:
+            return None
+        if not hmac.compare_digest(row["sha256"], digest(token)):
+            return None
+        return _public(row)
+
+    def revoke(self, token_id: str, now: datetime) -> dict[str, Any]:
+        row = self._tokens.find_one_and_update(
+            {"_id": token_id, "revoked_at": None}, {"$set": {"revoked_at": now}}
+        )
+        if row is None:
+            if self._tokens.find_one({"_id": token_id}) is None:
+                raise LookupError(f"no API token with id {token_id!r}")
+            raise ValueError(f"API token {token_id!r} is already revoked")
+        return _public({**row, "revoked_at": now})
+
+    def all(self) -> list[dict[str, Any]]:
+        return [_public(r) for r in self._tokens.find().sort("created_at", 1)]
+
+
+def _public(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k != "sha256"}
