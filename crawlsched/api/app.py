@@ -33,7 +33,7 @@ def default_health_checks(rt: Runtime) -> dict[str, HealthCheck]:
     from crawlsched.services import check_broker
 
     def mongo() -> str:
-        rt.db.command("ping")
+        rt.db.raw.client.admin.command("ping")
         return "embedded" if rt.settings.mongo_url.startswith("mongomock://") else ""
 
     def broker() -> str:

@@ -16,6 +16,9 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from crawlsched.errors import CrawlschedError
+from crawlsched.logs import get_logger
+
+log = get_logger(__name__)
 
 MEDIA_TYPE = "application/problem+json"
 TYPE_BASE = "https://crawlsched.dev/problems/"
@@ -119,19 +122,30 @@ def install(app: FastAPI) -> None:
         return problem_response(request, exc.status_code, str(exc.detail), headers=exc.headers)
 
     # Errors the flow and stores raise on purpose: unknown things are 404, bad input 400.
+    # KeyError and IndexError are LookupErrors too, but raised by mistakes, not on purpose.
     @app.exception_handler(LookupError)
     async def _lookup(request: Request, exc: LookupError) -> JSONResponse:
-        return problem_response(request, 404, _text(exc))
+        if isinstance(exc, KeyError | IndexError):
+            return _internal(request, exc)
+        return problem_response(request, 404, str(exc))
 
     @app.exception_handler(ValueError)
     async def _value(request: Request, exc: ValueError) -> JSONResponse:
-        return problem_response(request, 400, _text(exc))
+        if isinstance(exc, UnicodeError):
+            return _internal(request, exc)
+        return problem_response(request, 400, str(exc))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        return _internal(request, exc)
 
     @app.exception_handler(CrawlschedError)
     async def _crawlsched(request: Request, exc: CrawlschedError) -> JSONResponse:
-        return problem_response(request, 400, _text(exc))
+        status = 404 if isinstance(exc, LookupError) else 400
+        return problem_response(request, status, str(exc))
 
 
-def _text(exc: BaseException) -> str:
-    # KeyError's str() is the repr of its key; LookupError subclasses carry a sentence.
-    return str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+def _internal(request: Request, exc: BaseException) -> JSONResponse:
+    """A bug: logged with its traceback, answered without it."""
+    log.error("api_error", path=request.url.path, exc_info=exc)
+    return problem_response(request, 500, "internal error (logged on the server)")

@@ -7,7 +7,7 @@ import json
 import typer
 from rich.table import Table
 
-from crawlsched.cli.common import cli_runtime, console
+from crawlsched.cli.common import cli_runtime, console, print_json
 from crawlsched.flow import views
 
 
@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
             events = views.activity(rt, run, limit)
             if as_json:
                 for event in events:
-                    print(json.dumps(event, default=str))
+                    print_json(event)
                 return
             table = Table(title=f"Activity ({len(events)})")
             for column in ("at", "event", "subject"):
@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
         with cli_runtime() as rt:
             figures = views.gather_stats(rt)
             if as_json:
-                print(json.dumps(figures))
+                print_json(figures)
                 return
             for name, value in figures.items():
                 console.print(f"{name}: {json.dumps(value)}")

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
 
+from crawlsched.api.encoding import plain
 from crawlsched.errors import CrawlschedError
 from crawlsched.runtime import Runtime
 from crawlsched.services import services_or_exit
@@ -66,6 +68,11 @@ def cli_runtime(settings: Settings | None = None) -> Iterator[Runtime]:
     except CrawlschedError as e:
         err_console.print(f"[red]error:[/red] {e}", soft_wrap=True)
         raise typer.Exit(1) from None
+
+
+def print_json(doc: Any) -> None:
+    """One JSON document on one line: ISO 8601 dates, ids as strings (as the API answers)."""
+    print(json.dumps(plain(doc)), flush=True)
 
 
 def bad_input(message: str) -> NoReturn:

@@ -8,7 +8,6 @@ not due yet, running, exhausted or already set aside.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from typing import Any
 
@@ -16,7 +15,7 @@ import typer
 from rich.table import Table
 
 from crawlsched.catalog import JOB_COLLECTIONS, JobState
-from crawlsched.cli.common import cli_runtime, console
+from crawlsched.cli.common import cli_runtime, console, print_json
 from crawlsched.errors import BadJobDocument
 from crawlsched.planning.due import parse_due_job
 from crawlsched.planning.problems import diagnose
@@ -63,7 +62,7 @@ def register(app: typer.Typer) -> None:
             reports = [examine(rt, collection) for collection in JOB_COLLECTIONS]
         if as_json:
             for report in reports:
-                print(json.dumps(report, default=str))
+                print_json(report)
             return
         for report in reports:
             table = Table(

@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedCo
 from rich.table import Table
 
 from crawlsched.catalog import JOB_COLLECTIONS, TARGET_KINDS, JobState
-from crawlsched.cli.common import cli_runtime, console, err_console
+from crawlsched.cli.common import cli_runtime, console, err_console, print_json
 from crawlsched.errors import BadJobInput
 from crawlsched.flow import job_ops
 from crawlsched.jobs_input import (
@@ -397,7 +397,7 @@ def problems(
         rows = list(_problem_rows(rt, rt.now()))
     if as_json:
         for row in rows:
-            typer.echo(json.dumps(row, default=str))
+            print_json(row)
         return
     if not rows:
         console.print("no problems: every enabled job can be planned")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -12,7 +11,7 @@ import httpx
 import typer
 from rich.table import Table
 
-from crawlsched.cli.common import cli_runtime, console, load_settings
+from crawlsched.cli.common import cli_runtime, console, load_settings, print_json
 from crawlsched.errors import UnknownMedia
 from crawlsched.flow import views
 from crawlsched.resources import rules
@@ -88,7 +87,7 @@ def accounts_list(
         rows = views.account_rows(rt, media)
         if as_json:
             for row in rows:
-                print(json.dumps(row, default=str))
+                print_json(row)
             return
         table = Table(title="Accounts")
         for column in ("media", "username", "state", "held", "until", "reason"):
@@ -167,7 +166,7 @@ def nodes_list(as_json: bool = typer.Option(False, "--json")) -> None:
         rows = views.node_rows(rt)
         if as_json:
             for row in rows:
-                print(json.dumps(row, default=str))
+                print_json(row)
             return
         table = Table(title="Selenium nodes")
         for column in ("url", "kind", "state", "held", "checked", "reason"):

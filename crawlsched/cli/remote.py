@@ -69,6 +69,17 @@ def target_for(argv: list[str], settings: Settings) -> Target | None:
     found = read_api(settings.data_dir)
     if found and _pid_alive(found.get("pid")):
         return Target(str(found["url"]), str(found["token"]), str(settings.data_dir))
+    if (settings.data_dir / "current").exists():
+        # Its data is there, but only a running server holds it: a command here would act on
+        # an empty embedded store and its changes would vanish.
+        raise SystemExit(
+            _fail(
+                f"no crawlsched standalone server is running for the data in "
+                f"{settings.data_dir}: start it with `crawlsched standalone` (or set "
+                "CRAWLSCHED_MONGO_URL to use a MongoDB server)",
+                1,
+            )
+        )
     return None
 
 

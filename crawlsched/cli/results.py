@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import typer
 from rich.table import Table
 
 from crawlsched.catalog import MODEL_COLLECTIONS
-from crawlsched.cli.common import bad_input, cli_runtime, console
+from crawlsched.cli.common import bad_input, cli_runtime, console, print_json
 from crawlsched.ids import decode_id
 
 # The columns a table shows; --json gives every field.
@@ -44,7 +43,7 @@ def register(app: typer.Typer) -> None:
             if as_json:
                 for doc in docs:
                     doc.pop("_id", None)
-                    print(json.dumps(doc, default=_iso))
+                    print_json(doc)
                 return
             table = Table(title=f"{model}: {len(docs)} shown (skipped {skip})")
             for column in SHOWN:

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import contextlib
-import json
 from typing import Any
 
 import typer
 from rich.table import Table
 
 from crawlsched.cli import discovery
-from crawlsched.cli.common import bad_input, cli_runtime, console, ensure_broker, sends_messages
+from crawlsched.cli.common import (
+    bad_input,
+    cli_runtime,
+    console,
+    ensure_broker,
+    print_json,
+    sends_messages,
+)
 from crawlsched.cli.runs import require_run, run_app, runs_table
 from crawlsched.errors import CrawlschedError
 from crawlsched.ids import decode_id
@@ -32,7 +38,7 @@ def _with_broker() -> Any:
 
 def _print_json(docs: list[dict[str, Any]]) -> None:
     for doc in docs:
-        print(json.dumps(doc, default=str))
+        print_json(doc)
 
 
 @run_app.command("now")
@@ -54,7 +60,7 @@ def run_now(
         plan_crawls.send(schedule_id, fire_at.isoformat())
         run_id = run_id_for(schedule_id, fire_at)
         if as_json:
-            print(json.dumps({"run_id": run_id, "schedule_id": schedule_id}))
+            print_json({"run_id": run_id, "schedule_id": schedule_id})
         else:
             console.print(f"sent: run {run_id} (see `crawlsched run status {run_id}`)")
 
@@ -92,7 +98,7 @@ def stop(
             "ended": summary.ended,
         }
         if as_json:
-            print(json.dumps(result))
+            print_json(result)
             return
         what = f"task {task} of " if task else ""
         console.print(
@@ -218,6 +224,6 @@ def correct(
                 bad_input(f"no history row {', '.join(missing)}; nothing corrected")
         changed = rt.history.correct(changes, reason.strip(), rt.now(), ids=ids, outcome=status)
         if as_json:
-            print(json.dumps({"corrected": changed, "set": changes}))
+            print_json({"corrected": changed, "set": changes})
         else:
             console.print(f"corrected {changed} rows: {changes}")

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import typer
 from rich.table import Table
 
 from crawlsched.cli import discovery
-from crawlsched.cli.common import bad_input, cli_runtime, console
+from crawlsched.cli.common import bad_input, cli_runtime, console, print_json
 from crawlsched.flow import views
 from crawlsched.planning.outcomes import OUTCOME_MEANINGS, STOPPED
 from crawlsched.runtime import Runtime
@@ -88,7 +87,7 @@ def register(app: typer.Typer) -> None:
             runs = rt.runs.recent(limit)
             if as_json:
                 for run in runs:
-                    print(json.dumps(run, default=str))
+                    print_json(run)
                 return
             console.print(runs_table(runs))
 
@@ -105,7 +104,7 @@ def status(
         run = require_run(rt, run_id)
         children = rt.runs.children_of(run_id) if run.get("children") else []
         if as_json:
-            print(json.dumps(views.run_details(rt, run), default=str))
+            print_json(views.run_details(rt, run))
             return
         console.print(runs_table([run], title=f"Run {run_id}"))
         console.print(discovery.summary(run))
@@ -148,7 +147,7 @@ def resources(
         rows = rt.assignments.for_run(run_id)
         if as_json:
             for row in rows:
-                print(json.dumps(row, default=str))
+                print_json(row)
             return
         table = Table(title=f"Resources of run {run_id}")
         for column in ("task", "media", "jobs", "account", "node", "waited"):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -11,7 +10,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from crawlsched.cli.common import cli_runtime, console, err_console
+from crawlsched.cli.common import cli_runtime, console, err_console, print_json
 from crawlsched.flow import schedule_ops
 from crawlsched.runtime import Runtime
 from crawlsched.schedules.spec import horizon
@@ -88,7 +87,7 @@ def _given(options: dict[str, Any]) -> dict[str, Any]:
 
 def _print(doc: dict[str, Any], as_json: bool, message: str) -> None:
     if as_json:
-        print(json.dumps(doc, default=str))
+        print_json(doc)
     else:
         console.print(message)
 
@@ -193,7 +192,7 @@ def list_schedules(
         docs = rt.schedules.for_owner(owner, include_deleted)
         if as_json:
             for doc in docs:
-                print(json.dumps(doc, default=str))
+                print_json(doc)
             return
         table = Table(title="Schedules")
         for column in ("id", "owner", "fires", "trigger", "state", "next", "fired", "missed"):
@@ -219,7 +218,7 @@ def show(schedule_id: str = typer.Argument(...), as_json: bool = JSON) -> None:
     with _runtime() as rt:
         doc = rt.schedules.require(schedule_id, "show", ("active", "paused", "stopped", "done"))
         if as_json:
-            print(json.dumps(doc, default=str))
+            print_json(doc)
             return
         for key, value in doc.items():
             console.print(f"{key}: {value}")
@@ -243,7 +242,7 @@ def next_runs(
         rows = schedule_ops.upcoming_runs(rt, docs, span)[:limit]
         if as_json:
             for sid, fire_at in rows:
-                print(json.dumps({"schedule_id": sid, "fire_at": fire_at.isoformat()}))
+                print_json({"schedule_id": sid, "fire_at": fire_at})
             return
         table = Table(title=f"Upcoming runs ({span.total_seconds() / 86400:g} days)")
         table.add_column("fire at (UTC)")
@@ -265,7 +264,7 @@ def missed(
         rows = rt.missed_runs.list(schedule_id, owner, limit)
         if as_json:
             for row in rows:
-                print(json.dumps(row, default=str))
+                print_json(row)
             return
         table = Table(title="Missed runs")
         for column in ("fire at", "schedule", "reason", "detail"):

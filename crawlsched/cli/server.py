@@ -3,14 +3,21 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 from rich.table import Table
 
 from crawlsched.api.encoding import plain
-from crawlsched.cli.common import bad_input, cli_runtime, console, load_settings
+from crawlsched.cli.common import (
+    bad_input,
+    cli_runtime,
+    console,
+    err_console,
+    load_settings,
+    print_json,
+)
+from crawlsched.errors import CrawlschedError
 from crawlsched.store.tokens import ROLES
 
 api_app = typer.Typer(help="Serve the HTTP API.", no_args_is_help=True)
@@ -65,15 +72,21 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """API, status page, clock and workers in one process on the embedded store, keeping
         its data in CRAWLSCHED_DATA_DIR across restarts (no MongoDB or RabbitMQ needed)."""
+        from crawlsched.services import services_or_exit
         from crawlsched.standalone.server import serve
 
         settings = load_settings()
-        serve(
-            settings,
-            host or settings.api_host,
-            settings.api_port if port is None else port,
-            threads,
-        )
+        try:
+            with services_or_exit(settings):
+                serve(
+                    settings,
+                    host or settings.api_host,
+                    settings.api_port if port is None else port,
+                    threads,
+                )
+        except (CrawlschedError, OSError) as e:
+            err_console.print(f"[red]error:[/red] {e}", soft_wrap=True)
+            raise typer.Exit(1) from None
 
 
 @tokens_app.command("create")
@@ -88,7 +101,7 @@ def tokens_create(
     with cli_runtime() as rt:
         row, token = rt.tokens.create(role, name, rt.now())
     if as_json:
-        print(json.dumps({**plain(row), "token": token}))
+        print_json({**plain(row), "token": token})
         return
     console.print(f"token {row['_id']} ({role}, {name}); shown once, keep it safe:")
     print(token)
@@ -101,7 +114,7 @@ def tokens_list(as_json: bool = typer.Option(False, "--json")) -> None:
         rows = rt.tokens.all()
     if as_json:
         for row in rows:
-            print(json.dumps(plain(row)))
+            print_json(plain(row))
         return
     table = Table(title="API tokens")
     for column in ("id", "role", "name", "created", "revoked"):

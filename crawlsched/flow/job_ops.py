@@ -35,6 +35,7 @@ class AddedJobs:
     inserted: int
     skipped: list[Any] = field(default_factory=list)
     disabled_tasks: list[str] = field(default_factory=list)
+    stored: list[dict[str, Any]] = field(default_factory=list)
 
 
 def media_and_tasks(rt: Runtime, name: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
@@ -56,10 +57,20 @@ def add_target(rt: Runtime, fields: Mapping[str, Any]) -> AddedJobs:
     docs = build_job_docs(job, media, set(task_rows), rt.now(), rt.allowed_networks)
     collection = TARGET_KINDS[job.kind].collection
     inserted, skipped = rt.jobs(collection).insert_new(docs)
+    # What is stored now (with its _id), whether this call inserted it or it was there.
+    stored = list(
+        rt.db[collection].find(
+            {
+                "media_name_id": docs[0]["media_name_id"],
+                "target": docs[0]["target"],
+                "task": {"$in": [d["task"] for d in docs]},
+            }
+        )
+    )
     disabled = [
         task_rows[d["task"]]["name"] for d in docs if task_rows[d["task"]].get("enabled") is False
     ]
-    return AddedJobs(media, collection, docs, inserted, skipped, disabled)
+    return AddedJobs(media, collection, docs, inserted, skipped, disabled, stored)
 
 
 def public_job(collection: str, doc: Mapping[str, Any]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ format, switched atomically, plus the API address and a local admin token.
       snapshots/000042/messages.json   messages not yet processed at a clean stop
       snapshots/000042/CLEAN           present when the server stopped cleanly
       api.json                         {"url": …, "token": …} while the server runs (mode 0600)
+      secret.key                       encrypts account secrets, unless CRAWLSCHED_SECRET_KEY is set
 
 A snapshot is written into a new folder, flushed, and only then made `current` by renaming a
 link over the old one: a crash at any moment leaves the previous snapshot whole. Collections
@@ -27,6 +28,7 @@ from typing import Any
 
 import bson
 
+from crawlsched.errors import CrawlschedError
 from crawlsched.store import dump
 from crawlsched.store.counting import CountingDatabase
 
@@ -34,6 +36,12 @@ KEEP_SNAPSHOTS = 2
 API_FILE = "api.json"
 CLEAN_MARK = "CLEAN"
 MESSAGES_FILE = "messages.json"
+SECRET_KEY_FILE = "secret.key"
+LOCK_FILE = "lock"
+
+
+class DataDirBusy(CrawlschedError):
+    """Another server holds the data directory."""
 
 
 @dataclass
@@ -62,6 +70,21 @@ class DataDir:
         self._last: dict[str, Snapshot] = {}
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.snapshots.mkdir(exist_ok=True)
+
+    def acquire(self) -> None:
+        """Hold the directory's lock for this process's life: one server per data directory
+        (two would overwrite each other's snapshots)."""
+        import fcntl
+
+        self._lock_file = (self.root / LOCK_FILE).open("a")
+        try:
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            running = read_api(self.root) or {}
+            raise DataDirBusy(
+                f"another crawlsched standalone (pid {running.get('pid', '?')}) already uses "
+                f"{self.root}; stop it first, or set CRAWLSCHED_DATA_DIR to another folder"
+            ) from None
 
     # -- reading --------------------------------------------------------------------------
 
@@ -169,6 +192,21 @@ class DataDir:
         for folder in folders:
             if folder.name > keep.name:
                 shutil.rmtree(folder, ignore_errors=True)
+
+    @staticmethod
+    def secret_key(root: Path) -> str:
+        """The key that encrypts account secrets at rest, made once and kept (mode 0600)."""
+        from crawlsched.resources.secrets import generate_key
+
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = root / SECRET_KEY_FILE
+        if not path.exists():
+            partial = root / f".{SECRET_KEY_FILE}.partial"
+            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(generate_key())
+            partial.replace(path)
+        return path.read_text().strip()
 
     # -- the API's address ------------------------------------------------------------------
 

@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import SecretStr
+
 from crawlsched.logs import get_logger
 from crawlsched.settings import Settings
 from crawlsched.standalone.datadir import DataDir
@@ -29,8 +31,12 @@ LOCAL_TOKEN_NAME = "standalone-local"
 
 
 def standalone_settings(settings: Settings) -> Settings:
-    """The settings with the embedded store and the in-process broker."""
-    return settings.model_copy(update={"mongo_url": STORE_URL, "broker_url": "stub://"})
+    """The settings with the embedded store and the in-process broker, and an account-secret
+    key: CRAWLSCHED_SECRET_KEY, or one kept in the data directory (made on the first start)."""
+    update: dict[str, Any] = {"mongo_url": STORE_URL, "broker_url": "stub://"}
+    if settings.secret_key is None:
+        update["secret_key"] = SecretStr(DataDir.secret_key(settings.data_dir))
+    return settings.model_copy(update=update)
 
 
 @dataclass
@@ -87,6 +93,7 @@ class StandaloneServer:
         from crawlsched.standalone.broker import InProcessBroker
         from crawlsched.store.client import drop_embedded
 
+        self.data.acquire()
         drop_embedded(STORE_URL)
         self.broker = setup_broker(self.settings, stub_class=InProcessBroker)
         rt = runtime_module.get_runtime()

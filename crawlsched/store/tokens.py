@@ -29,8 +29,9 @@ def new_token() -> tuple[str, str]:
 
 
 def token_id_of(token: str) -> str | None:
-    parts = token.split("_")
-    if len(parts) != 3 or parts[0] != PREFIX or not parts[1]:
+    # The secret part may itself hold "_" (URL-safe base64): split twice only.
+    parts = token.split("_", 2)
+    if len(parts) != 3 or parts[0] != PREFIX or not parts[1] or not parts[2]:
         return None
     return parts[1]
 

@@ -54,7 +54,7 @@ def add_jobs(
             "collection": added.collection,
             "inserted": added.inserted,
             "skipped": len(added.skipped),
-            "jobs": [job_ops.public_job(added.collection, d) for d in added.docs],
+            "jobs": [job_ops.public_job(added.collection, d) for d in added.stored],
             "disabled_tasks": added.disabled_tasks,
         }
 
