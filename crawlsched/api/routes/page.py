@@ -16,6 +16,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 
 from crawlsched.api.auth import COOKIE, Reader, runtime_of
 from crawlsched.api.encoding import plain
+from crawlsched.api.problems import PROBLEM_RESPONSES
 from crawlsched.flow import views
 from crawlsched.resources import rules
 
@@ -78,7 +79,12 @@ def _pool_states(rows: list[dict[str, Any]]) -> dict[str, int]:
     return counts
 
 
-@router.get("/v1/status", tags=["system"], summary="Everything the status page shows, at once")
+@router.get(
+    "/v1/status",
+    tags=["system"],
+    responses=PROBLEM_RESPONSES,
+    summary="Everything the status page shows, at once",
+)
 def status(caller: Reader) -> dict[str, Any]:
     rt = caller.rt
     runs = []
