@@ -12,6 +12,7 @@ Files the command reads or writes travel with the request (`uploads`, `downloads
 
 from __future__ import annotations
 
+import re
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -84,6 +85,11 @@ def refusal(argv: list[str]) -> str | None:
     return None
 
 
+def _safe_suffix(name: str) -> str:
+    suffix = Path(name).suffix
+    return suffix if re.fullmatch(r"\.[A-Za-z0-9]{1,10}", suffix) else ""
+
+
 def run_command(argv: list[str], uploads: dict[str, str], download_names: list[str]) -> Outcome:
     """Run `crawlsched ARGV` here; `@upload:NAME` arguments become files holding `uploads[NAME]`,
     and the files named in `download_names` (also `@upload:NAME`) are sent back after."""
@@ -94,7 +100,8 @@ def run_command(argv: list[str], uploads: dict[str, str], download_names: list[s
     with tempfile.TemporaryDirectory(prefix="crawlsched-cli-") as folder:
         paths: dict[str, Path] = {}
         for name in {*uploads, *download_names}:
-            path = Path(folder) / f"file-{len(paths)}"
+            # The name's suffix is kept: a command may read the format from it (.csv, .jsonl).
+            path = Path(folder) / f"file-{len(paths)}{_safe_suffix(name)}"
             if name in uploads:
                 path.write_text(uploads[name])
             paths[name] = path

@@ -113,7 +113,7 @@ def prepare(argv: list[str]) -> Prepared:
             if found is None:
                 break  # the server says what is missing
             value, at = found
-            key = f"{name.lstrip('-')}-{i}"
+            key = f"{name.lstrip('-')}-{i}{Path(value).suffix}"
             if name in READ_OPTIONS:
                 out.uploads[key] = _read(Path(value))
             elif name in WRITE_OPTIONS:
@@ -153,8 +153,9 @@ def _import_file(out: Prepared) -> None:
             i += 2
             continue
         if not arg.startswith("-") and not arg.startswith(UPLOAD_PREFIX):
-            out.uploads["import"] = _read(Path(arg))
-            args[i] = f"{UPLOAD_PREFIX}import"
+            key = f"import{Path(arg).suffix}"
+            out.uploads[key] = _read(Path(arg))
+            args[i] = f"{UPLOAD_PREFIX}{key}"
             return
         i += 1
 

@@ -6,7 +6,9 @@ that cover a worker lost on a shared broker:
 - batches that were running: their dispatch leases end now, so the first tick reclaims their
   jobs as `expired` (one failed attempt each, counted once) and reports them to their runs;
 - resource leases: every holder is gone, so every lease is dropped;
-- runs whose planning was cut off: planning is sent again (it repeats safely).
+- runs whose planning was cut off: planning is sent again (it repeats safely);
+- reports of dispatches that ended jobs of a run still open are sent again: one the
+  coordinator applied before is ignored (its key is on the run), one it never saw counts now.
 Batches waiting for a resource and discovered pages not yet planned need nothing: the
 ticker's sweeps pick them up.
 """
@@ -18,13 +20,27 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from crawlsched.catalog import JOB_COLLECTIONS, JobState
+from crawlsched.messages import ReportMessage
+from crawlsched.planning.outcomes import Outcome
 from crawlsched.resources.backends.mongo import POOL_COLLECTIONS
 from crawlsched.runtime import Runtime
 from crawlsched.store.runs import ENDED
 
+# Which report phase wrote an outcome. `stopped` alone says nothing: a stop releases waiting
+# batches itself (no message), and a crawl that stopped between jobs also ended others.
+REPORTED_BY = {
+    Outcome.SUCCEEDED: "crawl",
+    Outcome.FAILED: "crawl",
+    Outcome.EXHAUSTED: "crawl",
+    Outcome.STARVED: "admit",
+    Outcome.EXPIRED: "expire",
+}
+
 
 def recover_lost_messages(
-    rt: Runtime, send_plan: Callable[[str, datetime], None]
+    rt: Runtime,
+    send_plan: Callable[[str, datetime], None],
+    send_report: Callable[[ReportMessage], None],
 ) -> dict[str, Any]:
     now = rt.now()
     ended = now - timedelta(microseconds=1)
@@ -50,4 +66,35 @@ def recover_lost_messages(
         if run.get("schedule_id") and run.get("fire_at"):
             send_plan(run["schedule_id"], run["fire_at"])
             replanned.append(run["_id"])
-    return {"running_jobs_reclaimed": batches, "resources_freed": leases, "replanned": replanned}
+    reports = resend_reports(rt, send_report)
+    return {
+        "running_jobs_reclaimed": batches,
+        "resources_freed": leases,
+        "replanned": replanned,
+        "reports_resent": reports,
+    }
+
+
+def resend_reports(rt: Runtime, send_report: Callable[[ReportMessage], None]) -> int:
+    open_runs = [r["_id"] for r in rt.db.runs.find({"state": {"$nin": list(ENDED)}}, {"_id": 1})]
+    if not open_runs:
+        return 0
+    sent = 0
+    for collection in JOB_COLLECTIONS:
+        seen: set[tuple[str, str, str]] = set()
+        query = {"run_id": {"$in": open_runs}, "last_dispatch_id": {"$ne": None}}
+        fields = {"run_id": 1, "last_dispatch_id": 1, "last_outcome": 1}
+        for job in rt.db[collection].find(query, fields):
+            phase = REPORTED_BY.get(job.get("last_outcome"))
+            if phase is None:
+                continue
+            key = (job["run_id"], job["last_dispatch_id"], phase)
+            if key not in seen:
+                seen.add(key)
+                send_report(
+                    ReportMessage(
+                        run_id=key[0], dispatch_id=key[1], collection=collection, phase=phase
+                    )
+                )
+        sent += len(seen)
+    return sent

@@ -110,10 +110,11 @@ class StandaloneServer:
         if state["clean"]:
             restored = self.broker.restore(state["messages"])
         else:
+            from crawlsched.actors.coordinator import send_report
             from crawlsched.flow.restart import recover_lost_messages
 
             recovered = recover_lost_messages(
-                rt, lambda sid, at: planner.plan_crawls.send(sid, at.isoformat())
+                rt, lambda sid, at: planner.plan_crawls.send(sid, at.isoformat()), send_report
             )
         run_inside(rt, delivers=True)
         self.worker = Worker(self.broker, worker_threads=self.threads)

@@ -73,14 +73,19 @@ def read_indexes(path: Path) -> list[dict[str, Any]]:
 
 
 def database_folder(dump: Path, db_name: str) -> Path:
-    """The folder of `db_name` in a dump: `dump/<db>/`, or `dump` itself when it holds the
-    `.bson` files directly (`mongodump --db X --out` of one database, moved)."""
+    """The folder to load into `db_name`: `dump/<db_name>/`, else the dump's only database
+    folder (loaded under the new name, as `mongorestore --nsFrom/--nsTo` would), else `dump`
+    itself when it holds the `.bson` files directly."""
     nested = dump / db_name
     if nested.is_dir():
         return nested
+    databases = [d for d in dump.iterdir() if d.is_dir() and any(d.glob("*.bson"))]
+    if len(databases) == 1:
+        return databases[0]
     if any(dump.glob("*.bson")):
         return dump
-    raise FileNotFoundError(f"{dump}: no {db_name}/ folder and no .bson files")
+    names = ", ".join(sorted(d.name for d in databases)) or "none"
+    raise FileNotFoundError(f"{dump}: no {db_name}/ folder to load (databases there: {names})")
 
 
 def load_dump(db: CountingDatabase, folder: Path, drop: bool = False) -> dict[str, int]:

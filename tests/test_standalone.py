@@ -1,0 +1,146 @@
+"""`crawlsched standalone`: one process keeps its data across a clean stop and a kill -9, every
+CLI command works beside it through the API, and its data directory is a MongoDB dump."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from crawlsched.demo.website import DemoWebsite
+from crawlsched.reference import load_reference
+from tests.support.standalone import Standalone, standalone_env
+from tests.support.waiting import wait_for
+
+
+def run_now(server: Standalone, schedule: str) -> str:
+    return server.json_lines("run", "now", schedule)[0]["run_id"]
+
+
+def finished(server: Standalone, run_id: str) -> dict | None:
+    run = server.json_lines("run", "status", run_id)[0]
+    return run if run["state"] == "finished" else None
+
+
+def test_a_clean_restart_keeps_everything_and_the_next_sweep_runs(tmp_path: Path):
+    env = standalone_env(tmp_path / "data", ALICE_SECRET="alice-password")
+    with DemoWebsite() as site, Standalone(env) as server:
+        server.cli("schedules", "add", "nightly", "--cron", "0 3 * * *", "--collection", "websites")
+        server.cli("accounts", "add", "twitter", "alice", "--secret-env", "ALICE_SECRET")
+        for section in ("news", "blog"):
+            server.cli("jobs", "add", "website", f"{site.base_url}/{section}/")
+        run_id = run_now(server, "sweep-websites")
+        run = wait_for(lambda: finished(server, run_id), 60, f"run {run_id} to finish")
+        assert run["counts"] == {"succeeded": 2}
+        assert server.stop() == 0
+    data = tmp_path / "data"
+    assert (data / "current" / "CLEAN").exists() and not (data / "api.json").exists()
+
+    # While it is stopped, a command says so instead of acting on an empty store.
+    stopped = server.cli("schedules", "list", check=False)
+    assert stopped.returncode == 1
+    assert "no crawlsched standalone server is running" in stopped.stderr
+
+    with Standalone(env) as again:
+        schedules = {s["_id"] for s in again.json_lines("schedules", "list")}
+        assert schedules == {"nightly", "sweep-profiles", "sweep-websites"}
+        assert [a["username"] for a in again.json_lines("accounts", "list")] == ["alice"]
+        assert again.json_lines("runs")[0]["_id"] == run_id
+        assert again.json_lines("run", "status", run_id)[0]["counts"] == {"succeeded": 2}
+        # The next sweep runs, with the account's secret still readable (same key).
+        with DemoWebsite() as site:  # a new port: re-add the jobs on it
+            again.cli("jobs", "add", "website", f"{site.base_url}/news/")
+            second = run_now(again, "sweep-websites")
+            run = wait_for(lambda: finished(again, second), 60, f"run {second} to finish")
+        assert run["planned"] >= 1 and sum(run["counts"].values()) == run["planned"]
+
+
+def slow_reference(path: Path) -> Path:
+    """The packaged reference with the `web` media on the test's slow driver, 2 jobs a batch."""
+    data = load_reference().model_dump(mode="json")
+    for media in data["media"]:
+        if media["name"] == "web":
+            media["driver_class"] = "slow"
+            for task in media["tasks"].values():
+                task["batch_limit"] = 2
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_kill_9_in_the_middle_of_a_run_loses_nothing_and_counts_nothing_twice(tmp_path: Path):
+    env = standalone_env(
+        tmp_path / "data",
+        CRAWLSCHED_REFERENCE_FILE=str(slow_reference(tmp_path / "reference.yaml")),
+        CRAWLSCHED_DRIVER_MODULES='["tests.support.slow_driver"]',
+        CRAWLSCHED_TEST_SLOW_DRIVER_S="1.5",
+    )
+    server = Standalone(env).start()
+    try:
+        rows = tmp_path / "jobs.jsonl"
+        rows.write_text(
+            "".join(
+                json.dumps(
+                    {"kind": "website", "media": "web", "target": f"http://127.0.0.1:9/p{i}"}
+                )
+                + "\n"
+                for i in range(16)
+            )
+        )
+        server.cli("jobs", "import", str(rows))
+        run_id = run_now(server, "sweep-websites")
+
+        def some_ended() -> bool:
+            # Jobs record their outcome before their report reaches the run: kill between.
+            running = server.get("/v1/stats")["jobs_by_state"]["websites"].get("2", 0)
+            return 0 < running < 16
+
+        wait_for(some_ended, 60, "a run half done", interval=0.05)
+        server.kill()
+    finally:
+        server.kill()
+    assert not (tmp_path / "data" / "current" / "CLEAN").exists()
+
+    with Standalone(env) as again:
+        run = wait_for(lambda: finished(again, run_id), 90, f"run {run_id} to finish")
+        assert run["planned"] == 16
+        # Every job ended exactly once: succeeded, or expired if its batch died with the process.
+        assert sum(run["counts"].values()) == 16
+        assert set(run["counts"]) <= {"succeeded", "expired"}
+        summary = again.cli("jobs", "summary").stdout
+        assert "running" in summary
+        jobs = again.json_lines("stats")[0]["jobs_by_state"]["websites"]
+        assert "2" not in jobs  # no job left running
+
+
+def test_the_data_directory_loads_into_a_mongodb_server_and_plans_the_same_jobs(
+    tmp_path: Path, multiprocess_mongo_url: str, mongo_database_name: str
+):
+    env = standalone_env(tmp_path / "data")
+    with Standalone(env) as server:
+        for i in range(5):
+            server.cli(
+                "jobs", "add", "website", f"http://127.0.0.1:9/site-{i}/", "--task", "article"
+            )
+        server.cli("jobs", "add", "profile", "twitter", "alice")
+        planned_here = server.json_lines("doctor")
+        assert server.stop() == 0
+    # `crawlsched store load` (or mongorestore --dir <data>/current) into a real server.
+    mongo = {
+        "CRAWLSCHED_MONGO_URL": multiprocess_mongo_url,
+        "CRAWLSCHED_MONGO_DB": mongo_database_name,
+    }
+    loaded = server.cli("store", "load", str(tmp_path / "data"), **mongo)
+    assert "documents loaded" in loaded.stdout
+    direct = server.cli("doctor", "--json", **mongo)
+    planned_there = [json.loads(line) for line in direct.stdout.splitlines()]
+    assert planned_there == planned_here
+    assert sum(row.get("due", 0) for row in planned_here) == 7
+
+
+@pytest.mark.parametrize("command", [["demo"], ["clock", "--count", "1"]])
+def test_commands_that_start_processes_run_here_not_on_the_server(tmp_path: Path, command):
+    from crawlsched.api.cli_runner import refusal
+
+    assert refusal(command) is not None
