@@ -106,20 +106,20 @@ def test_add_profile_twice_skips_duplicates(invoke: Invoke, rt: Runtime):
     assert rt.db.profiles.find_one({"task": "friend"})["interval_s"] is None
 
 
-def test_add_unknown_media_exits_1_listing_known_media(invoke: Invoke, rt: Runtime):
+def test_add_unknown_media_exits_2_listing_known_media(invoke: Invoke, rt: Runtime):
     result = invoke("jobs", "add", "profile", "myspace", "alice")
 
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "unknown media 'myspace'; known media: instagram, tiktok, twitter, web, youtube" in (
         words(result)
     )
     assert rt.db.profiles.count_documents({}) == 0
 
 
-def test_add_task_the_media_lacks_exits_1(invoke: Invoke, rt: Runtime):
+def test_add_task_the_media_lacks_exits_2(invoke: Invoke, rt: Runtime):
     result = invoke("jobs", "add", "profile", "tiktok", "bob", "--task", "stories")
 
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "media tiktok does not offer task(s) stories" in words(result)
     assert rt.db.profiles.count_documents({}) == 0
 
@@ -129,7 +129,7 @@ def test_add_website_uses_web_media_and_needs_a_url(invoke: Invoke, rt: Runtime)
     bad = invoke("jobs", "add", "website", "example.org")
 
     assert ok.exit_code == 0, ok.output
-    assert bad.exit_code == 1
+    assert bad.exit_code == 2
     assert "website target must be an http(s) URL" in words(bad)
     (doc,) = rt.db.websites.find({})
     assert (doc["target"], doc["task"], doc["media_name_id"]) == (

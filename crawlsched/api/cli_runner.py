@@ -13,10 +13,15 @@ Files the command reads or writes travel with the request (`uploads`, `downloads
 from __future__ import annotations
 
 import re
+import sys
 import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from crawlsched.logs import get_logger
+
+log = get_logger(__name__)
 
 READ_COMMANDS = {
     ("runs",),
@@ -95,7 +100,7 @@ def run_command(argv: list[str], uploads: dict[str, str], download_names: list[s
     and the files named in `download_names` (also `@upload:NAME`) are sent back after."""
     from typer.testing import CliRunner
 
-    from crawlsched.cli import app
+    from crawlsched.cli import run
 
     with tempfile.TemporaryDirectory(prefix="crawlsched-cli-") as folder:
         paths: dict[str, Path] = {}
@@ -111,10 +116,13 @@ def run_command(argv: list[str], uploads: dict[str, str], download_names: list[s
             else a
             for a in argv
         ]
-        with _running:
-            result = CliRunner().invoke(app, args, catch_exceptions=True)
+        with _running, CliRunner().isolation() as (stdout, stderr, _):
+            try:
+                code = run(args)
+            except Exception as e:  # a bug in a command: reported, the server goes on
+                log.error("cli_command_failed", argv=args[:3], exc_info=e)
+                print(f"error: internal error in this command: {type(e).__name__}", file=sys.stderr)
+                code = 1
+            out, err = stdout.getvalue().decode(), stderr.getvalue().decode()
         downloads = {n: paths[n].read_text() for n in download_names if paths[n].exists()}
-    stderr = result.stderr
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        stderr += f"error: {type(result.exception).__name__}: {result.exception}\n"
-    return Outcome(result.exit_code, result.stdout, stderr, downloads)
+    return Outcome(code, out, err, downloads)

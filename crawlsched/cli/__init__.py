@@ -55,11 +55,30 @@ app.add_typer(jobs.app, name="jobs", help="Add, import and inspect crawl jobs.")
 app.add_typer(schedules.app, name="schedules", help="Create, change and inspect schedules.")
 
 
+def run(args: list[str]) -> int:
+    """Run one command here; its exit code. Every error is one line on stderr: 2 for a usage
+    error or bad input, 1 for an operation that failed (see the README's exit codes)."""
+    try:
+        result = app(args=args, prog_name="crawlsched", standalone_mode=False)
+    except typer.Abort:
+        print("error: aborted", file=sys.stderr)
+        return 1
+    except typer.TyperException as e:  # usage errors: typer's own click (ClickException)
+        ctx = getattr(e, "ctx", None)
+        where = ctx.command_path if ctx is not None else "crawlsched"
+        text = e.format_message() if hasattr(e, "format_message") else str(e)
+        print(f"error: {where}: {text} (see --help)", file=sys.stderr)
+        return int(getattr(e, "exit_code", 2))
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else 1
+    return result if isinstance(result, int) else 0
+
+
 def main() -> None:
     """The `crawlsched` command: through a running API when one applies, else here."""
     from crawlsched.cli.remote import main_argv
 
     code = main_argv(sys.argv[1:])
-    if code is not None:
-        raise SystemExit(code)
-    app()
+    if code is None:
+        code = run(sys.argv[1:])
+    raise SystemExit(code)

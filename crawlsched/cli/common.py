@@ -60,14 +60,16 @@ def ensure_broker() -> None:
 
 @contextmanager
 def cli_runtime(settings: Settings | None = None) -> Iterator[Runtime]:
-    """A runtime for one command; crawlsched errors become a red line and exit code 1."""
+    """A runtime for one command; crawlsched errors become one red line and exit code 2 (bad
+    input, unknown names) or 1 (anything else that failed)."""
     settings = settings or load_settings()
     try:
         with services_or_exit(settings):
             yield _host.runtime if _host else Runtime(settings)
     except CrawlschedError as e:
-        err_console.print(f"[red]error:[/red] {e}", soft_wrap=True)
-        raise typer.Exit(1) from None
+        err_console.print(f"[red]error:[/red] {e}", soft_wrap=True, markup=True, highlight=False)
+        # Bad input and unknown names are the caller's to fix (2); the rest failed (1).
+        raise typer.Exit(2 if isinstance(e, ValueError | LookupError) else 1) from None
 
 
 def print_json(doc: Any) -> None:
