@@ -248,7 +248,7 @@ def test_history_and_its_three_corrections(api):
 def test_runs_listing_and_one_run(api):
     rt = api.runtime
     fire_at = datetime(2026, 1, 1, tzinfo=UTC)
-    rt.runs.open("sweep-websites@20260101T000000Z", "sweep-websites", None, fire_at, fire_at)
+    rt.runs.open("sweep-websites@20260101T000000Z", "sweep-websites", fire_at, fire_at)
     listed = api.reader.get("/v1/runs", params={"schedule_id": "sweep-websites"}).json()
     assert [r["_id"] for r in listed["items"]] == ["sweep-websites@20260101T000000Z"]
     one = api.reader.get("/v1/runs/sweep-websites@20260101T000000Z").json()

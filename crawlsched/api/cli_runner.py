@@ -123,6 +123,8 @@ def run_command(argv: list[str], uploads: dict[str, str], download_names: list[s
                 log.error("cli_command_failed", argv=args[:3], exc_info=e)
                 print(f"error: internal error in this command: {type(e).__name__}", file=sys.stderr)
                 code = 1
+            sys.stdout.flush()
+            sys.stderr.flush()
             out, err = stdout.getvalue().decode(), stderr.getvalue().decode()
         downloads = {n: paths[n].read_text() for n in download_names if paths[n].exists()}
     return Outcome(code, out, err, downloads)

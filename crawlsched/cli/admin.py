@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from crawlsched.cli.common import cli_runtime, console, load_settings
+from crawlsched.cli.common import cli_runtime, console, load_settings, print_json
 from crawlsched.drivers import registry
 from crawlsched.logs import configure_logging, get_logger
 from crawlsched.reference import load_reference
@@ -51,12 +51,15 @@ def register(app: typer.Typer) -> None:
             console.print(f"{schedule_id} is due; it fires on the next tick")
 
     @app.command("drivers")
-    def drivers() -> None:
+    def drivers(as_json: bool = typer.Option(False, "--json")) -> None:
         """Crawl drivers available to workers (built-ins and plug-ins)."""
         settings = load_settings()
         registry.load_plugins(settings.driver_modules)
         for name in registry.known():
-            console.print(name)
+            if as_json:
+                print_json({"driver": name})
+            else:
+                console.print(name)
 
     @app.command("clock")
     def clock(

@@ -14,7 +14,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
 
-from crawlsched.catalog import JOB_COLLECTIONS, TARGET_KINDS, JobState
+from crawlsched.catalog import JOB_COLLECTIONS, STATE_NAMES, TARGET_KINDS, JobState
 from crawlsched.cli.common import cli_runtime, console, err_console, print_json
 from crawlsched.errors import BadJobInput
 from crawlsched.flow import job_ops
@@ -431,11 +431,18 @@ def retry_problems() -> None:
 
 
 @app.command("summary")
-def summary() -> None:
+def summary(as_json: bool = typer.Option(False, "--json")) -> None:
     """How many jobs each collection holds, by state."""
     states = [s.name.lower() for s in JobState]
     with cli_runtime() as rt:
         counts = {c: rt.jobs(c).summary() for c in JOB_COLLECTIONS}
+    if as_json:
+        for collection, by_state in counts.items():
+            named = {
+                STATE_NAMES.get(int(k), k) if k.isdigit() else k: n for k, n in by_state.items()
+            }
+            print_json({"collection": collection, **named, "total": sum(by_state.values())})
+        return
     table = Table(title="Jobs by state")
     for column in ("collection", *states, "other", "total"):
         table.add_column(column, justify="left" if column == "collection" else "right")

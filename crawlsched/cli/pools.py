@@ -229,9 +229,12 @@ def register(app: typer.Typer) -> None:
     app.add_typer(nodes_app, name="nodes")
 
     @app.command("pools")
-    def pools() -> None:
+    def pools(as_json: bool = typer.Option(False, "--json")) -> None:
         """Capacity and use of each pool, and what waits for what."""
         with cli_runtime() as rt:
+            if as_json:
+                print_json(views.pools_overview(rt))
+                return
             table = Table(title="Resource pools")
             for column in ("pool", "resources", "usable", "capacity", "held"):
                 table.add_column(column)
