@@ -1,0 +1,104 @@
+"""The status page in a real Chrome: a read token signs in through its form, the page shows a
+run's counts change while the run goes on and a starved batch, and logs no console error."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+
+from crawlsched.demo.node import LocalChromedriver
+from crawlsched.drivers.browser_session import chrome_options
+from tests.support.standalone import Standalone, standalone_env
+from tests.support.waiting import wait_for
+from tests.test_standalone import slow_reference
+
+pytestmark = pytest.mark.skipif(
+    not LocalChromedriver.available(), reason="chromedriver is not installed"
+)
+
+
+# Read in one script: the page replaces its tables every refresh, so elements found one call
+# earlier may be gone the next.
+READ_TABLE = """
+return Array.from(document.querySelectorAll('#' + arguments[0] + ' tbody tr'))
+  .map(row => Array.from(row.cells).map(cell => cell.textContent));
+"""
+
+
+def cells(browser: webdriver.Chrome, table: str) -> list[list[str]]:
+    return browser.execute_script(READ_TABLE, table)
+
+
+def run_row(browser: webdriver.Chrome, run_id: str) -> list[str] | None:
+    return next((row for row in cells(browser, "runs") if row and row[0] == run_id), None)
+
+
+def test_the_status_page_follows_a_run_and_shows_a_starved_batch(tmp_path: Path):
+    env = standalone_env(
+        tmp_path / "data",
+        CRAWLSCHED_REFERENCE_FILE=str(slow_reference(tmp_path / "reference.yaml")),
+        CRAWLSCHED_DRIVER_MODULES='["tests.support.slow_driver"]',
+        CRAWLSCHED_TEST_SLOW_DRIVER_S="0.5",
+        # Profile tasks that need an account find none: they starve after a second.
+        CRAWLSCHED_ADMISSION_WAIT_S="1",
+    )
+    options = chrome_options()
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    with Standalone(env) as server:
+        rows = tmp_path / "jobs.jsonl"
+        rows.write_text(
+            "".join(
+                json.dumps({"kind": "website", "media": "web", "target": f"http://127.0.0.1:9/{i}"})
+                + "\n"
+                for i in range(12)
+            )
+        )
+        server.cli("jobs", "import", str(rows))
+        server.cli("jobs", "add", "profile", "twitter", "alice", "--task", "friend")
+        token = server.json_lines("tokens", "create", "--role", "read", "--name", "page")[0]
+        url = json.loads((server.data_dir / "api.json").read_text())["url"]
+        # A local Chrome (its driver keeps the console log, which a remote session does not).
+        service = Service(shutil.which("chromedriver"), service_args=["--allowed-ips=127.0.0.1"])
+        browser = webdriver.Chrome(service=service, options=options)
+        try:
+            browser.get(url)
+            # Not signed in: the form. A wrong token is refused and says so.
+            browser.find_element(By.ID, "token").send_keys("cs_bad_token")
+            browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+            wait_for(lambda: "unknown or revoked" in browser.page_source, 30, "the refusal")
+            browser.find_element(By.ID, "token").send_keys(token["token"])
+            browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+            wait_for(lambda: browser.find_elements(By.ID, "runs"), 30, "the status page")
+
+            websites = server.json_lines("run", "now", "sweep-websites")[0]["run_id"]
+            seen_left: set[str] = set()
+
+            def left_counts() -> bool:
+                row = run_row(browser, websites)
+                if row:
+                    seen_left.add(row[4])
+                return row is not None and row[1] == "finished"
+
+            wait_for(left_counts, 90, "the website run to finish on the page", interval=0.2)
+            # The page refreshed itself while the run went on: several "left" figures, 0 last.
+            assert len(seen_left) >= 2, seen_left
+            assert run_row(browser, websites)[4] == "0"
+
+            profiles = server.json_lines("run", "now", "sweep-profiles")[0]["run_id"]
+
+            def starved() -> bool:
+                row = run_row(browser, profiles)
+                return row is not None and row[8] not in ("", "0")
+
+            wait_for(starved, 90, "a starved batch on the page", interval=0.2)
+            assert "account" in browser.find_element(By.ID, "pools").text
+            errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+            assert errors == [], errors
+        finally:
+            browser.quit()
