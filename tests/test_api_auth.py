@@ -8,10 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from crawlsched.reference import load_reference
 from crawlsched.runtime import Runtime
-from tests.conftest import settings_for_tests
-from tests.support.api import ApiServer
+from tests.support.api import ApiServer, serving
 
 OPEN = {("GET", "/health"), ("GET", "/")}
 # Example values for path parameters: the routes must refuse before they look them up.
@@ -26,16 +24,8 @@ PATH_VALUES = {
 
 @pytest.fixture(scope="module")
 def api() -> Iterator[ApiServer]:
-    from crawlsched.store.client import drop_embedded
-
-    url = "mongomock://api-auth"
-    rt = Runtime(settings_for_tests(mongo_url=url, broker_url="stub://"))
-    rt.create_indexes()
-    rt.reference.load(load_reference())
-    rt.schedules.ensure_defaults(rt.now())
-    with ApiServer(rt) as server:
+    with serving("mongomock://api-auth") as server:
         yield server
-    drop_embedded(url)
 
 
 def operations(api: ApiServer) -> list[tuple[str, str, bool]]:

@@ -9,22 +9,17 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from bson import ObjectId
 
-from crawlsched.reference import load_reference
 from crawlsched.resources.rules import AccountLimits
 from crawlsched.runtime import Runtime
 from tests.conftest import settings_for_tests
-from tests.support.api import ApiServer
+from tests.support.api import ApiServer, seeded_runtime
 
 PROBLEM = "application/problem+json"
 
 
 @pytest.fixture
 def api(embedded_mongo_url: str) -> Iterator[ApiServer]:
-    rt = Runtime(settings_for_tests(mongo_url=embedded_mongo_url, broker_url="stub://"))
-    rt.create_indexes()
-    rt.reference.load(load_reference())
-    rt.schedules.ensure_defaults(rt.now())
-    with ApiServer(rt) as server:
+    with ApiServer(seeded_runtime(embedded_mongo_url)) as server:
         yield server
 
 

@@ -14,11 +14,9 @@ from hypothesis import HealthCheck, settings
 from schemathesis import checks
 
 from crawlsched.api import create_app
-from crawlsched.reference import load_reference
 from crawlsched.runtime import Runtime
 from crawlsched.settings import Settings
-from tests.conftest import settings_for_tests
-from tests.support.api import ApiServer
+from tests.support.api import ApiServer, serving
 
 # What the answers must keep. (schemathesis's negative-data checks expect unknown query
 # parameters to be refused; like most HTTP APIs this one ignores them, on purpose.)
@@ -36,16 +34,8 @@ schema = schemathesis.openapi.from_dict(
 
 @pytest.fixture(scope="module")
 def live() -> Iterator[ApiServer]:
-    from crawlsched.store.client import drop_embedded
-
-    url = "mongomock://api-schema"
-    rt = Runtime(settings_for_tests(mongo_url=url, broker_url="stub://"))
-    rt.create_indexes()
-    rt.reference.load(load_reference())
-    rt.schedules.ensure_defaults(rt.now())
-    with ApiServer(rt) as server:
+    with serving("mongomock://api-schema") as server:
         yield server
-    drop_embedded(url)
 
 
 @schema.parametrize()

@@ -7,11 +7,14 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from crawlsched.demo.website import DemoWebsite
-from crawlsched.reference import load_reference
-from tests.support.standalone import Standalone, standalone_env
+from tests.support.standalone import (
+    Standalone,
+    slow_standalone_env,
+    standalone_env,
+    website_rows,
+)
 from tests.support.waiting import wait_for
 
 
@@ -57,38 +60,11 @@ def test_a_clean_restart_keeps_everything_and_the_next_sweep_runs(tmp_path: Path
         assert run["planned"] >= 1 and sum(run["counts"].values()) == run["planned"]
 
 
-def slow_reference(path: Path) -> Path:
-    """The packaged reference with the `web` media on the test's slow driver, 2 jobs a batch."""
-    data = load_reference().model_dump(mode="json")
-    for media in data["media"]:
-        if media["name"] == "web":
-            media["driver_class"] = "slow"
-            for task in media["tasks"].values():
-                task["batch_limit"] = 2
-    path.write_text(yaml.safe_dump(data))
-    return path
-
-
 def test_kill_9_in_the_middle_of_a_run_loses_nothing_and_counts_nothing_twice(tmp_path: Path):
-    env = standalone_env(
-        tmp_path / "data",
-        CRAWLSCHED_REFERENCE_FILE=str(slow_reference(tmp_path / "reference.yaml")),
-        CRAWLSCHED_DRIVER_MODULES='["tests.support.slow_driver"]',
-        CRAWLSCHED_TEST_SLOW_DRIVER_S="1.5",
-    )
+    env = slow_standalone_env(tmp_path, job_s=1.5)
     server = Standalone(env).start()
     try:
-        rows = tmp_path / "jobs.jsonl"
-        rows.write_text(
-            "".join(
-                json.dumps(
-                    {"kind": "website", "media": "web", "target": f"http://127.0.0.1:9/p{i}"}
-                )
-                + "\n"
-                for i in range(16)
-            )
-        )
-        server.cli("jobs", "import", str(rows))
+        server.cli("jobs", "import", str(website_rows(tmp_path / "jobs.jsonl", 16)))
         run_id = run_now(server, "sweep-websites")
 
         def some_ended() -> bool:

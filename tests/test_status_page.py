@@ -14,9 +14,8 @@ from selenium.webdriver.common.by import By
 
 from crawlsched.demo.node import LocalChromedriver
 from crawlsched.drivers.browser_session import chrome_options
-from tests.support.standalone import Standalone, standalone_env
+from tests.support.standalone import Standalone, slow_standalone_env, website_rows
 from tests.support.waiting import wait_for
-from tests.test_standalone import slow_reference
 
 pytestmark = pytest.mark.skipif(
     not LocalChromedriver.available(), reason="chromedriver is not installed"
@@ -36,30 +35,18 @@ def cells(browser: webdriver.Chrome, table: str) -> list[list[str]]:
 
 
 def run_row(browser: webdriver.Chrome, run_id: str) -> list[str] | None:
-    return next((row for row in cells(browser, "runs") if row and row[0] == run_id), None)
+    # The page breaks a run id before its fire time ("schedule\n@time").
+    shown = run_id.replace("@", "\n@")
+    return next((row for row in cells(browser, "runs") if row and row[0] == shown), None)
 
 
 def test_the_status_page_follows_a_run_and_shows_a_starved_batch(tmp_path: Path):
-    env = standalone_env(
-        tmp_path / "data",
-        CRAWLSCHED_REFERENCE_FILE=str(slow_reference(tmp_path / "reference.yaml")),
-        CRAWLSCHED_DRIVER_MODULES='["tests.support.slow_driver"]',
-        CRAWLSCHED_TEST_SLOW_DRIVER_S="0.5",
-        # Profile tasks that need an account find none: they starve after a second.
-        CRAWLSCHED_ADMISSION_WAIT_S="1",
-    )
+    # Profile tasks that need an account find none: they starve after a second.
+    env = slow_standalone_env(tmp_path, job_s=0.5, CRAWLSCHED_ADMISSION_WAIT_S="1")
     options = chrome_options()
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     with Standalone(env) as server:
-        rows = tmp_path / "jobs.jsonl"
-        rows.write_text(
-            "".join(
-                json.dumps({"kind": "website", "media": "web", "target": f"http://127.0.0.1:9/{i}"})
-                + "\n"
-                for i in range(12)
-            )
-        )
-        server.cli("jobs", "import", str(rows))
+        server.cli("jobs", "import", str(website_rows(tmp_path / "jobs.jsonl", 12)))
         server.cli("jobs", "add", "profile", "twitter", "alice", "--task", "friend")
         token = server.json_lines("tokens", "create", "--role", "read", "--name", "page")[0]
         url = json.loads((server.data_dir / "api.json").read_text())["url"]
@@ -83,7 +70,7 @@ def test_the_status_page_follows_a_run_and_shows_a_starved_batch(tmp_path: Path)
                 row = run_row(browser, websites)
                 if row:
                     seen_left.add(row[4])
-                return row is not None and row[1] == "finished"
+                return row is not None and row[1] == "succeeded"
 
             wait_for(left_counts, 90, "the website run to finish on the page", interval=0.2)
             # The page refreshed itself while the run went on: several "left" figures, 0 last.

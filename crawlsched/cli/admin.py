@@ -8,8 +8,9 @@ from pathlib import Path
 
 import typer
 
-from crawlsched.cli.common import cli_runtime, console, load_settings, print_json
+from crawlsched.cli.common import cli_runtime, console, err_console, load_settings, print_json
 from crawlsched.drivers import registry
+from crawlsched.flow.job_ops import empty_store_hint
 from crawlsched.logs import configure_logging, get_logger
 from crawlsched.reference import load_reference
 from crawlsched.services import check_broker, services_or_exit
@@ -34,6 +35,12 @@ def register(app: typer.Typer) -> None:
             rt.create_indexes()
             loaded = rt.reference.load(data)
             added = rt.schedules.ensure_defaults(rt.now())
+            if rt.settings.mongo_url.startswith("mongomock://"):
+                err_console.print(
+                    "note: this is the embedded store of this one command: what it loads is "
+                    "gone when it ends. Run `crawlsched standalone` to keep data, or set "
+                    "CRAWLSCHED_MONGO_URL"
+                )
             console.print(
                 f"indexes ready; loaded {loaded['models']} models, {loaded['media']} media, "
                 f"{loaded['tasks']} tasks; {added} default sweeps added"
@@ -46,7 +53,7 @@ def register(app: typer.Typer) -> None:
         """Make a schedule due now; the next tick fires it."""
         with cli_runtime() as rt:
             if not rt.schedules.fire_now(schedule_id, rt.now()):
-                known = ", ".join(s["_id"] for s in rt.schedules.all()) or "none (run init-db)"
+                known = ", ".join(s["_id"] for s in rt.schedules.all()) or empty_store_hint(rt)
                 raise typer.BadParameter(f"no schedule {schedule_id!r}; known: {known}")
             console.print(f"{schedule_id} is due; it fires on the next tick")
 

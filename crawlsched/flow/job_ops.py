@@ -42,9 +42,20 @@ def media_and_tasks(rt: Runtime, name: str) -> tuple[dict[str, Any], dict[str, d
     row = rt.reference.media_by_name(name)
     if row is None:
         known = sorted(m["media_name"] for m in rt.reference.media())
-        listed = ", ".join(known) or "none (run `crawlsched init-db`)"
+        listed = ", ".join(known) or empty_store_hint(rt)
         raise BadJobInput(f"unknown media {name!r}; known media: {listed}")
     return row, rt.reference.tasks_of(row.get("media_name_id", row["_id"]))
+
+
+def empty_store_hint(rt: Runtime) -> str:
+    """What to do about a store with no reference data."""
+    if rt.settings.mongo_url.startswith("mongomock://"):
+        # `init-db` would not help: this command's embedded store ends with the command.
+        return (
+            "none: the embedded store lives only as long as one command; start "
+            "`crawlsched standalone` and run commands beside it, or set CRAWLSCHED_MONGO_URL"
+        )
+    return "none (run `crawlsched init-db`)"
 
 
 def add_target(rt: Runtime, fields: Mapping[str, Any]) -> AddedJobs:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,6 +12,31 @@ import httpx
 import uvicorn
 
 from tests.support.waiting import wait_for
+
+
+def seeded_runtime(mongo_url: str) -> Any:
+    """A runtime on `mongo_url` with the packaged reference data and the default sweeps."""
+    from crawlsched.reference import load_reference
+    from crawlsched.runtime import Runtime
+    from tests.conftest import settings_for_tests
+
+    rt = Runtime(settings_for_tests(mongo_url=mongo_url, broker_url="stub://"))
+    rt.create_indexes()
+    rt.reference.load(load_reference())
+    rt.schedules.ensure_defaults(rt.now())
+    return rt
+
+
+@contextmanager
+def serving(mongo_url: str) -> Iterator[ApiServer]:
+    """The API over a fresh seeded embedded store, dropped afterwards."""
+    from crawlsched.store.client import drop_embedded
+
+    try:
+        with ApiServer(seeded_runtime(mongo_url)) as server:
+            yield server
+    finally:
+        drop_embedded(mongo_url)
 
 
 @dataclass

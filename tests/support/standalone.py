@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import yaml
 
+from crawlsched.reference import load_reference
 from tests.support.scratch import scratch_file
 from tests.support.waiting import wait_for
 from tests.support.workers import REPO, TEST_HOST_RULES, TEST_SECRET_KEY
@@ -36,6 +38,39 @@ def standalone_env(data_dir: Path, **extra: str) -> dict[str, str]:
     )
     env.update(extra)
     return env
+
+
+def slow_reference(path: Path) -> Path:
+    """The packaged reference with the `web` media on the test's slow driver, 2 jobs a batch."""
+    data = load_reference().model_dump(mode="json")
+    for media in data["media"]:
+        if media["name"] == "web":
+            media["driver_class"] = "slow"
+            for task in media["tasks"].values():
+                task["batch_limit"] = 2
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def slow_standalone_env(tmp_path: Path, job_s: float, **extra: str) -> dict[str, str]:
+    """A standalone whose `web` jobs take `job_s` each on the slow driver, 2 to a batch."""
+    return standalone_env(
+        tmp_path / "data",
+        CRAWLSCHED_REFERENCE_FILE=str(slow_reference(tmp_path / "reference.yaml")),
+        CRAWLSCHED_DRIVER_MODULES='["tests.support.slow_driver"]',
+        CRAWLSCHED_TEST_SLOW_DRIVER_S=str(job_s),
+        **extra,
+    )
+
+
+def website_rows(path: Path, count: int) -> Path:
+    """An import file of `count` website jobs on loopback (the slow driver never fetches)."""
+    rows = (
+        {"kind": "website", "media": "web", "target": f"http://127.0.0.1:9/page-{i}"}
+        for i in range(count)
+    )
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
 
 
 @dataclass

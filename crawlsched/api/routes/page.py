@@ -94,6 +94,7 @@ def status(caller: Reader) -> dict[str, Any]:
             {
                 "run_id": run["_id"],
                 "state": run["state"],
+                "result": run.get("result"),
                 "planned": run.get("planned", 0),
                 "discovered": run.get("discovered", 0),
                 "outstanding": max(run.get("outstanding", 0), 0),
