@@ -83,10 +83,9 @@ for path in (REPO_ROOT, BENCH_DIR):
 
 import bson  # noqa: E402
 import httpx  # noqa: E402
-from bson import ObjectId  # noqa: E402
-
 from _workload import job_docs, print_table  # noqa: E402
 from _workload import reference as bench_reference  # noqa: E402
+from bson import ObjectId  # noqa: E402
 
 OWNERS = 100
 INTERVALS_S = (60, 300, 600, 900, 1800, 3600, 4 * 3600, 6 * 3600, 12 * 3600, 86400)
@@ -201,7 +200,7 @@ def make_runtime(url: str) -> Any:
 
 def quantiles(samples: list[float]) -> dict[str, float]:
     ordered = sorted(samples)
-    p99 = ordered[min(len(ordered) - 1, int(round(0.99 * (len(ordered) - 1))))]
+    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
     return {"p50_ms": statistics.median(ordered) * 1000, "p99_ms": p99 * 1000}
 
 
@@ -346,7 +345,7 @@ def bench_queries(args: argparse.Namespace, figures: dict[str, Any]) -> None:
             )
             for name in ("runs", "upcoming")
             for side in ("api", "direct")
-        ]  # fmt: skip
+        ]
         + [
             (
                 "ratio runs p50 / p99",
@@ -358,7 +357,7 @@ def bench_queries(args: argparse.Namespace, figures: dict[str, Any]) -> None:
             ),
             ("same answers", figures["same_answers"]),
             ("seeding (s)", figures["seed_s"]),
-        ],  # fmt: skip
+        ],
     )
 
 
@@ -500,7 +499,7 @@ def bench_datadir(args: argparse.Namespace, figures: dict[str, Any]) -> None:
                 "standalone_start_s",
                 "standalone_stop_s",
                 "start_ratio",
-            )  # fmt: skip
+            )
             if k in figures
         ],
     )
