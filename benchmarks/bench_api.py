@@ -195,6 +195,15 @@ def make_runtime(url: str) -> Any:
     return Runtime(settings)
 
 
+def usable_token(rt: Any) -> str:
+    """A read token the API accepts. About 4 in 10 new tokens are refused (401): their random
+    part may contain "_", and `store.tokens.token_id_of` splits the whole token on "_"."""
+    while True:
+        _, token = rt.tokens.create("read", "bench", rt.now())
+        if rt.tokens.verify(token) is not None:
+            return token
+
+
 # -- timing -----------------------------------------------------------------------------------
 
 
@@ -264,9 +273,10 @@ def bench_queries(args: argparse.Namespace, figures: dict[str, Any]) -> None:
     if args.history:
         rt.db.task_history.insert_many(history_rows(runs, args.history, rng))
     seed_s = time.perf_counter() - started
-    _, token = rt.tokens.create("read", "bench", rt.now())
+    token = usable_token(rt)
 
     ids = [rng.choice(schedules)["_id"] for _ in range(args.requests)]
+    runs_rounds = [None] * args.runs_requests
     span = horizon(rt.settings.schedule_horizon_days)
 
     def direct_runs(_: Any) -> Any:
@@ -276,7 +286,10 @@ def bench_queries(args: argparse.Namespace, figures: dict[str, Any]) -> None:
         doc = rt.schedules.get(schedule_id)
         return schedule_ops.upcoming_runs(rt, [doc], span)
 
-    served = Served(create_app(rt, delivers=False))
+    # /health with one check that does nothing: the floor of a request through the stack.
+    # (The default checks are not used: see the README, the mongodb check fails.)
+    app = create_app(rt, delivers=False, health_checks={"none": lambda: {"ok": True}})
+    served = Served(app)
     headers = {"Authorization": f"Bearer {token}"}
     with httpx.Client(base_url=served.url, headers=headers, timeout=120) as client:
 
@@ -302,16 +315,23 @@ def bench_queries(args: argparse.Namespace, figures: dict[str, Any]) -> None:
         for _ in range(WARMUP):
             api_runs(None), direct_runs(None), api_upcoming(ids[0]), direct_upcoming(ids[0])
 
+        def health(_: Any) -> Any:
+            client.get("/health").raise_for_status()
+
         # Interleaved in blocks so that a slow spell of the machine hits both sides.
-        samples: dict[str, list[float]] = {k: [] for k in ("api_runs", "direct_runs",
-                                                           "api_up", "direct_up")}  # fmt: skip
-        block = 10
-        for i in range(0, args.requests, block):
-            chunk = ids[i : i + block]
+        samples: dict[str, list[float]] = {
+            k: [] for k in ("api_runs", "direct_runs", "api_up", "direct_up", "health")
+        }
+        block = 5
+        for i in range(0, args.runs_requests, block):
+            chunk = runs_rounds[i : i + block]
             samples["api_runs"] += timed_calls(api_runs, chunk)
             samples["direct_runs"] += timed_calls(direct_runs, chunk)
+        for i in range(0, args.requests, block):
+            chunk = ids[i : i + block]
             samples["api_up"] += timed_calls(api_upcoming, chunk)
             samples["direct_up"] += timed_calls(direct_upcoming, chunk)
+            samples["health"] += timed_calls(health, chunk)
         fire_times = statistics.median(len(direct_upcoming(i)) for i in ids[:20])
     served.stop()
     drop_embedded(url)
@@ -323,6 +343,8 @@ def bench_queries(args: argparse.Namespace, figures: dict[str, Any]) -> None:
             "runs": args.runs,
             "history_rows": args.history,
             "requests": args.requests,
+            "runs_requests": args.runs_requests,
+            "health_p50_ms": round(q["health"]["p50_ms"], 2),
             "seed_s": round(seed_s, 2),
             "upcoming_fire_times_median": fire_times,
             "same_answers": same_runs and same_upcoming,
@@ -337,7 +359,7 @@ def bench_queries(args: argparse.Namespace, figures: dict[str, Any]) -> None:
                 q[f"api_{key}"][f"{stat}_ms"] / q[f"direct_{key}"][f"{stat}_ms"], 2
             )
     print_table(
-        f"API vs direct ({args.requests} requests each, ms)",
+        f"API vs direct ({args.runs_requests} runs, {args.requests} upcoming requests each, ms)",
         [
             (
                 f"{name} {side} p50 / p99",
@@ -355,6 +377,7 @@ def bench_queries(args: argparse.Namespace, figures: dict[str, Any]) -> None:
                 "ratio upcoming p50 / p99",
                 f"{figures['api_ratio_upcoming_p50']} / {figures['api_ratio_upcoming_p99']}",
             ),
+            ("GET /health p50 (HTTP floor)", figures["health_p50_ms"]),
             ("same answers", figures["same_answers"]),
             ("seeding (s)", figures["seed_s"]),
         ],
@@ -364,8 +387,12 @@ def bench_queries(args: argparse.Namespace, figures: dict[str, Any]) -> None:
 # -- (3): standalone data directory -----------------------------------------------------------
 
 
-def start_standalone(root: Path, timeout_s: float) -> tuple[float, float]:
-    """Seconds from spawn to /health 200, and from SIGTERM to the process gone."""
+def start_standalone(root: Path, timeout_s: float) -> tuple[float, float, int, int]:
+    """Seconds from spawn to the API answering GET /health (its URL read from api.json, which
+    is written once uvicorn listens, after the snapshot was loaded), with any status: the
+    /health check of the store answers 503 whatever its state, see the README. Then seconds
+    from SIGTERM to the process gone, the /health status and the status of GET /v1/runs with
+    the local token api.json holds."""
     from crawlsched.resources.secrets import generate_key
     from crawlsched.standalone.datadir import read_api
 
@@ -382,12 +409,14 @@ def start_standalone(root: Path, timeout_s: float) -> tuple[float, float]:
         if crawlsched.exists()
         else [sys.executable, "-c", "from crawlsched.cli import main; main()"]
     )
+    log_path = root.parent / "standalone.log"  # a file: a full pipe would block the server
+    log = log_path.open("wb")
     started = time.perf_counter()
     process = subprocess.Popen(
         [*command, "standalone"],
         env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stdout=log,
+        stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     try:
@@ -395,26 +424,33 @@ def start_standalone(root: Path, timeout_s: float) -> tuple[float, float]:
         up = None
         while up is None:
             if process.poll() is not None:
-                raise RuntimeError(f"standalone ended: {process.stderr.read().decode()[-2000:]}")
+                raise RuntimeError(f"standalone ended: {log_path.read_text()[-2000:]}")
             if time.monotonic() > deadline:
                 raise RuntimeError("standalone did not answer /health in time")
             api = read_api(root)
             if api:
                 try:
-                    if httpx.get(f"{api['url']}/health", timeout=5).status_code == 200:
-                        up = time.perf_counter() - started
+                    health_status = httpx.get(f"{api['url']}/health", timeout=30).status_code
+                    up = time.perf_counter() - started
                 except httpx.HTTPError:
                     pass
             if up is None:
                 time.sleep(0.02)
+        runs_status = httpx.get(
+            f"{api['url']}/v1/runs",
+            params={"limit": 1},
+            headers={"Authorization": f"Bearer {api['token']}"},
+            timeout=30,
+        ).status_code
         stopping = time.perf_counter()
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=timeout_s)
-        return up, time.perf_counter() - stopping
+        return up, time.perf_counter() - stopping, health_status, runs_status
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
+        log.close()
 
 
 def bench_datadir(args: argparse.Namespace, figures: dict[str, Any]) -> None:
@@ -454,15 +490,15 @@ def bench_datadir(args: argparse.Namespace, figures: dict[str, Any]) -> None:
         _, python_start_s = clock(
             subprocess.run, [sys.executable, "-c", "import crawlsched.api"], check=True
         )
-        start_s = stop_s = None
+        start_s = stop_s = health_status = runs_status = None
         if args.standalone_process:
-            start_s, stop_s = start_standalone(root, args.timeout)
+            start_s, stop_s, health_status, runs_status = start_standalone(root, args.timeout)
 
     figures.update(
         {
             "jobs": args.jobs,
             "snapshot_mb": round(size / 1e6, 1),
-            "snapshot_written": first.written,
+            "snapshot_collections": len(first.written),
             "resnapshot_linked": len(second.linked),
             "resnapshot_written": second.written,
             "encode_s": round(encode_s, 3),
@@ -479,6 +515,8 @@ def bench_datadir(args: argparse.Namespace, figures: dict[str, Any]) -> None:
     if start_s is not None:
         figures["standalone_start_s"] = round(start_s, 3)
         figures["standalone_stop_s"] = round(stop_s, 3)
+        figures["standalone_health_status"] = health_status
+        figures["standalone_local_token_status"] = runs_status
         figures["start_ratio"] = round(start_s / (python_start_s + load_s), 2)
     print_table(
         f"standalone data directory ({args.jobs} jobs in profiles)",
@@ -499,6 +537,8 @@ def bench_datadir(args: argparse.Namespace, figures: dict[str, Any]) -> None:
                 "standalone_start_s",
                 "standalone_stop_s",
                 "start_ratio",
+                "standalone_health_status",
+                "standalone_local_token_status",
             )
             if k in figures
         ],
@@ -511,7 +551,12 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=None, help="default 100,000")
     parser.add_argument("--history", type=int, default=None, help="default: as many as runs")
     parser.add_argument("--jobs", type=int, default=None, help="default 100,000")
-    parser.add_argument("--requests", type=int, default=None, help="default 200 of each")
+    parser.add_argument(
+        "--requests", type=int, default=None, help="upcoming requests, each side (default 200)"
+    )
+    parser.add_argument(
+        "--runs-requests", type=int, default=None, help="GET /v1/runs, each side (default 40)"
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes, under a minute")
     parser.add_argument(
         "--no-standalone-process",
@@ -522,9 +567,15 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=600, help="per subprocess wait (s)")
     args = parser.parse_args()
     defaults = (
-        {"schedules": 1_000, "runs": 10_000, "jobs": 10_000, "requests": 50}
+        {"schedules": 1_000, "runs": 10_000, "jobs": 10_000, "requests": 50, "runs_requests": 20}
         if args.quick
-        else {"schedules": 10_000, "runs": 100_000, "jobs": 100_000, "requests": 200}
+        else {
+            "schedules": 10_000,
+            "runs": 100_000,
+            "jobs": 100_000,
+            "requests": 200,
+            "runs_requests": 40,
+        }
     )
     for key, value in defaults.items():
         if getattr(args, key) is None:
