@@ -35,7 +35,7 @@ finished, stopped or running, with counts, created over the past weeks) and R ta
       load_s            `DataDir.load_into(db)` into a fresh `mongomock://bench-load` store
       standalone_start_s  `crawlsched standalone` as a subprocess (CRAWLSCHED_DATA_DIR=<dir>,
                         CRAWLSCHED_API_PORT=0, a fresh CRAWLSCHED_SECRET_KEY) from the spawn to
-                        GET /health answering 200 (its URL is read from <dir>/api.json);
+                        GET /health answering, any status (URL from <dir>/api.json);
                         stopped with SIGTERM (its final snapshot), `stop_s` timed too.
     and their baselines, same run, same documents:
       encode_s          `bson.encode` of every job document (what any dump must do)
