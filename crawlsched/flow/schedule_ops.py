@@ -20,7 +20,7 @@ from crawlsched.runtime import Runtime
 from crawlsched.schedules.policies import MissedReason, due_times
 from crawlsched.schedules.spec import apply_update, build_schedule
 from crawlsched.schedules.triggers import trigger_of
-from crawlsched.schedules.upcoming import upcoming_rows
+from crawlsched.schedules.upcoming import UPCOMING_LIMIT, upcoming_rows
 
 LIVE = ("active", "paused")
 
@@ -95,7 +95,11 @@ def delete(rt: Runtime, schedule_id: str) -> dict[str, Any]:
 
 
 def upcoming_runs(
-    rt: Runtime, schedules: list[dict[str, Any]], horizon: timedelta
+    rt: Runtime,
+    schedules: list[dict[str, Any]],
+    horizon: timedelta,
+    limit: int = UPCOMING_LIMIT,
 ) -> list[tuple[str, datetime]]:
-    """(schedule id, fire time) of active schedules within `horizon` of now, in time order."""
-    return upcoming_rows(schedules, rt.now(), horizon)
+    """(schedule id, fire time) of active schedules within `horizon` of now, in time order;
+    at most `limit` per schedule (a page never needs more than its end)."""
+    return upcoming_rows(schedules, rt.now(), horizon, limit)

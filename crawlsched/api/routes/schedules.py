@@ -115,9 +115,12 @@ def delete_schedule(caller: Admin, schedule_id: str) -> dict[str, Any]:
     return plain(schedule_ops.delete(caller.rt, schedule_id))
 
 
-def _upcoming(caller: Reader, docs: list[dict], days: float | None) -> list[dict[str, Any]]:
+def _upcoming(
+    caller: Reader, docs: list[dict], days: float | None, enough: int
+) -> list[dict[str, Any]]:
+    """Fire times in the horizon, computed only as far as a page needs (`enough` each)."""
     span = horizon(days if days is not None else caller.rt.settings.schedule_horizon_days)
-    rows = schedule_ops.upcoming_runs(caller.rt, docs, span)
+    rows = schedule_ops.upcoming_runs(caller.rt, docs, span, limit=enough)
     return [{"schedule_id": sid, "fire_at": fire_at} for sid, fire_at in rows]
 
 
@@ -130,7 +133,7 @@ def schedule_upcoming(
     caller: Reader, schedule_id: str, limit: Limit = 100, offset: Offset = 0, days: Days = None
 ) -> dict[str, Any]:
     doc = caller.rt.schedules.require(schedule_id, "list runs of", ("active", "paused"))
-    rows = _upcoming(caller, [doc], days)
+    rows = _upcoming(caller, [doc], days, offset + limit + 1)
     return page_of(rows[offset : offset + limit + 1], limit, offset)
 
 
@@ -142,7 +145,7 @@ def schedule_upcoming(
 def upcoming(
     caller: Reader, limit: Limit = 100, offset: Offset = 0, owner: Owner = None, days: Days = None
 ) -> dict[str, Any]:
-    rows = _upcoming(caller, caller.rt.schedules.for_owner(owner), days)
+    rows = _upcoming(caller, caller.rt.schedules.for_owner(owner), days, offset + limit + 1)
     return page_of(rows[offset : offset + limit + 1], limit, offset)
 
 
