@@ -34,6 +34,13 @@ def test_a_clean_restart_keeps_everything_and_the_next_sweep_runs(tmp_path: Path
         server.cli("accounts", "add", "twitter", "alice", "--secret-env", "ALICE_SECRET")
         for section in ("news", "blog"):
             server.cli("jobs", "add", "website", f"{site.base_url}/{section}/")
+        # A file read here and one written here, by a command that runs on the server.
+        rows = tmp_path / "rows.csv"
+        rows.write_text("kind,media,target\nprofile,twitter,bob\nprofile,myspace,eve\n")
+        rejects = tmp_path / "rejects.jsonl"
+        server.cli("jobs", "import", str(rows), "--rejects", str(rejects), check=False)
+        [rejected] = [json.loads(line) for line in rejects.read_text().splitlines()]
+        assert "myspace" in json.dumps(rejected)
         run_id = run_now(server, "sweep-websites")
         run = wait_for(lambda: finished(server, run_id), 60, f"run {run_id} to finish")
         assert run["counts"] == {"succeeded": 2}
@@ -50,6 +57,8 @@ def test_a_clean_restart_keeps_everything_and_the_next_sweep_runs(tmp_path: Path
         schedules = {s["_id"] for s in again.json_lines("schedules", "list")}
         assert schedules == {"nightly", "sweep-profiles", "sweep-websites"}
         assert [a["username"] for a in again.json_lines("accounts", "list")] == ["alice"]
+        profiles = again.json_lines("jobs", "summary")
+        assert {p["collection"]: p["total"] for p in profiles}["profiles"] == 2  # bob's two
         assert again.json_lines("runs")[0]["_id"] == run_id
         assert again.json_lines("run", "status", run_id)[0]["counts"] == {"succeeded": 2}
         # The next sweep runs, with the account's secret still readable (same key).

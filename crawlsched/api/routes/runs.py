@@ -13,7 +13,7 @@ from crawlsched.api.encoding import plain
 from crawlsched.api.idempotent import IdempotencyKey, once
 from crawlsched.api.paging import Limit, Offset, Page, page_of
 from crawlsched.api.problems import PROBLEM_RESPONSES, ApiProblem
-from crawlsched.errors import RunNotFound
+from crawlsched.errors import RunAlreadyEnded, RunNotFound
 from crawlsched.flow import views
 from crawlsched.store.runs import run_id_for
 
@@ -103,7 +103,10 @@ def stop_run(
     _run(caller, run_id)
     _, notify = _sender(request)
     task = body.task if body else None
-    return _stop_result(stop(caller.rt, run_id, task, notify), task)
+    try:
+        return _stop_result(stop(caller.rt, run_id, task, notify), task)
+    except RunAlreadyEnded as e:
+        raise ApiProblem(409, str(e)) from None
 
 
 @router.post("/runs/{run_id}/children/stop", summary="Stop a run's child runs (StopChildTasks)")
