@@ -4,6 +4,7 @@ run's counts change while the run goes on and a starved batch, and logs no conso
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from selenium.webdriver.common.by import By
 
 from crawlsched.demo.node import LocalChromedriver
 from crawlsched.drivers.browser_session import chrome_options
+from tests.support.scratch import scratch_dir
 from tests.support.standalone import Standalone, slow_standalone_env, website_rows
 from tests.support.waiting import wait_for
 
@@ -51,7 +53,11 @@ def test_the_status_page_follows_a_run_and_shows_a_starved_batch(tmp_path: Path)
         token = server.json_lines("tokens", "create", "--role", "read", "--name", "page")[0]
         url = json.loads((server.data_dir / "api.json").read_text())["url"]
         # A local Chrome (its driver keeps the console log, which a remote session does not).
-        service = Service(shutil.which("chromedriver"), service_args=["--allowed-ips=127.0.0.1"])
+        service = Service(
+            shutil.which("chromedriver"),
+            service_args=["--allowed-ips=127.0.0.1"],
+            env={**os.environ, "TMPDIR": str(scratch_dir("chrome-"))},
+        )
         browser = webdriver.Chrome(service=service, options=options)
         try:
             browser.get(url)

@@ -11,6 +11,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,6 +31,9 @@ class LocalChromedriver:
         self.binary = binary or shutil.which("chromedriver")
         self.port = port or free_port()
         self.process: subprocess.Popen | None = None
+        # Chrome keeps its singleton socket in a folder of $TMPDIR and leaves it behind when it
+        # is killed (as a node's browsers are, at the end): give it a folder we remove.
+        self.tmp_dir: str | None = None
 
     @property
     def url(self) -> str:
@@ -42,11 +46,13 @@ class LocalChromedriver:
     def start(self, ready_within_s: float = 30) -> LocalChromedriver:
         if self.binary is None:
             raise RuntimeError("chromedriver is not installed (Debian: chromium chromium-driver)")
+        self.tmp_dir = tempfile.mkdtemp(prefix="crawlsched-chrome-")
         self.process = subprocess.Popen(
             [self.binary, f"--port={self.port}", "--allowed-ips=127.0.0.1"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
+            env={**os.environ, "TMPDIR": self.tmp_dir},
         )
         deadline = time.monotonic() + ready_within_s
         while time.monotonic() < deadline:
@@ -71,15 +77,23 @@ class LocalChromedriver:
         self._signal_group(signal.SIGKILL)
         if self.process is not None:
             self.process.wait(timeout=10)
+        self._remove_tmp()
 
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:
             self._signal_group(signal.SIGKILL)  # browsers it left behind
+            self._remove_tmp()
             return
         self._signal_group(signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=10)
         self._signal_group(signal.SIGKILL)
+        self._remove_tmp()
+
+    def _remove_tmp(self) -> None:
+        if self.tmp_dir is not None:
+            shutil.rmtree(self.tmp_dir, ignore_errors=True)
+            self.tmp_dir = None
 
     def live_processes(self) -> list[int]:
         """Pids of its process group (chromedriver and its Chromes) still running (Linux /proc).

@@ -82,7 +82,8 @@ class SeleniumGrid:
             stdout=self.log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env={**os.environ, "SE_OFFLINE": "true"},
+            # Chrome's leftovers (singleton sockets of killed browsers) go to the session folder.
+            env={**os.environ, "SE_OFFLINE": "true", "TMPDIR": str(scratch_dir("grid-tmp-"))},
         )
         deadline = time.monotonic() + ready_within_s
         while time.monotonic() < deadline:
