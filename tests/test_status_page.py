@@ -47,6 +47,8 @@ def test_the_status_page_follows_a_run_and_shows_a_starved_batch(tmp_path: Path)
     env = slow_standalone_env(tmp_path, job_s=0.5, CRAWLSCHED_ADMISSION_WAIT_S="1")
     options = chrome_options()
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    # A phone's width: about 80 columns of text.
+    options.add_argument("--window-size=412,900")
     with Standalone(env) as server:
         server.cli("jobs", "import", str(website_rows(tmp_path / "jobs.jsonl", 12)))
         server.cli("jobs", "add", "profile", "twitter", "alice", "--task", "friend")
@@ -91,6 +93,10 @@ def test_the_status_page_follows_a_run_and_shows_a_starved_batch(tmp_path: Path)
 
             wait_for(starved, 90, "a starved batch on the page", interval=0.2)
             assert "account" in browser.find_element(By.ID, "pools").text
+            # Nothing wider than the screen: wide tables scroll inside their own box.
+            assert browser.execute_script(
+                "return document.documentElement.scrollWidth <= window.innerWidth"
+            )
             errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
             assert errors == [], errors
         finally:
