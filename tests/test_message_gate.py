@@ -155,3 +155,82 @@ def test_the_signature_covers_id_actor_and_arguments_but_not_options(broker):
     ):
         assert guards.signature(KEY, changed) != base
     assert guards.signature(b"j" * 32, message) != base
+
+
+def test_a_dead_letter_is_logged_with_what_names_the_message_cut_short(broker):
+    import structlog
+
+    gate = GuardMessages(KEY)
+    message = _signed(gate, broker, _message(broker)).copy(message_id="m" * 300)
+    with structlog.testing.capture_logs() as logs:
+        reason = _verdict(gate, broker, message)
+    (event,) = [e for e in logs if e["event"] == "message_dead_lettered"]
+    assert event["log_level"] == "warning"
+    assert (event["actor"], event["queue"]) == ("report", "gate")
+    assert event["message_id"] == "m" * 100
+    assert event["reason"] == reason == "missing or bad signature"
+
+
+def test_a_long_reason_is_logged_cut_to_500_characters(broker):
+    import structlog
+
+    with structlog.testing.capture_logs() as logs:
+        guards.dead_letter(dramatiq.broker.MessageProxy(_message(broker)), "r" * 600)
+    (event,) = logs
+    assert event["reason"] == "r" * 500
+    assert event["actor"] == "report"
+
+
+def test_a_bad_timestamp_is_named_in_the_reason_cut_to_50_characters(broker):
+    gate = GuardMessages(None)
+    reason = _verdict(gate, broker, _message(broker).copy(message_timestamp="t" * 80))
+    assert reason == f"message_timestamp is not an integer: {'t' * 50!r}"
+    reason = _verdict(gate, broker, _message(broker).copy(message_timestamp=1.5))
+    assert reason == "message_timestamp is not an integer: '1.5'"
+
+
+def test_keyword_arguments_the_actor_cannot_take_are_dead_lettered(broker):
+    gate = GuardMessages(None)
+    message = broker.get_actor("report").message_with_options(
+        args=(), kwargs={"payload": {}, "unexpected": 1}
+    )
+    reason = _verdict(gate, broker, message)
+    assert reason is not None and reason.startswith("arguments do not fit report")
+    fits = broker.get_actor("report").message_with_options(args=(), kwargs={"payload": {}})
+    assert _verdict(gate, broker, fits) is None
+
+
+@pytest.mark.parametrize(
+    ("declared_on", "raised", "dead_lettered"),
+    [
+        ("actor", ValueError("no"), True),
+        ("message", ValueError("no"), True),
+        ("actor", KeyError("other"), False),
+        (None, ValueError("no"), False),
+    ],
+)
+def test_an_exception_an_actor_throws_on_purpose_is_dead_lettered_with_its_reason(
+    declared_on, raised, dead_lettered
+):
+    import structlog
+
+    broker = StubBroker()
+    try:
+        options = {"throws": (ValueError,)} if declared_on == "actor" else {}
+
+        @dramatiq.actor(broker=broker, queue_name="gate", **options)
+        def act(payload: dict) -> None:  # pragma: no cover - never run
+            pass
+
+        message = act.message({})
+        if declared_on == "message":
+            message = message.copy(options={"throws": (ValueError,)})
+        proxy = dramatiq.broker.MessageProxy(message)
+        with structlog.testing.capture_logs() as logs:
+            guards.LogDeadLetters().after_process_message(broker, proxy, exception=raised)
+            guards.LogDeadLetters().after_process_message(broker, proxy, exception=None)
+        assert proxy.failed == dead_lettered
+        reasons = [e["reason"] for e in logs if e["event"] == "message_dead_lettered"]
+        assert reasons == ([f"ValueError: {raised}"] if dead_lettered else [])
+    finally:
+        broker.close()
