@@ -8,6 +8,8 @@ origin its media declares, and look-alike names, other ports and other schemes a
 
 from __future__ import annotations
 
+import ipaddress
+
 import httpcore
 import pytest
 
@@ -175,3 +177,100 @@ def test_an_http_origin_defaults_to_port_80_not_443():
     declared = ["http://plain.test"]
     assert may_carry_secret("http://plain.test:80/login", declared)
     assert not may_carry_secret("http://plain.test:443/login", declared)
+
+
+# -- the checks that need no DNS, and what the refusals say --------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "kind"),
+    [
+        ("http://localhost:8000/", "loopback"),
+        ("http://shop.localhost/", "loopback"),
+        ("http://127.0.0.1/", "loopback"),
+        ("http://10.0.0.1/", "private"),
+        ("http://[::1]:8080/", "loopback"),
+        ("http://169.254.169.254/latest/meta-data/", "link-local"),
+        ("http://100.64.0.1/", "non-global"),
+    ],
+)
+def test_a_literal_refused_address_is_refused_without_dns(url, kind):
+    with pytest.raises(UnsafeTarget) as refused:
+        targets.check_literal(url, ())
+    text = str(refused.value)
+    assert f"{url!r} resolves to {kind} address" in text
+    assert "CRAWLSCHED_TARGET_ALLOW_NETWORKS" in text
+
+
+def test_a_literal_check_admits_an_allowed_network_and_leaves_names_to_the_fetch():
+    allowed = parse_networks(["127.0.0.1/32"])
+    targets.check_literal("http://localhost:8000/", allowed)
+    targets.check_literal("http://127.0.0.1:8000/", allowed)
+    targets.check_literal("https://example.com/", ())  # a name: checked again at fetch time
+    with pytest.raises(UnsafeTarget, match=r"127\.0\.0\.2"):
+        targets.check_literal("http://127.0.0.2/", allowed)
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("ftp://example.com/", "only http(s) targets are crawled, got 'ftp://example.com/'"),
+        ("http://user@example.com/", "credentials in a URL are refused: 'http://***@example.com/'"),
+        ("http://:pw@example.com/", "credentials in a URL are refused: 'http://***@example.com/'"),
+        ("http:///path", "URL without a host: 'http:///path'"),
+        ("http://example.com:99999/", "not a valid URL 'http://example.com:99999/'"),
+    ],
+)
+def test_a_url_that_is_not_a_plain_web_address_is_refused_saying_why(url, says):
+    with pytest.raises(UnsafeTarget) as refused:
+        check_target(url, (), resolver_of([PUBLIC_A]))
+    assert str(refused.value).startswith(says)
+
+
+def test_the_default_port_is_443_for_https_and_80_for_http():
+    assert targets.split_web_url("https://example.com/") == ("example.com", 443)
+    assert targets.split_web_url("http://example.com/") == ("example.com", 80)
+    assert targets.split_web_url("http://example.com:8080/") == ("example.com", 8080)
+
+
+def test_redact_hides_every_credential_and_keeps_the_rest():
+    assert targets.redact("https://u:pw@example.com/p?q=1#f") == "https://***@example.com/p?q=1#f"
+    assert targets.redact("https://u:p@ss@example.com/") == "https://***@example.com/"
+    assert targets.redact("https://example.com/a@b") == "https://example.com/a@b"
+    assert targets.redact("https://example.com/" + "x" * 400) == (
+        "https://example.com/" + "x" * 280
+    )
+    assert targets.redact("http://[::1/" + "y" * 400) == "http://[::1/" + "y" * 288
+
+
+def test_an_address_with_a_zone_index_is_judged_without_it():
+    with pytest.raises(UnsafeTarget, match="link-local address fe80::1%eth0"):
+        check_target("http://zone.test/", (), resolver_of(["fe80::1%eth0"]))
+
+
+def test_allowed_networks_may_be_written_with_host_bits_set():
+    assert parse_networks([" 10.1.2.3/8 "]) == (ipaddress.ip_network("10.0.0.0/8"),)
+
+
+def test_resolve_asks_for_tcp_addresses_of_host_and_port(monkeypatch):
+    asked = []
+
+    def getaddrinfo(host, port, **kwargs):
+        asked.append((host, port, kwargs))
+        return [(0, 0, 0, "", ("93.184.216.34", port)), (0, 0, 0, "", ("93.184.216.34", port))]
+
+    monkeypatch.setattr(targets.socket, "getaddrinfo", getaddrinfo)
+    assert targets.resolve("example.com", 8443) == ["93.184.216.34"]
+    assert asked == [("example.com", 8443, {"proto": targets.socket.IPPROTO_TCP})]
+
+    def fails(host, port, **kwargs):
+        raise targets.socket.gaierror("Name or service not known")
+
+    monkeypatch.setattr(targets.socket, "getaddrinfo", fails)
+    with pytest.raises(UnsafeTarget, match=r"host 'nowhere\.test' does not resolve: Name or"):
+        targets.resolve("nowhere.test", 80)
+
+
+@pytest.mark.parametrize("url", ["ftp://example.com/", "https:///path", "mailto:a@b.c", "x"])
+def test_only_an_http_url_with_a_host_has_an_origin(url):
+    assert targets.origin_of(url) is None
