@@ -215,3 +215,18 @@ def selenium_grid() -> Iterator:
         service_unavailable(f"Selenium Grid unavailable: {exc}")
     yield grid
     grid.stop()
+
+
+# Fixtures that start a real browser (chromedriver or a Selenium Grid): a test using one is
+# marked `browser`, so `-m "not browser"` leaves them out (as scripts/mutation does).
+BROWSER_FIXTURES = {"chromedriver_node", "selenium_grid"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "browser: starts a real browser (chromedriver or Grid)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if BROWSER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.browser)

@@ -1,0 +1,469 @@
+"""Leases across the flow: grant, renewal while a batch runs, loss mid-batch, release, cooldown,
+the starvation bound across re-parks, and the order in which waiting batches are admitted.
+
+Real admission and crawl code (`flow.admission`, `flow.crawling`) on the embedded store, one
+thread, with an injected clock: the runtime's clock and the monotonic clock the lease keeper
+reads both follow the test's `Clock`, which only the test (or the test's driver) moves. The
+driver is a plug-in of this module (`DRIVERS`), scripted per test.
+"""
+
+from __future__ import annotations
+
+import types
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+import pytest
+
+from crawlsched.catalog import JobState
+from crawlsched.demo.seed import demo_reference
+from crawlsched.drivers.base import LoginRejected, RateLimited
+from crawlsched.flow import crawl_resources
+from crawlsched.flow.admission import admit, admit_waiting, keys_of, starve_overdue
+from crawlsched.flow.crawling import crawl_batch
+from crawlsched.ids import encode_id
+from crawlsched.messages import BatchMessage
+from crawlsched.planning.due import Category
+from crawlsched.resources import rules
+from crawlsched.resources.backends.mongo import MongoLeaseBackend
+from crawlsched.resources.pools import Need, ResourcePools
+from crawlsched.resources.queueing import Load, WaitingBatch, next_to_admit
+from crawlsched.resources.rules import ACCOUNT_POOL, SELENIUM_POOL, AccountLimits
+from crawlsched.runtime import Runtime
+from tests.conftest import settings_for_tests
+from tests.support.factories import NOW
+
+TTL_S = 30.0
+WAIT_S = 100.0
+NODE = "http://node-a"
+RUN = "lease-flow@20240601T120000Z"
+
+
+class Clock:
+    """The one clock of a test: `now()` for the runtime, `monotonic()` for the lease keeper."""
+
+    def __init__(self, start: datetime) -> None:
+        self.start = start
+        self.t = start
+
+    def now(self) -> datetime:
+        return self.t
+
+    def monotonic(self) -> float:
+        return (self.t - self.start).total_seconds()
+
+    def advance(self, seconds: float) -> None:
+        self.t += timedelta(seconds=seconds)
+
+    def at(self, seconds: float) -> datetime:
+        return self.start + timedelta(seconds=seconds)
+
+
+# -- the scripted driver ---------------------------------------------------------------------
+
+# What the driver does per job: set by each test, called with (job index, job).
+SCRIPT: dict[str, Callable] = {}
+
+
+class ScriptedDriver:
+    def crawl(self, job, context) -> None:
+        index = int(job.target.split("-")[0].removeprefix("job"))
+        SCRIPT["step"](index, job)
+
+
+DRIVERS = {"lease-flow": ScriptedDriver}
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    clock = Clock(NOW)
+    # The lease keeper throttles renewals on the monotonic clock: it follows the test's clock.
+    monkeypatch.setattr(crawl_resources, "time", types.SimpleNamespace(monotonic=clock.monotonic))
+    yield clock
+    SCRIPT.clear()
+
+
+@pytest.fixture
+def rt(embedded_mongo_url, clock):
+    settings = settings_for_tests(
+        mongo_url=embedded_mongo_url,
+        broker_url="stub://",
+        resource_lease_s=TTL_S,
+        admission_wait_s=WAIT_S,
+        driver_modules=["tests.test_lease_flow"],
+    )
+    rt = Runtime(settings, clock=clock.now)
+    rt.create_indexes()
+    rt.reference.load(demo_reference("http://127.0.0.1:9"))
+    rt.inventory.add_account("twitter", "acct", "secret", AccountLimits(), clock.now())
+    rt.inventory.add_node(NODE, "chromedriver", 1, clock.now())
+    return rt
+
+
+def _batch(rt, n: int, login=True, selenium=True) -> BatchMessage:
+    """n twitter jobs claimed by a fresh dispatch of RUN, as the planner leaves them."""
+    now = rt.now()
+    prefix = uuid.uuid4().hex[:6]
+    twitter = rt.reference.media_by_name("twitter")
+    rt.jobs("profiles").insert_new(
+        [
+            {
+                "target": f"job{i}-{prefix}",
+                "batch": prefix,
+                "url": f"https://twitter.test/job{i}",
+                "media_name": "twitter",
+                "media_name_id": twitter["_id"],
+                "task": "profile",
+                "state": int(JobState.PENDING),
+                "enabled": True,
+                "execution_date": now - timedelta(seconds=1),
+            }
+            for i in range(n)
+        ]
+    )
+    ids = [d["_id"] for d in rt.db.profiles.find({"batch": prefix}).sort("target", 1)]
+    dispatch = uuid.uuid4().hex
+    from crawlsched.store.jobs import ClaimRequest
+
+    rt.jobs("profiles").claim([ClaimRequest(dispatch, ids)], RUN, now + timedelta(hours=1))
+    category = {
+        (True, True): Category.SELENIUM_AND_LOGIN,
+        (True, False): Category.ONLY_LOGIN,
+        (False, True): Category.ONLY_SELENIUM,
+    }[(login, selenium)]
+    return BatchMessage(
+        run_id=RUN,
+        dispatch_id=dispatch,
+        collection="profiles",
+        task="profile",
+        category=category,
+        media_name="twitter",
+        media_id=twitter["media_name_id"],
+        driver_class="lease-flow",
+        need_login=login,
+        need_selenium=selenium,
+        crawl_limit=10,
+        job_ids=[encode_id(i) for i in ids],
+    )
+
+
+def _admitted(rt, message: BatchMessage) -> BatchMessage:
+    """Park the batch and run an admission pass; the crawl message it forwards."""
+    sent: list[BatchMessage] = []
+    assert admit(rt, message, sent.append) == 1
+    (forwarded,) = sent
+    assert len(forwarded.lease_ids) == message.need_login + message.need_selenium
+    return forwarded
+
+
+def _crawl(rt, message: BatchMessage) -> dict[str, int]:
+    return crawl_batch(rt, message, report=lambda report: None)
+
+
+def _held(rt) -> tuple[int, int]:
+    now = rt.now()
+    return rt.leases.held(ACCOUNT_POOL, now), rt.leases.held(SELENIUM_POOL, now)
+
+
+def _outcomes(rt, message: BatchMessage) -> dict[str, str]:
+    docs = rt.db.profiles.find({"_id": {"$in": message.decoded_job_ids()}})
+    return {d["target"].split("-")[0]: d.get("last_outcome") for d in docs}
+
+
+def _waiting_jobs(rt) -> list[dict]:
+    """The batches waiting now, each with the targets of its jobs."""
+    out = []
+    for doc in rt.db.waiting_batches.find({}):
+        message = BatchMessage.parse(doc["message"])
+        targets = sorted(
+            d["target"].split("-")[0]
+            for d in rt.db.profiles.find({"_id": {"$in": message.decoded_job_ids()}})
+        )
+        out.append({**doc, "targets": targets})
+    return out
+
+
+# -- all or nothing --------------------------------------------------------------------------
+
+
+def test_a_refused_grant_leaves_nothing_held(rt, clock):
+    # Given the only node taken, while the account is free
+    other = rt.pools.acquire(Need(False, True, "twitter"), "other", clock.now())
+    assert other.leases is not None
+    # When a batch needing both asks: the account is granted first, then the node is short
+    grant = rt.pools.acquire(Need(True, True, "twitter"), "both", clock.now())
+    # Then it gets nothing and holds nothing: the account it was granted went back at once
+    assert (grant.leases, grant.short) == (None, "selenium")
+    assert _held(rt) == (0, 1)
+    assert rt.leases.live_leases(clock.now(), (ACCOUNT_POOL,)) == []
+    # And the account is free for a batch that needs only it
+    assert rt.pools.acquire(Need(True, False, "twitter"), "login", clock.now()).leases
+
+
+def test_a_grant_that_fails_midway_leaves_nothing_held(rt, clock, monkeypatch):
+    backend = rt.leases
+    real = MongoLeaseBackend.try_acquire
+
+    def failing(self, pool, *args, **kwargs):
+        if pool == SELENIUM_POOL:
+            raise ConnectionError("store lost")
+        return real(self, pool, *args, **kwargs)
+
+    monkeypatch.setattr(MongoLeaseBackend, "try_acquire", failing)
+    with pytest.raises(ConnectionError):
+        ResourcePools(backend, TTL_S).acquire(Need(True, True, "twitter"), "h", clock.now())
+    assert _held(rt) == (0, 0)
+
+
+# -- renewal while a batch outlives its TTL --------------------------------------------------
+
+
+def test_leases_are_renewed_while_a_batch_outlives_their_ttl(rt, clock):
+    message = _admitted(rt, _batch(rt, 8))
+    seen: list[tuple[int, bool, bool]] = []
+
+    def step(index, job):
+        # 12 s per job: the batch runs 96 s against a 30 s TTL. Both leases must still be
+        # live, and still this batch's, at every job.
+        clock.advance(12)
+        live = [rt.leases.resource_of(lid, clock.now()) is not None for lid in message.lease_ids]
+        seen.append((index, *live))
+
+    SCRIPT["step"] = step
+    counts = _crawl(rt, message)
+
+    assert counts == {"succeeded": 8}
+    assert seen == [(i, True, True) for i in range(8)]
+    assert not _waiting_jobs(rt)
+
+
+# -- a lease lost mid-batch sends the rest back to wait --------------------------------------
+
+
+def _lose_at(rt, clock, message, lose_index: int, lose: Callable[[], None]) -> None:
+    """Run a 5-job batch, 12 s per job, calling `lose()` during job `lose_index`."""
+
+    def step(index, job):
+        clock.advance(12)
+        if index == lose_index:
+            lose()
+
+    SCRIPT["step"] = step
+    _crawl(rt, message)
+
+
+@pytest.mark.parametrize(
+    "how",
+    ["node_found_down", "node_removed", "leases_expired"],
+)
+def test_a_lease_lost_mid_batch_sends_the_rest_back_to_wait(rt, clock, how):
+    message = _admitted(rt, _batch(rt, 5))
+    lose = {
+        "node_found_down": lambda: rt.inventory.mark_node(
+            NODE, False, "probe failed", clock.now(), None
+        ),
+        "node_removed": lambda: rt.inventory.remove_node(NODE),
+        # the worker stalled past the TTL (the keeper could not renew in time)
+        "leases_expired": lambda: clock.advance(TTL_S + 1),
+    }[how]
+    _lose_at(rt, clock, message, 2, lose)
+
+    # The jobs crawled before the loss are done, job 2 also (it ran to its end); the rest were
+    # not failed, they wait, under a dispatch of their own, for another resource.
+    outcomes = _outcomes(rt, message)
+    assert outcomes == {
+        "job0": "succeeded",
+        "job1": "succeeded",
+        "job2": "succeeded",
+        "job3": None,
+        "job4": None,
+    }
+    (waiting,) = _waiting_jobs(rt)
+    assert waiting["targets"] == ["job3", "job4"]
+    assert waiting["_id"] != message.dispatch_id
+    assert _held(rt) == (0, 0)
+
+
+def test_a_draining_node_lets_the_running_batch_finish(rt, clock):
+    message = _admitted(rt, _batch(rt, 4))
+    _lose_at(rt, clock, message, 1, lambda: rt.inventory.set_draining(NODE, True))
+    assert set(_outcomes(rt, message).values()) == {"succeeded"}
+    assert not _waiting_jobs(rt)
+
+
+def test_an_account_the_site_rejects_is_banned_and_the_rest_waits(rt, clock):
+    message = _admitted(rt, _batch(rt, 4))
+
+    def step(index, job):
+        clock.advance(1)
+        if index == 1:
+            raise LoginRejected("wrong password")
+
+    SCRIPT["step"] = step
+    _crawl(rt, message)
+
+    (account,) = rt.inventory.accounts("twitter")
+    assert account["status"] == rules.BANNED
+    assert _outcomes(rt, message) == {"job0": "succeeded", "job1": None, "job2": None, "job3": None}
+    (waiting,) = _waiting_jobs(rt)
+    assert waiting["targets"] == ["job1", "job2", "job3"]
+    assert _held(rt) == (0, 0)
+
+
+# -- every lease released --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ending", ["finished", "interrupted", "job_failed"])
+def test_every_lease_of_a_two_lease_batch_is_released(rt, clock, ending):
+    message = _admitted(rt, _batch(rt, 3))
+    assert _held(rt) == (1, 1)
+
+    def step(index, job):
+        clock.advance(1)
+        if index == 1 and ending == "interrupted":
+            raise RateLimited(clock.at(10))
+        if index == 1 and ending == "job_failed":
+            raise ValueError("one job's failure")
+
+    SCRIPT["step"] = step
+    _crawl(rt, message)
+
+    assert _held(rt) == (0, 0)
+    for lease_id in message.lease_ids:
+        assert rt.leases.resource_of(lease_id, clock.now()) is None
+
+
+# -- a cooldown the site imposes -------------------------------------------------------------
+
+
+def test_a_site_cooldown_keeps_the_account_out_until_it_ends(rt, clock):
+    until = clock.at(300)
+    message = _admitted(rt, _batch(rt, 3, selenium=False))
+
+    def step(index, job):
+        clock.advance(1)
+        if index == 1:
+            raise RateLimited(until, "429 too many requests")
+
+    SCRIPT["step"] = step
+    _crawl(rt, message)
+
+    (account,) = rt.inventory.accounts("twitter")
+    assert account["cooling_until"].replace(tzinfo=until.tzinfo) == until
+    (waiting,) = _waiting_jobs(rt)
+    assert waiting["targets"] == ["job1", "job2"]
+    keys = keys_of(message)
+    sent: list[BatchMessage] = []
+    # Not a moment before `until`, whatever passes are run ...
+    for seconds in (3, 60, 299, 299.999):
+        clock.t = clock.at(seconds)
+        assert admit_waiting(rt, keys, sent.append) == 0
+        assert rt.pools.acquire(Need(True, False, "twitter"), "probe", clock.now()).leases is None
+    # ... and from `until` on, the rest of the batch is admitted on that account.
+    clock.t = until
+    assert admit_waiting(rt, keys, sent.append) == 1
+    (resumed,) = sent
+    assert len(resumed.lease_ids) == 1
+
+
+# -- the starvation bound counts from the first park -----------------------------------------
+
+
+def test_the_wait_bound_counts_from_the_first_park_across_re_parks(rt, clock):
+    message = _admitted(rt, _batch(rt, 5))  # parked (first park) and admitted at t=0
+    assert message.first_parked_at == clock.at(0)
+    # Loses its node in job 1 (t=24): jobs 2-4 are parked again
+    _lose_at(
+        rt, clock, message, 1, lambda: rt.inventory.mark_node(NODE, False, "x", clock.now(), None)
+    )
+    (parked,) = _waiting_jobs(rt)
+    assert parked["targets"] == ["job2", "job3", "job4"]
+
+    # A new node: the rest is admitted at t=30, and loses it in its first job (t=42)
+    clock.t = clock.at(30)
+    rt.inventory.add_node("http://node-b", "chromedriver", 1, clock.now())
+    sent: list[BatchMessage] = []
+    assert admit_waiting(rt, keys_of(message), sent.append) == 1
+    (rest,) = sent
+    assert rest.first_parked_at == clock.at(0)
+    _lose_at(rt, clock, rest, 2, lambda: rt.inventory.remove_node("http://node-b"))
+    (parked,) = _waiting_jobs(rt)
+    assert parked["targets"] == ["job3", "job4"]
+
+    # Its bound is the first park + WAIT_S, not a re-park + WAIT_S
+    deadline = clock.at(WAIT_S)
+    assert parked["wait_until"].replace(tzinfo=NOW.tzinfo) == deadline
+    reports: list = []
+    clock.t = deadline - timedelta(milliseconds=1)
+    assert starve_overdue(rt, reports.append) == 0
+    clock.t = deadline
+    assert starve_overdue(rt, reports.append) == 1
+    assert len(reports) == 1
+    assert _waiting_jobs(rt) == []
+
+
+# -- the order of admission ------------------------------------------------------------------
+
+
+def _waiting(name: str, **fields) -> WaitingBatch:
+    base = {
+        "dispatch_id": name,
+        "run_id": f"run-{name}",
+        "media_name": f"media-{name}",
+        "needs": frozenset({"selenium"}),
+        "enqueued_at": NOW,
+        "wait_until": NOW + timedelta(hours=1),
+    }
+    return WaitingBatch(**{**base, **fields})
+
+
+def _first(*batches: WaitingBatch, load: Load | None = None) -> str:
+    chosen = next_to_admit(batches, load or Load({}, {}))
+    assert chosen is not None
+    return chosen.dispatch_id
+
+
+def test_the_least_served_run_goes_before_the_least_served_media():
+    a = _waiting("a", run_id="r1", media_name="m1")
+    b = _waiting("b", run_id="r2", media_name="m2")
+    # r1 holds nothing but its media m1 holds much; r2 holds one lease, its media none
+    load = Load({"r2": 1}, {"m1": 5})
+    assert _first(a, b, load=load) == _first(b, a, load=load) == "a"
+    # With runs even, the least-served media goes first
+    assert _first(a, b, load=Load({"r1": 1, "r2": 1}, {"m1": 5})) == "b"
+
+
+def test_fairness_comes_after_the_priority_class():
+    a = _waiting("a", run_id="r1", human_validation=1.0)
+    b = _waiting("b", run_id="r2")
+    assert _first(a, b, load=Load({"r1": 9}, {})) == "a"
+    c = _waiting("c", run_id="r1", certitude=0.9)
+    d = _waiting("d", run_id="r2", certitude=0.1)
+    assert _first(d, c, load=Load({"r1": 9}, {})) == "c"
+
+
+def test_dated_jobs_go_before_undated_ones():
+    # The undated batch was even enqueued earlier than the dated job's date
+    undated = _waiting("undated", enqueued_at=NOW - timedelta(days=2))
+    dated = _waiting("dated", oldest_modified_at=NOW - timedelta(days=1))
+    assert _first(undated, dated) == _first(dated, undated) == "dated"
+
+
+def test_older_jobs_go_before_newer_ones_whatever_the_arrival():
+    older = _waiting("older", oldest_modified_at=NOW - timedelta(days=3), enqueued_at=NOW)
+    newer = _waiting(
+        "newer",
+        oldest_modified_at=NOW - timedelta(days=1),
+        enqueued_at=NOW - timedelta(hours=1),
+    )
+    assert _first(newer, older) == _first(older, newer) == "older"
+    # Undated batches among themselves: first come, first served
+    early = _waiting("early", enqueued_at=NOW - timedelta(minutes=5))
+    late = _waiting("late", enqueued_at=NOW)
+    assert _first(late, early) == "early"
+    # Same job date: the one enqueued first
+    same = NOW - timedelta(days=1)
+    x = _waiting("x", oldest_modified_at=same, enqueued_at=NOW)
+    y = _waiting("y", oldest_modified_at=same, enqueued_at=NOW - timedelta(seconds=1))
+    assert _first(x, y) == "y"
