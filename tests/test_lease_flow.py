@@ -467,3 +467,60 @@ def test_older_jobs_go_before_newer_ones_whatever_the_arrival():
     x = _waiting("x", oldest_modified_at=same, enqueued_at=NOW)
     y = _waiting("y", oldest_modified_at=same, enqueued_at=NOW - timedelta(seconds=1))
     assert _first(x, y) == "y"
+
+
+# -- what the leases say about who holds them (fairness and crash recovery read it) ----------
+
+
+def test_every_lease_of_a_grant_names_its_holder_run_and_media(rt, clock):
+    grant = rt.pools.acquire(Need(True, True, "twitter"), "dispatch-1", clock.now(), "run-1")
+    live = rt.leases.live_leases(clock.now())
+    assert (
+        sorted((lease["holder"], lease["run_id"], lease["media_name"]) for lease in live)
+        == [("dispatch-1", "run-1", "twitter")] * 2
+    )
+    load = Load.of(live)
+    assert (dict(load.by_run), dict(load.by_media)) == ({"run-1": 2}, {"twitter": 2})
+    # What a crashed admission left is found by its holder
+    assert rt.leases.release_holder("dispatch-1", clock.now()) == 2
+    assert rt.pools.release(grant.leases, clock.now()) == 0
+
+
+def test_release_counts_the_leases_it_freed(rt, clock):
+    grant = rt.pools.acquire(Need(True, True, "twitter"), "h", clock.now())
+    assert rt.pools.release(grant.leases, clock.now()) == 2
+    assert rt.pools.release([lease.lease_id for lease in grant.leases], clock.now()) == 0
+
+
+def test_load_counts_leases_per_run_and_per_media():
+    leases = [
+        {"run_id": "r1", "media_name": "m"},
+        {"run_id": "r1", "media_name": "m"},
+        {"run_id": "r2", "media_name": "n"},
+        {},
+    ]
+    load = Load.of(leases)
+    assert dict(load.by_run) == {"r1": 2, "r2": 1, "": 1}
+    assert dict(load.by_media) == {"m": 2, "n": 1, "": 1}
+    more = load.plus(_waiting("x", run_id="r1", media_name="n"), 2)
+    assert (dict(more.by_run), dict(more.by_media)) == (
+        {"r1": 4, "r2": 1, "": 1},
+        {"m": 2, "n": 3, "": 1},
+    )
+    assert dict(load.by_run) == {"r1": 2, "r2": 1, "": 1}  # plus() leaves the original alone
+
+
+def test_a_media_with_no_lease_counts_as_zero():
+    first = _waiting("first", media_name="unseen", enqueued_at=NOW - timedelta(seconds=1))
+    second = _waiting("second", media_name="idle")
+    assert _first(second, first, load=Load({}, {"idle": 0})) == "first"
+
+
+def test_zero_ttl_and_zero_wait_are_refused(rt):
+    from crawlsched.resources.queueing import wait_deadline
+
+    with pytest.raises(ValueError, match="ttl_s must be > 0, got 0"):
+        ResourcePools(rt.leases, 0)
+    ResourcePools(rt.leases, 0.5)
+    with pytest.raises(ValueError, match="max_wait_s must be > 0, got 0"):
+        wait_deadline(NOW, 0)

@@ -234,3 +234,21 @@ def test_an_exception_an_actor_throws_on_purpose_is_dead_lettered_with_its_reaso
         assert reasons == ([f"ValueError: {raised}"] if dead_lettered else [])
     finally:
         broker.close()
+
+
+def test_long_actor_and_queue_names_are_logged_cut_to_100_characters():
+    import structlog
+
+    broker = StubBroker()
+    try:
+
+        @dramatiq.actor(broker=broker, actor_name="a" * 150, queue_name="q" * 150)
+        def act(payload: dict) -> None:  # pragma: no cover - never run
+            pass
+
+        with structlog.testing.capture_logs() as logs:
+            guards.dead_letter(dramatiq.broker.MessageProxy(act.message({})), "why")
+        (event,) = logs
+        assert (event["actor"], event["queue"]) == ("a" * 100, "q" * 100)
+    finally:
+        broker.close()
