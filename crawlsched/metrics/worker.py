@@ -14,13 +14,12 @@ group's processes.
 
 from __future__ import annotations
 
+import os
 import threading
+from pathlib import Path
+from types import ModuleType
 
 import dramatiq
-from dramatiq.middleware import prometheus as dramatiq_prometheus
-
-# dramatiq's module imports prometheus-client only inside its hooks, so importing it is safe.
-from dramatiq.middleware.prometheus import Prometheus
 
 from crawlsched import metrics
 from crawlsched.logs import configure_logging, get_logger
@@ -44,20 +43,34 @@ class WorkerMetrics(dramatiq.Middleware):
         multiproc.use(directory)
         # dramatiq reads its directory from an environment variable at import; this group's
         # directory is a setting, so hand it over where the middleware looks for it.
+        dramatiq_prometheus = _dramatiq_prometheus(directory)
         dramatiq_prometheus.DB_PATH = str(directory)
-        actor_metrics = ActorMetrics()
+        actor_metrics = _actor_metrics(dramatiq_prometheus)
         actor_metrics.after_process_boot(broker)
         broker.add_middleware(actor_metrics)
         metrics.enable()
         log.info("metrics_enabled", directory=str(directory), cleared_earlier_group=cleared)
 
 
-class ActorMetrics(Prometheus):
-    """dramatiq's actor metrics without their own exposition server (`serve` has them)."""
+def _dramatiq_prometheus(directory: Path) -> ModuleType:
+    """dramatiq's Prometheus module, imported only where it is used. On import it makes its
+    directory, `$TMPDIR/dramatiq-prometheus` unless `dramatiq_prom_db` names another: every
+    process that imported crawlsched's brokers left that folder behind. Name this group's."""
+    os.environ.setdefault("dramatiq_prom_db", str(directory))
+    from dramatiq.middleware import prometheus
 
-    @property
-    def forks(self) -> list:
-        return []
+    return prometheus
+
+
+def _actor_metrics(dramatiq_prometheus: ModuleType) -> dramatiq.Middleware:
+    class ActorMetrics(dramatiq_prometheus.Prometheus):
+        """dramatiq's actor metrics without their own exposition server (`serve` has them)."""
+
+        @property
+        def forks(self) -> list:
+            return []
+
+    return ActorMetrics()
 
 
 def serve() -> int:
