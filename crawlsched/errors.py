@@ -134,3 +134,16 @@ class WebhookFailed(CrawlschedError):
     def __init__(self, delivery_id: str, reason: str) -> None:
         super().__init__(f"webhook {delivery_id}: {reason}")
         self.delivery_id = delivery_id
+
+
+class QueueDeclaredOtherwise(CrawlschedError):
+    """RabbitMQ holds a queue of this name declared with other arguments (another queue type,
+    say): it refuses to change a queue in place."""
+
+    def __init__(self, queue: str, detail: str) -> None:
+        super().__init__(
+            f"RabbitMQ refused to declare queue {queue!r} ({detail[:200]}): it exists with other "
+            "arguments, e.g. as another type than CRAWLSCHED_QUEUE_TYPE. Drain and delete it "
+            "(rabbitmqctl delete_queue), or use a fresh virtual host."
+        )
+        self.queue = queue

@@ -53,11 +53,14 @@ class RabbitmqEventPublisher:
     def _open(self) -> Any:
         import pika
 
-        params = pika.URLParameters(self.url)
-        params.socket_timeout = CONNECT_TIMEOUT_S
-        params.blocked_connection_timeout = CONNECT_TIMEOUT_S
-        params.connection_attempts = 1
-        self._connection = pika.BlockingConnection(params)
+        from crawlsched.settings import split_broker_urls
+
+        nodes = [pika.URLParameters(url) for url in split_broker_urls(self.url)]
+        for params in nodes:
+            params.socket_timeout = CONNECT_TIMEOUT_S
+            params.blocked_connection_timeout = CONNECT_TIMEOUT_S
+            params.connection_attempts = 1
+        self._connection = pika.BlockingConnection(nodes)
         channel = self._connection.channel()
         channel.exchange_declare(exchange=EXCHANGE, exchange_type="topic", durable=True)
         self._channel = channel

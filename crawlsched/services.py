@@ -30,7 +30,8 @@ def mongo_unreachable(settings: Settings, error: BaseException) -> ServiceUnreac
 
 
 def broker_unreachable(settings: Settings, error: BaseException) -> ServiceUnreachable:
-    return ServiceUnreachable("RabbitMQ", redact(settings.broker_url), BROKER_HINT, _cause(error))
+    shown = ";".join(redact(url) for url in settings.broker_urls)
+    return ServiceUnreachable("RabbitMQ", shown, BROKER_HINT, _cause(error))
 
 
 def _cause(error: BaseException) -> str:

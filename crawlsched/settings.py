@@ -37,7 +37,26 @@ class Settings(BaseSettings):
     )
     mongo_db: str = "crawlsched"
     broker_url: str = Field(
-        "stub://", description="amqp://user:pass@host:5672/vhost for RabbitMQ; stub:// in-process."
+        "stub://",
+        description="amqp://user:pass@host:5672/vhost for RabbitMQ (several nodes of a cluster: "
+        "their URLs joined by ';', tried in order); stub:// in-process.",
+    )
+    queue_type: Literal["classic", "quorum"] = Field(
+        "classic",
+        description="Queues crawlsched declares: classic (one node) or quorum (replicated over "
+        "a RabbitMQ cluster; survives the loss of a minority of nodes).",
+    )
+    quorum_delivery_limit: int = Field(
+        20,
+        ge=1,
+        le=1000,
+        description="quorum queues: a message handed out this many times without an ack "
+        "(its worker died each time) is dead-lettered instead of redelivered forever.",
+    )
+    publisher_confirms: bool = Field(
+        True,
+        description="Wait for RabbitMQ to confirm every message it was sent (a send it does not "
+        "confirm fails loudly and is retried instead of being lost without a trace).",
     )
     reference_file: Path | None = Field(
         None, description="YAML of models, media and tasks; the packaged default when unset."
@@ -314,11 +333,20 @@ class Settings(BaseSettings):
     @field_validator("broker_url")
     @classmethod
     def _known_broker_scheme(cls, value: str) -> str:
-        if not value.startswith(("amqp://", "amqps://", "stub://")):
-            raise ValueError(
-                f"broker_url must start with amqp://, amqps:// or stub://, got {value!r}"
-            )
+        urls = split_broker_urls(value)
+        for url in urls:
+            if not url.startswith(("amqp://", "amqps://", "stub://")):
+                raise ValueError(
+                    f"broker_url must start with amqp://, amqps:// or stub://, got {url[:100]!r}"
+                )
+        if len(urls) > 1 and any(url.startswith("stub://") for url in urls):
+            raise ValueError("broker_url: stub:// cannot be one of several node URLs")
         return value
+
+    @property
+    def broker_urls(self) -> list[str]:
+        """The node URLs of `broker_url` (one, or a cluster's, tried in order)."""
+        return split_broker_urls(self.broker_url)
 
     @field_validator("metrics_address", "clock_metrics_address")
     @classmethod
@@ -334,6 +362,11 @@ class Settings(BaseSettings):
         if base is not None and value < base:
             raise ValueError(f"backoff_max_s ({value}) must be >= backoff_base_s ({base})")
         return value
+
+
+def split_broker_urls(value: str) -> list[str]:
+    """`a;b;c` → its URLs: the separator dramatiq's RabbitmqBroker takes for a cluster's nodes."""
+    return [url.strip() for url in value.split(";") if url.strip()] or [value]
 
 
 def split_address(value: str, field: str = "address") -> tuple[str, int]:

@@ -115,7 +115,7 @@ class PlannerCrash(Exception):
     pass
 
 
-def test_half_done_planner_delivery_is_completed_by_its_redelivery(rt, stub_broker, stub_worker):
+def test_planner_send_that_fails_gives_its_batches_back_at_once(rt, stub_broker, stub_worker):
     # Given 120 due website jobs: batches of 50, 50 and 20 (web's batch limit is 50)
     from crawlsched.actors.coordinator import send_report
     from crawlsched.messages import ReportMessage
@@ -124,19 +124,29 @@ def test_half_done_planner_delivery_is_completed_by_its_redelivery(rt, stub_brok
     fire_at = rt.now().replace(microsecond=0)
     sent: list = []
 
-    def crash_after_first(message):
+    def second_send_fails(message):
+        if sent:
+            raise PlannerCrash("RabbitMQ did not confirm the second batch")
         sent.append(message)
-        if len(sent) == 1:
-            raise PlannerCrash("worker died after dispatching one batch")
 
-    # When the first delivery dies right after dispatching its first batch
+    # When the first batch leaves and the send of the second fails
     with pytest.raises(PlannerCrash):
-        plan_run(rt, "sweep-websites", fire_at, crash_after_first)
+        plan_run(rt, "sweep-websites", fire_at, second_send_fails)
     run_id = run_id_for("sweep-websites", fire_at)
     first = sent[0]
+    first_ids = set(first.decoded_job_ids())
 
-    # And that batch is crawled and reported before the redelivery comes
+    # Then the first batch stays claimed, and every other job is pending again at once, in no
+    # run and under no dispatch (not left to the dispatch lease), with no attempt counted
     store = rt.jobs("websites")
+    running = {d["_id"] for d in rt.db.websites.find({"state": int(JobState.RUNNING)})}
+    assert running == first_ids
+    for doc in rt.db.websites.find({"_id": {"$nin": list(first_ids)}}):
+        assert doc["state"] == int(JobState.PENDING)
+        assert "dispatch_id" not in doc and "run_id" not in doc and "lease_deadline" not in doc
+        assert doc.get("attempt_count", 0) == 0 and doc.get("last_outcome") is None
+
+    # And the first batch is crawled and reported before the plan's retry comes
     done = [after_success(j, None, rt.now()) for j in first.decoded_job_ids()]
     store.record(first.dispatch_id, done, rt.now())
     send_report(
@@ -145,34 +155,26 @@ def test_half_done_planner_delivery_is_completed_by_its_redelivery(rt, stub_brok
         )
     )
     _drain(stub_broker, stub_worker)
-
-    # Then the run is not finished: its planning is still open
     run = rt.runs.get(run_id)
     assert run["state"] == PLANNING and run["planning"] is True
-    assert run["counts"] == {"succeeded": len(first.job_ids)}
+    assert run["counts"] == {"succeeded": len(first_ids)}
 
-    # When the plan message is redelivered
+    # When the plan message is retried
     again: list = []
     closed = plan_run(rt, "sweep-websites", fire_at, again.append)
 
-    # Then it dispatches no job twice. The batches the crashed delivery had claimed but not
-    # yet sent stay held by their dispatch (nobody can tell them from batches in flight) and
-    # come back through dispatch-lease expiry; planning counts every job of the run.
-    first_ids = set(first.decoded_job_ids())
+    # Then it dispatches the given-back jobs, none twice, and planning counts every job once
     rest_ids = [j for m in again for j in m.decoded_job_ids()]
-    stranded = {
-        d["_id"] for d in rt.db.websites.find({"run_id": run_id, "state": int(JobState.RUNNING)})
-    } - set(rest_ids)
     assert len(rest_ids) == len(set(rest_ids))
     assert first_ids.isdisjoint(rest_ids)
-    assert first_ids | set(rest_ids) | stranded == set(ids)
+    assert first_ids | set(rest_ids) == set(ids)
     assert closed is not None and closed["planned"] == 120
     run = rt.runs.get(run_id)
     assert (run["state"], run["outstanding"]) == (RUNNING, 120 - len(first_ids))
     # And a third delivery plans nothing
     assert plan_run(rt, "sweep-websites", fire_at, again.append) is None
 
-    # When the rest is crawled and the stranded batches' lease runs out
+    # When the rest is crawled and reported
     for message in again:
         done = [after_success(j, None, rt.now()) for j in message.decoded_job_ids()]
         store.record(message.dispatch_id, done, rt.now())
@@ -181,17 +183,9 @@ def test_half_done_planner_delivery_is_completed_by_its_redelivery(rt, stub_brok
                 run_id=run_id, dispatch_id=message.dispatch_id, collection="websites", phase="crawl"
             )
         )
-    rt.db.websites.update_many(
-        {"_id": {"$in": list(stranded)}}, {"$set": {"lease_deadline": rt.now() - timedelta(1)}}
-    )
-    reclaim_expired(rt, send_report)
     _drain(stub_broker, stub_worker)
 
-    # Then the run finishes, every job counted exactly once
+    # Then the run finishes, every job counted exactly once, none expired
     run = rt.runs.get(run_id)
     assert run["state"] == FINISHED
-    assert run["counts"] == {
-        "succeeded": len(first_ids) + len(rest_ids),
-        **({"expired": len(stranded)} if stranded else {}),
-    }
-    assert sum(run["counts"].values()) == 120
+    assert run["counts"] == {"succeeded": 120}

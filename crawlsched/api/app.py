@@ -43,7 +43,7 @@ def default_health_checks(rt: Runtime) -> dict[str, HealthCheck]:
 
         from crawlsched.services import bounded_pika_parameters
 
-        parameters = pika.URLParameters(rt.settings.broker_url)
+        parameters = [pika.URLParameters(url) for url in rt.settings.broker_urls]
         bounded_pika_parameters(parameters, rt.settings.connect_timeout_s)
         check_broker(rt.settings, parameters)
         return ""

@@ -10,7 +10,6 @@ from __future__ import annotations
 import sys
 
 import dramatiq
-from dramatiq.brokers.rabbitmq import RabbitmqBroker
 from dramatiq.brokers.stub import StubBroker
 from dramatiq.middleware import (
     AgeLimit,
@@ -25,6 +24,7 @@ from dramatiq.middleware import (
 from crawlsched import runtime
 from crawlsched.brokers.guards import GuardMessages, LogDeadLetters
 from crawlsched.brokers.middleware import LogContext
+from crawlsched.brokers.rabbitmq import CrawlschedRabbitmqBroker
 from crawlsched.brokers.store_gate import WaitForMongo
 from crawlsched.logs import configure_logging
 from crawlsched.metrics.worker import WorkerMetrics
@@ -77,7 +77,15 @@ def setup_broker(settings: Settings, stub_class: type[StubBroker] = StubBroker) 
         broker: dramatiq.Broker = stub_class(middleware=middleware(settings))
         broker.emit_after("process_boot")
     else:
-        broker = RabbitmqBroker(url=settings.broker_url, middleware=middleware(settings))
+        broker = CrawlschedRabbitmqBroker(
+            url=settings.broker_urls,
+            middleware=middleware(settings),
+            # Every send waits for RabbitMQ's confirm; one it refuses or never confirms
+            # raises (after dramatiq's own reconnecting retries) instead of vanishing.
+            confirm_delivery=settings.publisher_confirms,
+            queue_type=settings.queue_type,
+            delivery_limit=settings.quorum_delivery_limit,
+        )
         bounded_pika_parameters(broker.parameters, settings.connect_timeout_s)
         if settings.metrics_enabled:
             # Acts only in processes the `dramatiq` CLI boots (see crawlsched.metrics.worker).

@@ -155,10 +155,13 @@ def crawl_batch(
             progress, context = _run(rt, message, jobs, leases, stop)
             bounds = context.bounds if context else CrawlBounds()
             updates = _keep(rt, message, progress, bounds)
-            store.record(message.dispatch_id, updates, rt.now())
-            outcomes = Counter(update.outcome for update in updates)
-            metrics.jobs_finished(message.task, message.media_name, outcomes)
-            record_history(rt, message, progress.executions)
+            # A job's outcome is written once per dispatch (the write clears its dispatch id).
+            # A copy of this batch's message that ran beside it (sent again after a lost
+            # publisher confirm) records nothing here, so it counts and logs nothing either.
+            if store.record(message.dispatch_id, updates, rt.now()):
+                outcomes = Counter(update.outcome for update in updates)
+                metrics.jobs_finished(message.task, message.media_name, outcomes)
+                record_history(rt, message, progress.executions)
             if progress.stopped:
                 store.release(message.dispatch_id, STOPPED, progress.stopped)
                 stopped = len(progress.stopped)

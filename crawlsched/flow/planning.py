@@ -70,15 +70,26 @@ def _claim_chunk(
     for owner in dict.fromkeys(owners):
         mine = [r for r, o in zip(requests, owners, strict=True) if o == owner]
         claimed.update(store.claim(mine, owner, deadline, only))
-    for batch, request, owner in zip(batches, requests, owners, strict=True):
+    for index, (batch, request, owner) in enumerate(zip(batches, requests, owners, strict=True)):
         job_ids = claimed[request.dispatch_id]
         stats["lost_to_other_planner"] += len(batch.job_ids) - len(job_ids)
-        if job_ids:
-            stats["claimed"] += len(job_ids)
-            stats[f"batches.{batch.category.value}"] += 1
-            stats[f"jobs.{batch.category.value}"] += len(job_ids)
-            metrics.batch_dispatched(batch.task, batch.media_name, batch.category, len(job_ids))
+        if not job_ids:
+            continue
+        try:
             dispatch(BatchMessage.of(batch, owner, request.dispatch_id, job_ids))
+        except BaseException:
+            # Not sent (RabbitMQ refused or never confirmed it, even after reconnecting): give
+            # this batch and the claimed ones after it back now, not after the dispatch lease,
+            # and fail the plan loudly; its retry plans them again.
+            unsent = [r.dispatch_id for r in requests[index:]]
+            given_back = store.give_back_unsent(unsent)
+            log.error("batch_not_sent", dispatch_id=request.dispatch_id, given_back=given_back)
+            raise
+        # Counted only once sent: a batch that never left is no batch dispatched.
+        stats["claimed"] += len(job_ids)
+        stats[f"batches.{batch.category.value}"] += 1
+        stats[f"jobs.{batch.category.value}"] += len(job_ids)
+        metrics.batch_dispatched(batch.task, batch.media_name, batch.category, len(job_ids))
 
 
 def plan_collection(

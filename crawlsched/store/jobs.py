@@ -282,6 +282,21 @@ class MongoJobStore:
             },
         ).modified_count
 
+    def give_back_unsent(self, dispatch_ids: Sequence[str]) -> int:
+        """Undo the claims of dispatches whose batch message never left (RabbitMQ did not
+        confirm it): the jobs are pending again, in no run, as if never planned — no outcome,
+        no attempt — so the planner's retry, or the next firing, claims them at once instead
+        of after the dispatch lease."""
+        if not dispatch_ids:
+            return 0
+        return self._jobs.update_many(
+            {"dispatch_id": {"$in": list(dispatch_ids)}, "state": int(JobState.RUNNING)},
+            {
+                "$set": {"state": int(JobState.PENDING)},
+                "$unset": {"dispatch_id": "", "lease_deadline": "", "run_id": ""},
+            },
+        ).modified_count
+
     def extend_lease(self, dispatch_id: str, lease_deadline: datetime) -> int:
         return self._jobs.update_many(
             {"dispatch_id": dispatch_id, "state": int(JobState.RUNNING)},
