@@ -125,7 +125,7 @@ def test_a_queue_of_another_type_is_one_clear_error(vhost, embedded_mongo_url):
     classic.declare_queue("crawlsched.done", ensure=True)
     classic.close()
     quorum = _broker(vhost, embedded_mongo_url, queue_type="quorum")
-    with pytest.raises(QueueDeclaredOtherwise, match="crawlsched.done.*CRAWLSCHED_QUEUE_TYPE"):
+    with pytest.raises(QueueDeclaredOtherwise, match=r"crawlsched\.done.*CRAWLSCHED_QUEUE_TYPE"):
         quorum.declare_queue("crawlsched.done", ensure=True)
     quorum.close()
 
