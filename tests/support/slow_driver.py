@@ -24,11 +24,13 @@ def _setting(name: str, default: str | None = None) -> str | None:
 
 class SlowDriver:
     def crawl(self, job: CrawlJob, context: CrawlContext) -> None:
-        # When set, each job start is appended here as "<dispatch_id> <job_id>": a test can
-        # then see which batches a worker it killed had in flight, and who ran them again.
+        # When set, each job start is appended here as "<dispatch_id> <job_id> <unix time>": a
+        # test can then see which batches a worker it killed had in flight, who ran them
+        # again, and when.
         if start_log := _setting("CRAWLSCHED_TEST_START_LOG"):
             with open(start_log, "a", encoding="utf-8") as log:
-                log.write(f"{(job.document or {}).get('dispatch_id')} {job.job_id}\n")
+                dispatch_id = (job.document or {}).get("dispatch_id")
+                log.write(f"{dispatch_id} {job.job_id} {time.time():.3f}\n")
         time.sleep(float(_setting("CRAWLSCHED_TEST_SLOW_DRIVER_S", DEFAULT_DELAY_S)))
         if "boom" in job.target:
             raise DriverError(f"{job.target} always fails")
