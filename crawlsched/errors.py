@@ -147,3 +147,15 @@ class QueueDeclaredOtherwise(CrawlschedError):
             "(rabbitmqctl delete_queue), or use a fresh virtual host."
         )
         self.queue = queue
+
+
+class WriteOutcomeUnknown(CrawlschedError):
+    """MongoDB took a write and never answered (the connection dropped, the operation timed out
+    or was cancelled): some, all or none of it may be in the store."""
+
+    def __init__(self, what: str, cause: BaseException, safe: str) -> None:
+        text = str(cause).splitlines()[0][:200] if str(cause) else ""
+        reason = f"{type(cause).__name__}: {text}" if text else type(cause).__name__
+        super().__init__(
+            f"MongoDB did not answer {what} ({reason}); whether it was written is unknown. {safe}"
+        )

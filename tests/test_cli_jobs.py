@@ -372,3 +372,89 @@ def test_import_that_loses_mongodb_half_way_reports_what_it_wrote(
     assert table_value(result, "jobs inserted") == 1000
     assert "import stopped at row" in result.output
     assert rt.db.websites.count_documents({}) == 1000
+
+
+@pytest.mark.parametrize("store_answers_after", [True, False])
+def test_import_whose_write_got_no_answer_says_its_outcome_is_unknown(
+    invoke: Invoke,
+    rt: Runtime,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    store_answers_after: bool,
+):
+    # Given chunks of 3, and a store that applies the second write but never answers it
+    import pymongo.errors
+
+    monkeypatch.setattr(jobs_cli, "IMPORT_CHUNK", 3)
+    real_insert_new = MongoJobStore.insert_new
+    real_count_present = MongoJobStore.count_present
+    writes: list[int] = []
+
+    def applied_but_unanswered(self: MongoJobStore, docs):
+        writes.append(len(docs))
+        result = real_insert_new(self, docs)
+        if len(writes) == 2:
+            raise pymongo.errors.AutoReconnect("operation cancelled")
+        return result
+
+    def read_back(self: MongoJobStore, docs):
+        if not store_answers_after:
+            raise pymongo.errors.AutoReconnect("connection closed")
+        return real_count_present(self, docs)
+
+    monkeypatch.setattr(MongoJobStore, "insert_new", applied_but_unanswered)
+    monkeypatch.setattr(MongoJobStore, "count_present", read_back)
+    path = tmp_path / "sites.ndjson"
+    rows = [{"kind": "website", "target": f"https://site{i}.org"} for i in range(8)]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+    # When it is imported
+    result = invoke("jobs", "import", str(path))
+
+    # Then it fails, says the outcome of that write is unknown and that a re-run is safe
+    assert result.exit_code == 1
+    said = words(result)
+    assert "MongoDB did not answer a write of 3 jobs (AutoReconnect: operation cancelled)" in said
+    assert "whether it was written is unknown" in said
+    assert "Running the same import again is safe" in said
+    assert table_value(result, "jobs inserted") == 3  # only the answered write is counted
+    if store_answers_after:
+        assert "the last write (3 jobs) got no answer: read back, the store holds 3 of them" in said
+    else:
+        assert "the last write (3 jobs) got no answer: its outcome is unknown" in said
+    assert rt.db.websites.count_documents({}) == 6  # it was applied all the same
+
+    # When the same import runs again on a store that answers
+    monkeypatch.setattr(MongoJobStore, "insert_new", real_insert_new)
+    again = invoke("jobs", "import", str(path))
+
+    # Then what was written is skipped, the rest inserted: every job once
+    assert again.exit_code == 0, again.output
+    assert table_value(again, "jobs inserted") == 2
+    assert table_value(again, "duplicates skipped") == 6
+    assert rt.db.websites.count_documents({}) == 8
+
+
+def test_store_load_whose_write_got_no_answer_says_its_outcome_is_unknown(
+    invoke: Invoke, rt: Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # Given a dump of a store with jobs, loaded into a store that never answers a write
+    import pymongo.errors
+
+    from crawlsched.store import dump
+
+    assert invoke("jobs", "add", "website", "https://a.org").exit_code == 0
+    assert invoke("store", "dump", str(tmp_path / "dump")).exit_code == 0
+
+    def unanswered(*args, **kwargs):
+        raise pymongo.errors.NetworkTimeout("timed out")
+
+    monkeypatch.setattr(dump, "load_dump", unanswered)
+    result = invoke("store", "load", str(tmp_path / "dump"), "--drop")
+
+    # Then: one error that says the outcome is unknown and how to load safely
+    assert result.exit_code == 1
+    said = words(result)
+    assert "MongoDB did not answer a write of the load (NetworkTimeout: timed out)" in said
+    assert "Load it again with --drop" in said
+    assert "Traceback" not in result.output

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import typer
 
-from crawlsched.cli.common import cli_runtime, console, err_console, load_settings, print_json
+from crawlsched.cli.common import (
+    cli_runtime,
+    console,
+    err_console,
+    load_settings,
+    print_json,
+    unanswered_writes,
+)
 from crawlsched.drivers import registry
 from crawlsched.flow.job_ops import empty_store_hint
 from crawlsched.logs import configure_logging, get_logger
@@ -32,9 +39,10 @@ def register(app: typer.Typer) -> None:
         settings = load_settings()
         with cli_runtime(settings) as rt:
             data = load_reference(reference or settings.reference_file)
-            rt.create_indexes()
-            loaded = rt.reference.load(data)
-            added = rt.schedules.ensure_defaults(rt.now())
+            with unanswered_writes("init-db's writes", "init-db is safe to run again."):
+                rt.create_indexes()
+                loaded = rt.reference.load(data)
+                added = rt.schedules.ensure_defaults(rt.now())
             if rt.settings.mongo_url.startswith("mongomock://"):
                 err_console.print(
                     "note: this is the embedded store of this one command: what it loads is "

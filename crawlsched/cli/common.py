@@ -8,11 +8,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+import pymongo.errors
 import typer
 from rich.console import Console
 
 from crawlsched.api.encoding import plain
-from crawlsched.errors import CrawlschedError
+from crawlsched.errors import CrawlschedError, WriteOutcomeUnknown
 from crawlsched.runtime import Runtime
 from crawlsched.services import services_or_exit
 from crawlsched.settings import Settings, load_settings_or_exit
@@ -56,6 +57,25 @@ def ensure_broker() -> None:
         from crawlsched.brokers import setup_broker
 
         setup_broker(load_settings())
+
+
+# A write that raised one of these may have been applied, in part or in whole: the request left
+# and no answer came (the connection dropped, the operation was cancelled or timed out).
+UNANSWERED_WRITE_ERRORS = (
+    pymongo.errors.AutoReconnect,
+    pymongo.errors.ExecutionTimeout,
+    pymongo.errors.WTimeoutError,
+)
+
+
+@contextmanager
+def unanswered_writes(what: str, safe: str) -> Iterator[None]:
+    """Around a bulk write: a write MongoDB never answered is one error saying its outcome is
+    unknown and what is safe to do (`safe`), not "MongoDB unreachable" as if nothing left."""
+    try:
+        yield
+    except UNANSWERED_WRITE_ERRORS as e:
+        raise WriteOutcomeUnknown(what, e, safe) from None
 
 
 @contextmanager

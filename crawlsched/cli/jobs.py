@@ -10,13 +10,20 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, TextIO
 
+import pymongo.errors
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
 
 from crawlsched.catalog import JOB_COLLECTIONS, STATE_NAMES, TARGET_KINDS, JobState
-from crawlsched.cli.common import cli_runtime, console, err_console, print_json
-from crawlsched.errors import BadJobInput
+from crawlsched.cli.common import (
+    UNANSWERED_WRITE_ERRORS,
+    cli_runtime,
+    console,
+    err_console,
+    print_json,
+)
+from crawlsched.errors import BadJobInput, WriteOutcomeUnknown
 from crawlsched.flow import job_ops
 from crawlsched.jobs_input import (
     DEFAULT_WEBSITE_MEDIA,
@@ -37,6 +44,9 @@ app.add_typer(add_app, name="add")
 
 IMPORT_CHUNK = 1000  # job documents per bulk write
 SHOWN_REJECTS = 50
+RERUN_IS_SAFE = (
+    "Running the same import again is safe: jobs already in the store are skipped as duplicates."
+)
 
 
 class Kind(StrEnum):
@@ -178,6 +188,8 @@ class _Importer:
         self.shown: list[tuple[int, str]] = []
         self.pending: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self.media: dict[str, tuple[dict[str, Any], set[str]] | BadJobInput] = {}
+        # (jobs in the write MongoDB never answered, how many of them it holds: None unknown)
+        self.unanswered: tuple[int, int | None] | None = None
 
     def _media_of(self, job: JobInput) -> tuple[dict[str, Any], set[str]]:
         return self._media_named(job.media_name)
@@ -240,13 +252,27 @@ class _Importer:
             self.pending[collection][:size],
             self.pending[collection][size:],
         )
-        if self.preserve:
-            inserted, skipped_count = self.rt.jobs(collection).insert_preserved(chunk)
-        else:
-            inserted, skipped = self.rt.jobs(collection).insert_new(chunk)
-            skipped_count = len(skipped)
+        store = self.rt.jobs(collection)
+        try:
+            if self.preserve:
+                inserted, skipped_count = store.insert_preserved(chunk)
+            else:
+                inserted, skipped = store.insert_new(chunk)
+                skipped_count = len(skipped)
+        except UNANSWERED_WRITE_ERRORS as e:
+            # The write may have been applied: read back what the store holds of it, if the
+            # store answers that.
+            self.unanswered = (len(chunk), self._read_back(store, chunk))
+            raise WriteOutcomeUnknown(f"a write of {len(chunk)} jobs", e, RERUN_IS_SAFE) from None
         self.inserted += inserted
         self.duplicates += skipped_count
+
+    @staticmethod
+    def _read_back(store, chunk: list[dict[str, Any]]) -> int | None:
+        try:
+            return store.count_present(chunk)
+        except pymongo.errors.PyMongoError:
+            return None
 
     def _reject(self, line: int, reason: str, raw: dict[str, Any] | None) -> None:
         self.rejected += 1
@@ -290,6 +316,19 @@ def _import_report(imp: _Importer) -> None:
     if imp.rejected > len(imp.shown):
         hint = "" if imp.rejects_out else " (--rejects FILE writes them all)"
         console.print(f"… and {imp.rejected - len(imp.shown)} more rejected rows{hint}")
+
+
+def _stopped_note(imp: _Importer) -> str:
+    note = f"import stopped at row {imp.rows}; the jobs counted as inserted above are written"
+    if imp.unanswered is None:
+        return note
+    jobs, present = imp.unanswered
+    if present is None:
+        return f"{note}; the last write ({jobs} jobs) got no answer: its outcome is unknown"
+    return (
+        f"{note}; the last write ({jobs} jobs) got no answer: read back, the store holds "
+        f"{present} of them (new, or there before)"
+    )
 
 
 @app.command("import")
@@ -346,7 +385,7 @@ def import_jobs(
         # plan (rows already inserted are skipped as duplicates).
         if imp is not None and imp.rows:
             _import_report(imp)
-            console.print(f"import stopped at row {imp.rows}; the rows counted above are written")
+            console.print(_stopped_note(imp))
         raise
     finally:
         if rejects_out is not None:

@@ -16,6 +16,7 @@ from crawlsched.cli.common import (
     err_console,
     load_settings,
     print_json,
+    unanswered_writes,
 )
 from crawlsched.errors import CrawlschedError
 from crawlsched.store.tokens import ROLES
@@ -165,9 +166,11 @@ def store_load(
 
     with cli_runtime() as rt:
         source = folder / "current" if (folder / "current").is_dir() else folder
+        again = "Load it again with --drop: it replaces the collections, whatever was written."
         try:
-            loaded = load_dump(rt.db, database_folder(source, rt.settings.mongo_db), drop)
+            with unanswered_writes("a write of the load", again):
+                loaded = load_dump(rt.db, database_folder(source, rt.settings.mongo_db), drop)
+                rt.create_indexes()
         except (FileNotFoundError, ValueError) as e:
             bad_input(str(e))
-        rt.create_indexes()
     console.print(f"{sum(loaded.values())} documents loaded into {len(loaded)} collections")

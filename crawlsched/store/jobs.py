@@ -451,6 +451,20 @@ class MongoJobStore:
             inserted = e.details.get("nUpserted", 0) + e.details.get("nInserted", 0)
         return inserted, len(docs) - inserted
 
+    def count_present(self, docs: Sequence[Mapping[str, Any]]) -> int:
+        """How many of these job documents the store holds (by `_id` where they carry one,
+        else by media, target and task): to read back a write whose answer never came."""
+        by_id = [d["_id"] for d in docs if "_id" in d]
+        by_key = [
+            {"media_name_id": d["media_name_id"], "target": d["target"], "task": d["task"]}
+            for d in docs
+            if "_id" not in d
+        ]
+        found = self._jobs.count_documents({"_id": {"$in": by_id}}) if by_id else 0
+        if by_key:
+            found += self._jobs.count_documents({"$or": by_key})
+        return found
+
     def summary(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for row in self._jobs.aggregate([{"$group": {"_id": "$state", "n": {"$sum": 1}}}]):
