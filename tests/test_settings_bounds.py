@@ -33,13 +33,24 @@ def test_every_seconds_setting_has_a_finite_ceiling():
         assert math.isfinite(_upper(name)), name
 
 
+def _zero_allowed(name: str) -> bool:
+    """Whether 0 is a valid value (`ge=0`, e.g. no per-host delay) rather than `gt=0`."""
+    return any(getattr(m, "ge", None) == 0 for m in Settings.model_fields[name].metadata)
+
+
 @st.composite
 def bad_seconds(draw) -> tuple[str, str]:
     name = draw(st.sampled_from(sorted(SECONDS_FIELDS)))
+    bad_words = ["inf", "-inf", "nan", "1e308", "Infinity", "-1", "", "abc"]
+    below = st.floats(max_value=0, exclude_max=_zero_allowed(name))
+    if not _zero_allowed(name):
+        bad_words.append("0")
+    else:
+        below = below.filter(lambda v: v != 0)  # -0.0 is 0 too
     value = draw(
         st.one_of(
-            st.sampled_from(["inf", "-inf", "nan", "1e308", "Infinity", "0", "-1", "", "abc"]),
-            st.floats(max_value=0).map(repr),
+            st.sampled_from(bad_words),
+            below.map(repr),
             st.floats(min_value=_upper(name), exclude_min=True).map(repr),
         )
     )
