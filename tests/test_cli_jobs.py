@@ -366,11 +366,13 @@ def test_import_that_loses_mongodb_half_way_reports_what_it_wrote(
 
     result = invoke("jobs", "import", str(path))
 
-    # Then: exit 1, one error line naming MongoDB, and the rows written before it
+    # Then: exit 1, one error line naming MongoDB, the rows written before it, and what the
+    # store holds of the write that got no answer (read back: none of it)
     assert result.exit_code == 1, result.output
-    assert words(result).count("MongoDB unreachable") == 1
+    assert words(result).count("MongoDB did not answer a write of 1000 jobs") == 1
     assert table_value(result, "jobs inserted") == 1000
     assert "import stopped at row" in result.output
+    assert "the last write (1000 jobs) got no answer: read back, the store holds 0" in words(result)
     assert rt.db.websites.count_documents({}) == 1000
 
 

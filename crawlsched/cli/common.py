@@ -74,6 +74,8 @@ def unanswered_writes(what: str, safe: str) -> Iterator[None]:
     unknown and what is safe to do (`safe`), not "MongoDB unreachable" as if nothing left."""
     try:
         yield
+    except pymongo.errors.ServerSelectionTimeoutError:
+        raise  # no server to send it to: it never left (MongoDB unreachable)
     except UNANSWERED_WRITE_ERRORS as e:
         raise WriteOutcomeUnknown(what, e, safe) from None
 

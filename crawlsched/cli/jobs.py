@@ -259,6 +259,8 @@ class _Importer:
             else:
                 inserted, skipped = store.insert_new(chunk)
                 skipped_count = len(skipped)
+        except pymongo.errors.ServerSelectionTimeoutError:
+            raise  # no server to send it to: it never left (MongoDB unreachable)
         except UNANSWERED_WRITE_ERRORS as e:
             # The write may have been applied: read back what the store holds of it, if the
             # store answers that.
