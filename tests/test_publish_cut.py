@@ -10,6 +10,8 @@ confirms the batch is sent again at once, and a batch that arrives twice is reco
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import Counter
 
 import pytest
@@ -17,7 +19,7 @@ from dramatiq import Worker
 
 from crawlsched.demo.seed import demo_reference
 from crawlsched.runtime import get_runtime
-from crawlsched.store.runs import FINISHED
+from crawlsched.store.runs import FINISHED, run_id_for
 from tests.support import rabbit
 from tests.support.amqp_cut import AmqpCutProxy
 from tests.support.waiting import wait_for
@@ -81,3 +83,71 @@ def test_a_batch_cut_off_in_flight_is_sent_again_and_recorded_once(vhost, embedd
     assert set(executions) == {f"oid:{job_id}" for job_id in ids}
     assert set(executions.values()) == {1}
     assert rt.db.websites.count_documents({"dispatch_id": {"$exists": True}}) == 0
+
+
+def test_without_confirms_a_lost_batch_waits_for_its_dispatch_lease(vhost, embedded_mongo_url):
+    """What publisher confirms buy, and how long a lost batch waits without them: the run ends
+    only when the ticker's sweep reclaims the lost batch after its dispatch lease (10 s here,
+    15 minutes by default), its jobs counted expired."""
+    from tests.conftest import _broker_for, settings_for_tests
+
+    lease_s = 10
+    proxy = AmqpCutProxy(rabbit.PORT, "crawlsched.crawl.", "lose").start()
+    url = f"amqp://guest:guest@127.0.0.1:{proxy.port}/{vhost.name}"
+    broker = _broker_for(
+        settings_for_tests(
+            mongo_url=embedded_mongo_url,
+            broker_url=url,
+            dispatch_lease_s=lease_s,
+            publisher_confirms=False,
+        )
+    )
+    worker = Worker(broker, worker_timeout=100, worker_threads=4)
+    worker.start()
+    ticking = threading.Event()
+
+    def clock() -> None:  # what `crawlsched clock` does: a tick a second
+        from crawlsched.actors import ticker
+
+        while not ticking.wait(1.0):
+            ticker.tick.send()
+
+    clock_thread = threading.Thread(target=clock, daemon=True)
+    try:
+        from crawlsched.actors.planner import plan_crawls
+
+        rt = get_runtime()
+        rt.create_indexes()
+        rt.reference.load(demo_reference("http://127.0.0.1:9"))
+        rt.schedules.ensure_defaults(rt.now())
+        _websites(rt, JOBS)
+        fire_at = rt.now().replace(microsecond=0)
+        plan_crawls.send("sweep-websites", fire_at.isoformat())
+        clock_thread.start()
+        wait_for(lambda: proxy.cut_routing_keys, 60, "the first batch's publish to be cut")
+        cut_at = time.monotonic()
+        runs = wait_for(
+            lambda: [
+                r
+                for r in rt.runs.recent()
+                if r["state"] == FINISHED and r["_id"] == run_id_for("sweep-websites", fire_at)
+            ],
+            120,
+            "the lost batch to be reclaimed after its dispatch lease",
+        )
+        waited_s = time.monotonic() - cut_at
+    finally:
+        ticking.set()
+        if clock_thread.is_alive():
+            clock_thread.join(timeout=10)
+        worker.stop()
+        broker.close()
+        proxy.cut()
+
+    (run,) = runs
+    # The lost batch's 50 jobs ended expired (a failed try each), the rest crawled
+    assert run["counts"].get("expired") == 50, run["counts"]
+    assert sum(run["counts"].values()) == JOBS
+    # It could not end before the lease ran out from the claim (the cut came after the claim)
+    assert waited_s >= lease_s - 1, waited_s
+    print(f"lost batch reclaimed {waited_s:.1f} s after the cut (dispatch lease {lease_s} s)")
