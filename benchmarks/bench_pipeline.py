@@ -13,6 +13,9 @@
      finished, drained by the same kind of in-process worker (the embedded store lives in this
      process, so the worker must too).
 
+(b') the same as (b) without publisher confirms (crawlsched's default is on; bare dramatiq's,
+     and so (a)'s, is off), on a store of its own: the cost of confirms as (b) ÷ (b').
+
 Headline: `ratio` = jobs/s of (b) ÷ messages/s of (a) (aim >= 1.0), broker messages per job
 (target <= 0.1), MongoDB commands per job at the store boundary (target <= 0.2), and where the
 worker threads spent their time: store, broker (enqueue), actor code.
@@ -484,6 +487,20 @@ def crawlsched_flow(
     }
 
 
+def with_confirms(broker: dramatiq.Broker, on: bool) -> None:
+    """Publisher confirms on or off for channels opened from now on; this thread's channel
+    (opened in the other mode) is dropped. Worker threads are new for every phase."""
+    broker.confirm_delivery = on
+    del broker.connection
+
+
+def fresh_store(settings: Settings, tag: str) -> Settings:
+    """The same settings on an embedded store of its own, with the timed lock."""
+    url = f"mongomock://bench-pipeline-{os.getpid()}-{tag}"
+    store_client._embedded_clients[url] = (mongomock.MongoClient(tz_aware=True), TimedRLock())
+    return settings.model_copy(update={"mongo_url": url})
+
+
 def crawlsched_cli_workers(
     amqp_url: str, mongo_url: str, n: int, processes: int, threads: int, timeout: float
 ) -> dict:
@@ -604,6 +621,9 @@ def main() -> int:
     )
     parser.add_argument("--server-jobs", type=int, default=1000, help="N for (c)")
     parser.add_argument("--processes", type=int, default=2, help="CLI worker processes for (c)")
+    parser.add_argument(
+        "--no-confirms-leg", action="store_true", help="skip (b'), (b) without publisher confirms"
+    )
     args = parser.parse_args()
     n = args.jobs
     AMQP_URL[0] = args.amqp_url
@@ -632,10 +652,20 @@ def main() -> int:
     broker.flush_all()
 
     figures: dict[str, Any] = {"benchmark": "pipeline", "jobs": n, "threads": args.threads}
+    # (a) is bare dramatiq: its RabbitmqBroker's default, no publisher confirms.
+    with_confirms(broker, False)
     a = raw_in_process(broker, n, args.threads, args.timeout)
     a_cli = None
     if not args.no_cli_baseline:
         a_cli = raw_cli(args.amqp_url, settings, n, args.threads, args.timeout)
+    # (b) as crawlsched runs by default: every send confirmed. (b') the same without confirms,
+    # on a store of its own: what confirms cost.
+    b_off = None
+    if not args.no_confirms_leg:
+        b_off = crawlsched_flow(
+            broker, fresh_store(settings, "noconfirm"), n, args.threads, args.timeout
+        )
+    with_confirms(broker, True)
     b = crawlsched_flow(broker, settings, n, args.threads, args.timeout)
     c = None
     server = None
@@ -690,6 +720,17 @@ def main() -> int:
         ("    messages by actor", b["messages_by_actor"]),
         (f"MongoDB commands per job (target <= {TARGET_COMMANDS_PER_JOB})", round(cmds_per_job, 4)),
         ("    commands by method", b["commands_by_method"]),
+        *(
+            [
+                ("(b') the same without publisher confirms: jobs/s", round(b_off["jobs_per_s"], 1)),
+                (
+                    "    cost of confirms: (b) jobs/s / (b') jobs/s",
+                    round(b["jobs_per_s"] / b_off["jobs_per_s"], 3),
+                ),
+            ]
+            if b_off
+            else []
+        ),
         ("run stages_ms (plan, crawl totals)", run.get("stages_ms")),
         ("run plan_stats", run.get("plan_stats")),
     ]
@@ -727,6 +768,12 @@ def main() -> int:
             "raw_msgs_per_s": round(a["messages_per_s"], 1),
             "raw_cli_msgs_per_s": round(a_cli["messages_per_s"], 1) if a_cli else None,
             "crawlsched_jobs_per_s": round(b["jobs_per_s"], 1),
+            "crawlsched_jobs_per_s_without_confirms": round(b_off["jobs_per_s"], 1)
+            if b_off
+            else None,
+            "confirms_cost_ratio": round(b["jobs_per_s"] / b_off["jobs_per_s"], 3)
+            if b_off
+            else None,
             "ratio": round(ratio, 3),
             "ratio_target": TARGET_RATIO,
             "messages_per_job": round(msgs_per_job, 5),
