@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import dramatiq
+from dramatiq.middleware import CurrentMessage
 
 from crawlsched.actors.crawl import send_crawl
 from crawlsched.flow.admission import admit, admit_waiting
@@ -26,13 +27,21 @@ SELENIUM_QUEUE = "crawlsched.admit.selenium"
 @dramatiq.actor(actor_name="admit_login", queue_name=LOGIN_QUEUE, throws=(BadMessage,))
 def admit_login(batch: dict) -> None:
     """Batches that need an account (and maybe a node too: then both, all or nothing)."""
-    admit(get_runtime(), BatchMessage.parse(batch), send_crawl)
+    admit(get_runtime(), BatchMessage.parse(batch), send_crawl, _first_delivery())
 
 
 @dramatiq.actor(actor_name="admit_selenium", queue_name=SELENIUM_QUEUE, throws=(BadMessage,))
 def admit_selenium(batch: dict) -> None:
     """Batches that need a Selenium node and no account."""
-    admit(get_runtime(), BatchMessage.parse(batch), send_crawl)
+    admit(get_runtime(), BatchMessage.parse(batch), send_crawl, _first_delivery())
+
+
+def _first_delivery() -> bool:
+    """Neither redelivered by RabbitMQ (a worker died holding it) nor retried by dramatiq."""
+    message = CurrentMessage.get_current_message()
+    if message is None:
+        return False  # unknown: take the careful way
+    return not getattr(message, "redelivered", False) and not message.options.get("retries")
 
 
 # A lost wake-up costs only time (the ticker's sweep runs the same pass), so never retry one.

@@ -27,6 +27,7 @@ from crawlsched.resources.queueing import (
     pool_keys,
     wait_deadline,
 )
+from crawlsched.resources.rules import Lease
 from crawlsched.runtime import Runtime
 from crawlsched.store.jobs import expiry_deadline
 from crawlsched.store.waiting import as_waiting_batch
@@ -71,11 +72,94 @@ def park(rt: Runtime, message: BatchMessage, now: datetime) -> dict:
     return doc
 
 
-def admit(rt: Runtime, message: BatchMessage, forward: Callable[[BatchMessage], None]) -> int:
-    """A new batch from the planner: park it, then admit what can be admitted now."""
-    park(rt, message, rt.now())
+def admit(
+    rt: Runtime,
+    message: BatchMessage,
+    forward: Callable[[BatchMessage], None],
+    first_delivery: bool = True,
+) -> int:
+    """A new batch from the planner: admitted at once when no batch waits for what it needs
+    and the pools have room; otherwise parked, then admitted in its turn.
+
+    Going straight through saves the waiting document's round (park, take, remove) and the
+    pass's reads, which is nearly every batch while the pools have room. It is only for a first
+    delivery: a redelivered or retried message may come from an attempt that leased and then
+    died, so it frees what that attempt may hold and takes the parked way.
+    """
     metrics.batch_parked(message.category, message.media_name)
-    return admit_waiting(rt, keys_of(message), forward)
+    keys = keys_of(message)
+    now = rt.now()
+    if first_delivery and not rt.waiting.anyone_waiting(keys):
+        if _admit_at_once(rt, message, forward, now):
+            return 1
+    elif not first_delivery:
+        rt.leases.release_holder(message.dispatch_id, now)
+    park(rt, message, now)
+    return admit_waiting(rt, keys, forward)
+
+
+def _admit_at_once(
+    rt: Runtime, message: BatchMessage, forward: Callable[[BatchMessage], None], now: datetime
+) -> bool:
+    """Lease and forward a batch nobody waits ahead of; False if a pool is short.
+
+    No stop check here: the planner checked the run moments ago, just before it sent this
+    batch, and the crawl actor checks again before it crawls anything (then gives the jobs
+    back as stopped and the leases back). A batch that waited is checked when it is taken."""
+    need = Need(message.need_login, message.need_selenium, message.media_name)
+    grant = rt.pools.acquire(need, message.dispatch_id, now, message.run_id)
+    if grant.leases is None:
+        return False
+    # Its wait bound counts from here, as if it had been parked now: if it loses its
+    # resources mid-batch, the rest waits no longer than a batch parked now would.
+    message = message.model_copy(update={"first_parked_at": message.first_parked_at or now})
+    _launch(rt, message, grant.leases, 0.0, now, forward)
+    return True
+
+
+def _launch(
+    rt: Runtime,
+    message: BatchMessage,
+    leases: list[Lease],
+    waited_s: float,
+    now: datetime,
+    forward: Callable[[BatchMessage], None],
+) -> None:
+    """Send an admitted batch on with its leases; on any failure the leases go back."""
+    try:
+        # The dispatch lease now covers the crawl, not the wait.
+        rt.jobs(message.collection).extend_lease(
+            message.dispatch_id, expiry_deadline(now, rt.settings.dispatch_lease_s)
+        )
+        rt.assignments.record(
+            message.run_id,
+            message.dispatch_id,
+            message.task,
+            message.media_name,
+            len(message.job_ids),
+            leases,
+            waited_s,
+            now,
+        )
+        forward(
+            message.model_copy(
+                update={
+                    "lease_ids": [lease.lease_id for lease in leases],
+                    "stages_ms": {**message.stages_ms, "wait": round(waited_s * 1000, 1)},
+                }
+            )
+        )
+    except BaseException:
+        rt.pools.release(leases, now)
+        raise
+    metrics.batch_admitted(message.category, message.media_name, waited_s)
+    log.info(
+        "batch_admitted",
+        dispatch_id=message.dispatch_id,
+        run_id=message.run_id,
+        waited_s=round(waited_s, 3),
+        leases=len(leases),
+    )
 
 
 def admit_waiting(
@@ -116,29 +200,8 @@ def admit_waiting(
         # invalid, dead-lettering a batch whose jobs then stayed running until lease expiry).
         waited_s = max(0.0, (now - batch.enqueued_at).total_seconds())
         try:
-            rt.jobs(message.collection).extend_lease(
-                message.dispatch_id, expiry_deadline(now, rt.settings.dispatch_lease_s)
-            )
-            rt.assignments.record(
-                message.run_id,
-                message.dispatch_id,
-                message.task,
-                message.media_name,
-                len(message.job_ids),
-                grant.leases,
-                waited_s,
-                now,
-            )
-            forward(
-                message.model_copy(
-                    update={
-                        "lease_ids": [lease.lease_id for lease in grant.leases],
-                        "stages_ms": {**message.stages_ms, "wait": round(waited_s * 1000, 1)},
-                    }
-                )
-            )
+            _launch(rt, message, grant.leases, waited_s, now, forward)
         except BaseException:
-            rt.pools.release(grant.leases, now)
             rt.waiting.untake(batch.dispatch_id, token, None)
             raise
         # A crash right here re-admits the batch later: the crawl actor then finds its jobs
@@ -146,14 +209,6 @@ def admit_waiting(
         rt.waiting.remove(batch.dispatch_id, token)
         load = load.plus(batch, len(grant.leases))
         admitted += 1
-        metrics.batch_admitted(message.category, message.media_name, waited_s)
-        log.info(
-            "batch_admitted",
-            dispatch_id=message.dispatch_id,
-            run_id=message.run_id,
-            waited_s=round(waited_s, 3),
-            leases=len(grant.leases),
-        )
     return admitted
 
 

@@ -29,6 +29,7 @@ class Leases:
         self.lease_ids = lease_ids
         self.ttl_s = rt.settings.resource_lease_s
         self._renewed_at = float("-inf")
+        self.held: dict[str, str] = {}  # pool -> what its lease held at the last renewal
 
     def of_pool(self, pool: str) -> str | None:
         return next((lid for lid in self.lease_ids if pool_of(lid) == pool), None)
@@ -38,8 +39,10 @@ class Leases:
             return
         now = self.rt.now()
         for lease_id in self.lease_ids:
-            if not self.rt.leases.renew(lease_id, self.ttl_s, now):
+            label = self.rt.leases.renew_holding(lease_id, self.ttl_s, now)
+            if label is None:
                 raise ResourceLost(f"{pool_of(lease_id)} lease revoked or expired")
+            self.held[pool_of(lease_id)] = label
         self._renewed_at = time.monotonic()
 
 

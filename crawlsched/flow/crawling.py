@@ -31,19 +31,29 @@ from crawlsched.flow.stopping import StopWatch
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage, ReportMessage
 from crawlsched.planning.outcomes import PHASE_OUTCOMES, STOPPED
-from crawlsched.resources.rules import ACCOUNT_POOL
+from crawlsched.resources.rules import ACCOUNT_POOL, SELENIUM_POOL
 from crawlsched.runtime import Runtime
-from crawlsched.store.children import MongoChildStore
+from crawlsched.store.children import MongoChildStore, Registered
 from crawlsched.store.runs import schedule_id_of
 
 log = get_logger(__name__)
 
 
-def record_history(rt: Runtime, message: BatchMessage, executions: list[dict[str, Any]]) -> None:
-    """All the batch's task history rows in one insert (plus one read of who served it)."""
+def record_history(
+    rt: Runtime, message: BatchMessage, executions: list[dict[str, Any]], leases: Leases
+) -> None:
+    """All the batch's task history rows in one insert.
+
+    Who served the batch is what its leases held when they were last renewed (read by the
+    renewal itself); a batch that lost its leases before its first job falls back to the
+    admission's record of them."""
     if not executions:
         return
-    served = rt.assignments.of_dispatch(message.dispatch_id) if message.lease_ids else None
+    served: dict[str, Any] | None = None
+    if message.lease_ids:
+        served = {"account": leases.held.get(ACCOUNT_POOL), "node": leases.held.get(SELENIUM_POOL)}
+        if len(leases.held) < len(message.lease_ids):
+            served = rt.assignments.of_dispatch(message.dispatch_id)
     common = {
         "run_id": message.run_id,
         "schedule_id": schedule_id_of(message.run_id),
@@ -104,8 +114,12 @@ def _run(
         return Progress(unfinished=[doc["_id"] for doc in jobs], interruption=str(e)), None
 
 
-def _keep(rt: Runtime, message: BatchMessage, progress: Progress, bounds: CrawlBounds) -> list:
-    """Store results and register children; the job updates, with their counts, to record."""
+def _keep(
+    rt: Runtime, message: BatchMessage, progress: Progress, bounds: CrawlBounds
+) -> tuple[list, list]:
+    """Store results and register children; the job updates, with their counts, to record,
+    and the seed markers to write with them (when nothing was found: else `register` wrote
+    them, before the outcomes as children must be)."""
     now = rt.now()
     tags = {
         "media_name": message.media_name,
@@ -116,15 +130,16 @@ def _keep(rt: Runtime, message: BatchMessage, progress: Progress, bounds: CrawlB
     items = rt.results.save(progress.items, rt.model_ids(), tags, now) if progress.items else {}
     media = rt.media(message.media_name) or {}
     children = MongoChildStore(rt.db, message.collection)
-    registered = children.register(
-        message.run_id,
-        message.dispatch_id,
-        media,
-        progress.found,
-        bounds.max_pages,
-        now,
-        seeds=[(message.task, url) for url in progress.seed_urls],
-    )
+    seeds = [(message.task, url) for url in progress.seed_urls]
+    markers = []
+    if progress.found:
+        registered = children.register(
+            message.run_id, message.dispatch_id, media, progress.found, bounds.max_pages, now,
+            seeds=seeds,
+        )  # fmt: skip
+    else:
+        registered = Registered({}, {})
+        markers = children.marker_ops(message.run_id, seeds, now)
     updates = []
     for update in progress.updates:
         cut = Counter(progress.cut.get(update.job_id) or {})
@@ -132,7 +147,7 @@ def _keep(rt: Runtime, message: BatchMessage, progress: Progress, bounds: CrawlB
             cut["pages"] += pages
         counts = items.get(update.job_id) or {}
         updates.append(dataclasses.replace(update, items=dict(counts), cut=dict(cut)))
-    return updates
+    return updates, markers
 
 
 def crawl_batch(
@@ -143,6 +158,7 @@ def crawl_batch(
 ) -> dict[str, int]:
     started = time.perf_counter()
     store = rt.jobs(message.collection)
+    written: dict[str, int] = {}  # outcomes this delivery wrote, when it wrote all it crawled
     try:
         jobs = store.load_claimed(message.dispatch_id, message.decoded_job_ids())
         stop = StopWatch(rt, message.run_id, message.task)
@@ -154,14 +170,17 @@ def crawl_batch(
             leases = Leases(rt, message.lease_ids)
             progress, context = _run(rt, message, jobs, leases, stop)
             bounds = context.bounds if context else CrawlBounds()
-            updates = _keep(rt, message, progress, bounds)
+            updates, markers = _keep(rt, message, progress, bounds)
             # A job's outcome is written once per dispatch (the write clears its dispatch id).
             # A copy of this batch's message that ran beside it (sent again after a lost
             # publisher confirm) records nothing here, so it counts and logs nothing either.
-            if store.record(message.dispatch_id, updates, rt.now()):
+            recorded = store.record(message.dispatch_id, updates, rt.now(), also=markers)
+            if recorded:
                 outcomes = Counter(update.outcome for update in updates)
                 metrics.jobs_finished(message.task, message.media_name, outcomes)
-                record_history(rt, message, progress.executions)
+                record_history(rt, message, progress.executions, leases)
+                if recorded == len(updates) and not progress.stopped:
+                    written = dict(outcomes)
             if progress.stopped:
                 store.release(message.dispatch_id, STOPPED, progress.stopped)
                 stopped = len(progress.stopped)
@@ -172,10 +191,12 @@ def crawl_batch(
         if message.lease_ids:
             rt.pools.release(message.lease_ids, rt.now())
             wake(keys_of(message))
-    # Read back rather than count here: a redelivery after a crash between recording and
-    # reporting must send the same report again (the coordinator drops the duplicate). The
-    # report itself carries no counts: the coordinator reads them from the jobs too.
-    counts = store.outcomes_of(message.dispatch_id, PHASE_OUTCOMES["crawl"])
+    # The report carries no counts (the coordinator reads them from the jobs); what matters
+    # here is whether this dispatch ended any job. When this delivery wrote every outcome it
+    # knows that without a read. Otherwise read back: a redelivery after a crash between
+    # recording and reporting must send the same report again (the coordinator drops the
+    # duplicate), and stopped jobs were written by another command.
+    counts = written or store.outcomes_of(message.dispatch_id, PHASE_OUTCOMES["crawl"])
     if counts:
         elapsed_ms = round((time.perf_counter() - started) * 1000, 1)
         report(

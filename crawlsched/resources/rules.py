@@ -54,6 +54,11 @@ def pool_of(lease_id: str) -> str:
     return pool
 
 
+def label_of(resource: Mapping[str, Any]) -> str:
+    """What an operator recognises a resource by: an account's username, a node's URL."""
+    return str(resource.get("username") or resource.get("url") or resource["_id"])
+
+
 def expiry(now: datetime, ttl_s: float) -> datetime:
     if not ttl_s > 0:
         raise ValueError(f"lease ttl must be > 0 seconds, got {ttl_s}")

@@ -59,7 +59,7 @@ class MongoChildStore:
         seeds: Sequence[tuple[str, str]] = (),
     ) -> Registered:
         """Insert the children not yet in the run, within its page bound (at most three
-        commands: which exist, reserve room on the run, insert).
+        commands: which exist, reserve room on the run, insert; one when nothing was found).
 
         `seeds` are the (task, URL) of planned jobs this batch crawled: each gets a marker in
         the run's id space (ended, never planned, counted nowhere), so a page that links back
@@ -71,8 +71,12 @@ class MongoChildStore:
         markers = {child_id(run_id, task, url): url for task, url in seeds}
         if not by_id and not markers:
             return Registered({}, {})
-        asked = [*by_id, *markers]
-        existing = {d["_id"] for d in self._jobs.find({"_id": {"$in": asked}}, {"_id": 1})}
+        # Markers are upserts that insert only what is missing: they need no read. The read
+        # is for discoveries, which must not be counted new when they exist already.
+        existing: set[str] = set()
+        if by_id:
+            asked = [*by_id, *markers]
+            existing = {d["_id"] for d in self._jobs.find({"_id": {"$in": asked}}, {"_id": 1})}
         fresh = [(cid, f) for cid, f in by_id.items() if cid not in existing | set(markers)]
         cut: dict[Any, int] = {}
         if fresh:
@@ -98,11 +102,7 @@ class MongoChildStore:
             )
             for cid, f in fresh
         ]
-        ops += [
-            UpdateOne({"_id": cid}, {"$setOnInsert": _marker(cid, run_id, url, now)}, upsert=True)
-            for cid, url in markers.items()
-            if cid not in existing
-        ]
+        ops += [op for cid, op in self._marker_ops(markers, run_id, now) if cid not in existing]
         new: dict[Any, int] = {}
         if ops:
             result = self._jobs.bulk_write(ops, ordered=False)
@@ -112,6 +112,25 @@ class MongoChildStore:
                 parent = fresh[index][1].parent_id
                 new[parent] = new.get(parent, 0) + 1
         return Registered(new, cut)
+
+    def marker_ops(
+        self, run_id: str, seeds: Sequence[tuple[str, str]], now: datetime
+    ) -> list[UpdateOne]:
+        """The writes of `register`'s seed markers, for a batch that found nothing and so
+        needs no register: they can go out with another write to the same collection."""
+        markers = {child_id(run_id, task, url): url for task, url in seeds}
+        return [op for _, op in self._marker_ops(markers, run_id, now)]
+
+    @staticmethod
+    def _marker_ops(
+        markers: dict[str, str], run_id: str, now: datetime
+    ) -> list[tuple[str, UpdateOne]]:
+        # Upserts that insert only what is missing: an existing marker or child is left as is.
+        return [
+            (cid, UpdateOne({"_id": cid}, {"$setOnInsert": _marker(cid, run_id, url, now)},
+                            upsert=True))
+            for cid, url in markers.items()
+        ]  # fmt: skip
 
     def release(self, dispatch_id: str, run_id: str, now: datetime) -> int:
         """The run counted this dispatch's children: they may now be planned (idempotent)."""

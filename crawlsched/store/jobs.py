@@ -315,8 +315,18 @@ class MongoJobStore:
         }
         return [found[job_id] for job_id in job_ids if job_id in found]
 
-    def record(self, dispatch_id: str, updates: Sequence[JobUpdate], now: datetime) -> int:
-        """Write the outcome of each job of a dispatch, in one command; returns how many took."""
+    def record(
+        self,
+        dispatch_id: str,
+        updates: Sequence[JobUpdate],
+        now: datetime,
+        also: Sequence[UpdateOne] = (),
+    ) -> int:
+        """Write the outcome of each job of a dispatch, in one command; returns how many took.
+
+        `also`: upserts to the same collection that ride along in that command (seed markers,
+        `MongoChildStore.marker_ops`); they insert or leave alone, so they modify nothing and
+        the count stays the jobs'."""
         ops = []
         for u in updates:
             fields: dict[str, Any] = {
@@ -339,7 +349,9 @@ class MongoJobStore:
                     {"$set": fields, "$unset": {"dispatch_id": "", "lease_deadline": ""}},
                 )
             )
-        return self._jobs.bulk_write(ops, ordered=False).modified_count if ops else 0
+        if not ops:
+            return 0
+        return self._jobs.bulk_write([*ops, *also], ordered=False).modified_count
 
     def outcomes_of(self, dispatch_id: str, labels: Iterable[str]) -> dict[str, int]:
         """How the jobs of a dispatch ended, counting only the outcome labels asked for.
@@ -361,27 +373,50 @@ class MongoJobStore:
 
         `held` counts jobs the dispatch still holds (a genuine report is sent only after its
         dispatch let go of every job); the counts and links come from the jobs of that run whose
-        last outcome was written by that dispatch, with one of the labels of its phase.
+        last outcome was written by that dispatch, with one of the labels of its phase; the
+        children are counted from the children themselves, not from what the parent says.
+
+        One read for all three: the query is the union of the three conditions, and each
+        document returned is sorted into them by the same conditions, here (a document may meet
+        more than one).
         """
-        held = self._jobs.count_documents({"dispatch_id": dispatch_id})
+        wanted = sorted(labels)
+        ended = {"last_dispatch_id": dispatch_id, "run_id": run_id, "last_outcome": {"$in": wanted}}
+        children = {"found_by": dispatch_id, "scope_run": run_id}
+        query = {"$or": [{"dispatch_id": dispatch_id}, ended, children]}
+        fields = {
+            "dispatch_id": 1,
+            "last_dispatch_id": 1,
+            "run_id": 1,
+            "last_outcome": 1,
+            "last_discovered": 1,
+            "last_items": 1,
+            "last_cut": 1,
+            "found_by": 1,
+            "scope_run": 1,
+        }
+        held = discovered = links = 0
         counts: dict[str, int] = {}
-        links = 0
         items: dict[str, int] = {}
         cut: dict[str, int] = {}
-        query = {
-            "last_dispatch_id": dispatch_id,
-            "run_id": run_id,
-            "last_outcome": {"$in": sorted(labels)},
-        }
-        fields = {"last_outcome": 1, "last_discovered": 1, "last_items": 1, "last_cut": 1}
         for doc in self._jobs.find(query, fields):
-            counts[doc["last_outcome"]] = counts.get(doc["last_outcome"], 0) + 1
+            if doc.get("dispatch_id") == dispatch_id:
+                held += 1
+            if doc.get("found_by") == dispatch_id and doc.get("scope_run") == run_id:
+                discovered += 1
+            outcome = doc.get("last_outcome")
+            if (
+                doc.get("last_dispatch_id") != dispatch_id
+                or doc.get("run_id") != run_id
+                or not isinstance(outcome, str)
+                or outcome not in wanted
+            ):
+                continue
+            counts[outcome] = counts.get(outcome, 0) + 1
             found = doc.get("last_discovered")
             links += found if isinstance(found, int) and found > 0 else 0
             _add_small_counts(items, doc.get("last_items"))
             _add_small_counts(cut, doc.get("last_cut"))
-        # Children are counted from the children themselves, not from what the parent says.
-        discovered = self._jobs.count_documents({"found_by": dispatch_id, "scope_run": run_id})
         return DispatchReport(held, counts, links, discovered, items, cut)
 
     # -- expiry ---------------------------------------------------------------------------

@@ -65,6 +65,14 @@ class MongoWaitingStore:
             query = {"needs": {"$in": sorted(set(keys))}, **query}
         return list(self._waiting.find(query, {"message": 0}))
 
+    def anyone_waiting(self, keys: Iterable[str]) -> bool:
+        """Whether any batch, taken or not, waits for one of `keys`: a new batch that needs
+        one of them must then wait its turn behind it."""
+        keys = sorted(set(keys))
+        return (
+            bool(keys) and self._waiting.find_one({"needs": {"$in": keys}}, {"_id": 1}) is not None
+        )
+
     def take(self, dispatch_id: str, token: str, now: datetime) -> dict[str, Any] | None:
         return self._waiting.find_one_and_update(
             {"_id": dispatch_id, **_free(now)},

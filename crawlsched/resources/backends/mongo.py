@@ -52,18 +52,21 @@ class MongoLeaseBackend:
         )
         return result.modified_count == 1
 
-    def _change_lease(self, lease_id: str, decide: Callable[[str, dict], dict | None]) -> bool:
-        """Apply `decide(pool, doc)` to the resource holding `lease_id`; False if nothing to do."""
+    def _change_lease(
+        self, lease_id: str, decide: Callable[[str, dict], dict | None]
+    ) -> dict[str, Any] | None:
+        """Apply `decide(pool, doc)` to the resource holding `lease_id`; the resource as it
+        was read (without its secret) when the change took, None if there was nothing to do."""
         pool = rules.pool_of(lease_id)
         for _ in range(CAS_ATTEMPTS):
             doc = self.collection(pool).find_one({"leases.id": lease_id}, {"secret_enc": 0})
             if doc is None:
-                return False
+                return None
             fields = decide(pool, doc)
             if fields is None:
-                return False
+                return None
             if self._cas(pool, doc, fields):
-                return True
+                return doc
         raise RuntimeError(f"lease {lease_id}: gave up after {CAS_ATTEMPTS} conflicting writes")
 
     # -- leases -----------------------------------------------------------------------------
@@ -93,10 +96,10 @@ class MongoLeaseBackend:
                     "expires_at": rules.expiry(now, ttl_s),
                 }
                 if self._cas(pool, doc, rules.grant_fields(pool, doc, lease, now)):
-                    label = doc.get("username") or doc.get("url") or str(doc["_id"])
                     return Lease(
-                        lease["id"], pool, doc["_id"], holder, lease["expires_at"], run_id, label
-                    )
+                        lease["id"], pool, doc["_id"], holder, lease["expires_at"], run_id,
+                        rules.label_of(doc),
+                    )  # fmt: skip
         return None
 
     def release(self, lease_id: str, now: datetime) -> bool:
@@ -118,9 +121,15 @@ class MongoLeaseBackend:
 
     def renew(self, lease_id: str, ttl_s: float, now: datetime) -> bool:
         """Push the expiry back if this lease still holds the resource and has not expired."""
-        return self._change_lease(
+        return self.renew_holding(lease_id, ttl_s, now) is not None
+
+    def renew_holding(self, lease_id: str, ttl_s: float, now: datetime) -> str | None:
+        """`renew`, answering with what the lease holds (`rules.label_of`: the username or
+        the node URL) instead of True, so that its holder needs no other read to name it."""
+        doc = self._change_lease(
             lease_id, lambda _pool, doc: rules.renew_fields(doc, lease_id, ttl_s, now)
         )
+        return None if doc is None else rules.label_of(doc)
 
     def release_holder(self, holder: str, now: datetime) -> int:
         """Free every lease `holder` still has (what a crashed admission may have left)."""

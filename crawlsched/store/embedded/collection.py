@@ -85,6 +85,13 @@ class IndexedCollection(Collection):
                 sets = [self._narrowest(c) for c in condition if isinstance(c, Mapping)]
                 ids = min((s for s in sets if s is not None), key=len, default=None)
                 option = None if ids is None else (len(ids), lambda ids=ids: ids)
+            elif field == "$or" and isinstance(condition, list) and condition:
+                # Narrowed only if every branch is: the union of the branches' sets.
+                sets = [self._narrowest(c) if isinstance(c, Mapping) else None for c in condition]
+                if any(s is None for s in sets):
+                    continue
+                union = set().union(*sets)
+                option = (len(union), lambda union=union: union)
             else:
                 plain = not field.startswith("$") and "." not in field
                 values = equality_values(condition) if plain else None
