@@ -22,7 +22,13 @@ from crawlsched.store.embedded.stages import (
     sort_documents,
     streams,
 )
-from crawlsched.store.embedded.updates import apply_steps, check_encodable, restore, simple_steps
+from crawlsched.store.embedded.updates import (
+    apply_steps,
+    check_encodable,
+    restore,
+    simple_steps,
+    supported,
+)
 
 # How many documents a streaming aggregation copies and carries through its stages at a time.
 STREAM_CHUNK = 500
@@ -185,18 +191,27 @@ class IndexedCollection(Collection):
         check_keys: bool = False,
         **kwargs: Any,
     ) -> dict[str, Any]:
-        """mongomock's update, applied directly when it only sets and unsets top-level fields
-        (see `updates`); anything else, and any upsert, is mongomock's own."""
+        """mongomock's update, applied directly when it only changes top-level fields in the
+        ways `updates` computes exactly as mongomock does (checked on every matched document
+        before any is changed); anything else, and any upsert, is mongomock's own."""
         self._written()
         steps = None
         if not upsert and not any(kwargs.values()) and isinstance(spec, Mapping):
             document = helpers.patch_datetime_awareness_in_document(document)
             steps = simple_steps(document)
+        matching: list[dict] = []
+        if steps is not None:
+            spec = helpers.patch_datetime_awareness_in_document(spec)
+            for existing in self._iter_documents(spec):
+                matching.append(existing)
+                if not multi:
+                    break
+            if not all(supported(existing, steps) for existing in matching):
+                steps = None
         if steps is None:
             return super()._update(spec, document, upsert, manipulate, multi, check_keys, **kwargs)
-        spec = helpers.patch_datetime_awareness_in_document(spec)
         matched = modified = 0
-        for existing in self._iter_documents(spec):
+        for existing in matching:
             if not matched:
                 check_encodable(steps)
             matched += 1
@@ -209,8 +224,6 @@ class IndexedCollection(Collection):
                     restore(existing, before)
                     raise
                 modified += 1
-            if not multi:
-                break
         return {
             "connectionId": self.database.client._id,
             "err": None,
@@ -292,12 +305,16 @@ class IndexedCollection(Collection):
         if container is dict and (fields is None or fields == {}):
             return reader_copy(doc)
         keep = self._inclusion_of(fields) if container is dict else None
-        if keep is None:
+        if keep is not None:
+            copied = {k: reader_copy(v) for k, v in doc.items() if k in keep and k != "_id"}
+            if "_id" in keep and "_id" in doc:
+                copied["_id"] = doc["_id"]
+            return copied
+        drop = self._exclusion_of(fields) if container is dict else None
+        if drop is None:
             return super()._copy_only_fields(doc, fields, container)
-        copied = {k: reader_copy(v) for k, v in doc.items() if k in keep and k != "_id"}
-        if "_id" in keep and "_id" in doc:
-            copied["_id"] = doc["_id"]
-        return copied
+        # mongomock copies the other fields in the document's order (`_id` in its place).
+        return {k: reader_copy(v) for k, v in doc.items() if k not in drop}
 
     def _inclusion_of(self, fields: Any) -> set[str] | None:
         # Called once per document of a result: remember the last projection's answer.
@@ -307,6 +324,14 @@ class IndexedCollection(Collection):
         keep = _inclusion(fields)
         self._last_inclusion = (fields, dict(fields) if isinstance(fields, dict) else None, keep)
         return keep
+
+    def _exclusion_of(self, fields: Any) -> frozenset[str] | None:
+        last = getattr(self, "_last_exclusion", None)
+        if last is not None and last[0] is fields and last[1] == fields:
+            return last[2]
+        drop = _exclusion(fields)
+        self._last_exclusion = (fields, dict(fields) if isinstance(fields, dict) else None, drop)
+        return drop
 
     def find(self, *args: Any, **kwargs: Any) -> Cursor:
         cursor = super().find(*args, **kwargs)
@@ -383,3 +408,24 @@ def _inclusion(fields: Any) -> set[str] | None:
     if fields.get("_id", 1):
         keep.add("_id")
     return keep
+
+
+def _exclusion(fields: Any) -> frozenset[str] | None:
+    """The top-level fields an exclusion projection drops (`_id` too when it says 0), or None
+    for any other projection."""
+    if not isinstance(fields, Mapping) or not any(name != "_id" for name in fields):
+        return None
+    drop = set()
+    for name, value in fields.items():
+        if type(name) is not str or type(value) not in (int, bool):
+            return None
+        if name == "_id":
+            if value not in (0, 1):
+                return None
+            if not value:
+                drop.add(name)
+        elif value == 0 and name and not name.startswith("$") and "." not in name:
+            drop.add(name)
+        else:
+            return None
+    return frozenset(drop)
