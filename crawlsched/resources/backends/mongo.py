@@ -31,9 +31,11 @@ class MongoLeaseBackend:
     def __init__(self, db: CountingDatabase, secrets: SecretBox | None = None) -> None:
         self._db = db
         self.secrets = secrets or SecretBox(None)
+        # Every lease operation names its pool's collection: look each up once.
+        self._collections = {pool: db[name] for pool, name in POOL_COLLECTIONS.items()}
 
     def collection(self, pool: str):
-        return self._db[POOL_COLLECTIONS[pool]]
+        return self._collections[pool]
 
     def create_indexes(self) -> None:
         for pool in POOL_COLLECTIONS:
