@@ -524,3 +524,103 @@ def test_zero_ttl_and_zero_wait_are_refused(rt):
     ResourcePools(rt.leases, 0.5)
     with pytest.raises(ValueError, match="max_wait_s must be > 0, got 0"):
         wait_deadline(NOW, 0)
+
+
+# -- admission straight through ----------------------------------------------------------------
+
+
+def _admit(rt, message: BatchMessage, first_delivery: bool = True) -> list[BatchMessage]:
+    sent: list[BatchMessage] = []
+    admit(rt, message, sent.append, first_delivery)
+    return sent
+
+
+def test_a_batch_nobody_waits_ahead_of_is_sent_on_without_a_waiting_document(rt, clock):
+    message = _batch(rt, 3)
+    rt.db.counter.reset()
+
+    (sent,) = _admit(rt, message)
+    commands = dict(rt.db.counter.boundary)
+
+    # Leased, with its wait bound counted from now, and never parked
+    assert len(sent.lease_ids) == 2
+    assert sent.first_parked_at == clock.now()
+    assert rt.db.waiting_batches.count_documents({}) == 0
+    assert _held(rt) == (1, 1)
+    # What it holds is recorded, and its jobs' lease now covers the crawl from here
+    assignment = rt.db.run_resources.find_one({"_id": message.dispatch_id})
+    assert (assignment["account"], assignment["node"]) == ("acct", NODE)
+    deadline = clock.now() + timedelta(seconds=rt.settings.dispatch_lease_s)
+    jobs = rt.db.profiles.find({"dispatch_id": message.dispatch_id})
+    assert {d["lease_deadline"] for d in jobs} == {deadline}
+    # In seven commands: is anyone waiting; each lease's read and compare-and-set; the jobs'
+    # lease; the assignment. (Parked, the same batch costs ten more.)
+    assert commands == {"find_one": 1, "find": 2, "update_one": 3, "update_many": 1}
+
+
+def test_a_batch_waits_behind_one_already_waiting_for_its_pool(rt, clock):
+    # Given the account held, and a login batch that had to wait for it
+    (holder,) = _admit(rt, _batch(rt, 1, selenium=False))
+    waiting = _batch(rt, 1, selenium=False)
+    assert _admit(rt, waiting) == []
+    # And the account freed, with no admission pass run since
+    clock.advance(1)
+    rt.pools.release(holder.lease_ids, clock.now())
+
+    # When a newer login batch arrives
+    newer = _batch(rt, 1, selenium=False)
+    sent = _admit(rt, newer)
+
+    # Then the batch that waited gets the account, and the newer one waits its turn
+    assert [m.dispatch_id for m in sent] == [waiting.dispatch_id]
+    assert [d["_id"] for d in rt.db.waiting_batches.find({})] == [newer.dispatch_id]
+
+
+def test_a_batch_short_of_a_pool_parks_holding_nothing(rt, clock):
+    _admit(rt, _batch(rt, 1))  # holds the one account and the one node
+    second = _batch(rt, 1)
+
+    assert _admit(rt, second) == []
+
+    assert [d["_id"] for d in rt.db.waiting_batches.find({})] == [second.dispatch_id]
+    assert _held(rt) == (1, 1)  # the first batch's, nothing of the second's
+
+
+def test_a_redelivered_admission_frees_what_an_earlier_attempt_leased(rt, clock):
+    # Given an attempt that leased the account and the node, then died before sending on
+    message = _batch(rt, 2)
+    need = Need(True, True, "twitter")
+    dead = rt.pools.acquire(need, message.dispatch_id, clock.now(), message.run_id)
+    assert dead.leases is not None and _held(rt) == (1, 1)
+
+    # When RabbitMQ hands the admission out again
+    (sent,) = _admit(rt, message, first_delivery=False)
+
+    # Then the batch is admitted once, on fresh leases, and the dead attempt's are free
+    assert _held(rt) == (1, 1)
+    live = {lease["id"] for lease in rt.leases.live_leases(clock.now())}
+    assert live == set(sent.lease_ids)
+    assert not live & {lease.lease_id for lease in dead.leases}
+
+
+def test_a_batch_stopped_mid_way_answers_with_what_it_crawled_and_what_it_gave_back(
+    rt, clock, monkeypatch
+):
+    # The stop check between jobs follows the test's clock too
+    from crawlsched.flow import stopping
+
+    monkeypatch.setattr(stopping, "time", types.SimpleNamespace(monotonic=clock.monotonic))
+    rt.db.runs.insert_one({"_id": RUN, "state": "running"})
+    message = _admitted(rt, _batch(rt, 4, selenium=False))
+
+    def step(index, job):
+        clock.advance(rt.settings.stop_check_s)
+        if index == 0:
+            rt.db.runs.update_one({"_id": RUN}, {"$set": {"stop_requested": True}})
+
+    SCRIPT["step"] = step
+    # Job 0 is crawled; the stop is seen before job 1; jobs 1-3 go back untouched
+    assert _crawl(rt, message) == {"succeeded": 1, "stopped": 3}
+    assert _outcomes(rt, message) == {
+        "job0": "succeeded", "job1": "stopped", "job2": "stopped", "job3": "stopped",
+    }  # fmt: skip
