@@ -2,11 +2,12 @@
 
 A stop is a flag on the run (`stop_requested`, or a task in `stopped_tasks`), never a message
 chasing work around: everything that could start work reads it first. The planner reads it
-before dispatching claimed batches, the gatekeepers before leasing anything, the crawl actor at
-the start of a batch and between jobs (at most every `stop_check_s`). Work that sees it gives
-its jobs back untouched (pending, same attempt count) labelled `stopped`, which count as ended
-for the run. Batches waiting for a resource are released by the stop itself. The run then ends
-through the usual compare-and-set, as `stopped`, so it is reported stopped exactly once.
+before dispatching claimed batches, the gatekeepers before leasing anything for a batch that
+waited, the crawl actor at the start of a batch and between jobs (at most every
+`stop_check_s`). Work that sees it gives its jobs back untouched (pending, same attempt count)
+labelled `stopped`, which count as ended for the run. Batches waiting for a resource are
+released by the stop itself. The run then ends through the usual compare-and-set, as
+`stopped`, so it is reported stopped exactly once.
 """
 
 from __future__ import annotations

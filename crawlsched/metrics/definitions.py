@@ -68,7 +68,8 @@ class FlowMetrics:
         )
         self.batches_parked = counter(
             "crawlsched_batches_parked_total",
-            "Batches from the planner that went to wait for an account and/or a Selenium node.",
+            "Batches from the planner that needed an account and/or a Selenium node (admitted "
+            "at once, or after waiting their turn).",
             ("category", "media"),
         )
         self.batches_admitted = counter(
