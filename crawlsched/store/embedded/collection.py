@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from mongomock import DuplicateKeyError, helpers
@@ -317,21 +317,19 @@ class IndexedCollection(Collection):
         return {k: reader_copy(v) for k, v in doc.items() if k not in drop}
 
     def _inclusion_of(self, fields: Any) -> set[str] | None:
-        # Called once per document of a result: remember the last projection's answer.
-        last = getattr(self, "_last_inclusion", None)
-        if last is not None and last[0] is fields and last[1] == fields:
-            return last[2]
-        keep = _inclusion(fields)
-        self._last_inclusion = (fields, dict(fields) if isinstance(fields, dict) else None, keep)
-        return keep
+        return self._remembered("_last_inclusion", _inclusion, fields)
 
     def _exclusion_of(self, fields: Any) -> frozenset[str] | None:
-        last = getattr(self, "_last_exclusion", None)
+        return self._remembered("_last_exclusion", _exclusion, fields)
+
+    def _remembered(self, slot: str, read: Callable[[Any], Any], fields: Any) -> Any:
+        # Called once per document of a result: remember the last projection's answer.
+        last = getattr(self, slot, None)
         if last is not None and last[0] is fields and last[1] == fields:
             return last[2]
-        drop = _exclusion(fields)
-        self._last_exclusion = (fields, dict(fields) if isinstance(fields, dict) else None, drop)
-        return drop
+        answer = read(fields)
+        setattr(self, slot, (fields, dict(fields) if isinstance(fields, dict) else None, answer))
+        return answer
 
     def find(self, *args: Any, **kwargs: Any) -> Cursor:
         cursor = super().find(*args, **kwargs)
