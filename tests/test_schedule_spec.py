@@ -329,3 +329,140 @@ def test_horizon_refuses_days_outside_zero_to_31(days):
 @pytest.mark.parametrize("days", [0.5, 1, 31])
 def test_horizon_is_that_many_days(days):
     assert horizon(days) == timedelta(days=days)
+
+
+LATER = NOW + timedelta(hours=5)
+
+
+def stored(**given):
+    """A schedule as the store holds it, made an hour before NOW."""
+    return build_schedule("s-1", {"collections": ["profiles"], **given}, NOW - timedelta(hours=1))
+
+
+def test_apply_update_refuses_fields_that_belong_to_the_operations():
+    for field in ("state", "enabled", "_id", "next_fire_at", "created_at"):
+        with pytest.raises(ValueError) as caught:
+            apply_update(stored(interval_s=60), {field: "x"}, LATER)
+        assert str(caught.value).startswith(f"{field}: cannot be changed (editable: owner, ")
+
+
+def test_apply_update_of_a_setting_keeps_the_fire_times_and_the_rest():
+    current = {
+        **stored(
+            interval_s=60,
+            misfire="skip",
+            overlap="buffer_one",
+            catch_up_limit=3,
+            shards=4,
+            webhook="https://h.example/x",
+            notify_on=["stopped"],
+        ),
+        "buffered_fire_at": NOW,
+        "next_fire_at": NOW + timedelta(minutes=2),
+    }
+
+    fields = apply_update(current, {"owner": "ops", "shards": None}, LATER)
+
+    # Only the owner and the update time change; a None in the changes changes nothing; the
+    # operations' fields (id, state, enabled, created_at, buffered time) are not touched.
+    assert fields == {
+        "owner": "ops",
+        "kind": "sweep",
+        "collections": ["profiles"],
+        "targets": None,
+        "trigger": "interval",
+        "interval_s": 60.0,
+        "anchor": current["anchor"],
+        "next_fire_at": NOW + timedelta(minutes=2),
+        "misfire": "skip",
+        "overlap": "buffer_one",
+        "catch_up_limit": 3,
+        "shards": 4,
+        "notify": {"webhook": "https://h.example/x", "on": ["stopped"]},
+        "updated_at": LATER,
+        "cron": None,
+        "at": None,
+        "timezone": None,
+    }
+
+
+def test_apply_update_of_the_trigger_restarts_from_now_and_drops_the_buffered_time():
+    current = {**stored(interval_s=60), "buffered_fire_at": NOW}
+
+    fields = apply_update(current, {"cron": "0 9 * * *", "timezone": "Asia/Kolkata"}, LATER)
+
+    # 09:00 in Kolkata is 03:30 UTC, the next day after LATER (17:00 UTC).
+    assert (fields["trigger"], fields["cron"], fields["timezone"]) == (
+        "cron",
+        "0 9 * * *",
+        "Asia/Kolkata",
+    )
+    assert fields["next_fire_at"] == datetime(2026, 3, 3, 3, 30, tzinfo=UTC)
+    assert (fields["interval_s"], fields["anchor"], fields["at"]) == (None, None, None)
+    assert fields["buffered_fire_at"] is None
+
+
+def test_apply_update_of_the_interval_alone_drops_the_old_grid():
+    current = stored(interval_s=60)
+    fields = apply_update(current, {"interval_s": 3600}, LATER)
+    first = LATER.replace(microsecond=123000) + timedelta(hours=1)
+    assert (fields["interval_s"], fields["anchor"], fields["next_fire_at"]) == (
+        3600.0,
+        first,
+        first,
+    )
+
+
+def test_apply_update_of_the_time_zone_alone_moves_a_cron_schedule():
+    current = stored(cron="0 9 * * *", timezone="Asia/Kolkata")
+
+    fields = apply_update(current, {"timezone": "UTC"}, LATER)
+
+    # The expression stays; the next fire time is 09:00 UTC, the day after LATER.
+    assert (fields["cron"], fields["timezone"]) == ("0 9 * * *", "UTC")
+    assert fields["next_fire_at"] == datetime(2026, 3, 3, 9, tzinfo=UTC)
+    assert fields["buffered_fire_at"] is None
+
+
+def test_apply_update_of_a_cron_schedule_keeps_its_zone_and_fire_time():
+    current = stored(cron="0 9 * * *", timezone="Asia/Kolkata")
+    fields = apply_update(current, {"misfire": "skip"}, LATER)
+    assert (fields["cron"], fields["timezone"]) == ("0 9 * * *", "Asia/Kolkata")
+    assert fields["next_fire_at"] == current["next_fire_at"]
+    assert "buffered_fire_at" not in fields
+
+
+def test_apply_update_of_an_interval_schedule_ignores_stale_fields_of_another_trigger():
+    # An interval schedule (or one of earlier versions, without `trigger`) may still carry the
+    # field of another kind; an edit of something else must not read it as a second trigger.
+    for current in (
+        {**stored(interval_s=60), "cron": "0 9 * * *"},
+        {**stored(interval_s=60), "at": LATER + timedelta(days=1)},
+        {k: v for k, v in stored(interval_s=60).items() if k != "trigger"} | {"cron": "* * * * *"},
+    ):
+        fields = apply_update(current, {"owner": "ops"}, LATER)
+        assert (fields["owner"], fields["interval_s"], fields["cron"], fields["at"]) == (
+            "ops",
+            60.0,
+            None,
+            None,
+        )
+
+
+def test_apply_update_of_a_target_set():
+    current = stored(interval_s=60, targets=["a"], target_collection="websites")
+
+    fields = apply_update(current, {"targets": ["c", "b"]}, LATER)
+    assert (fields["target_collection"], fields["targets"]) == ("websites", ["b", "c"])
+    fields = apply_update(current, {"target_collection": "profiles"}, LATER)
+    assert (fields["collections"], fields["targets"]) == (["profiles"], ["a"])
+    # A sweep has no target collection to keep, whatever the update says.
+    fields = apply_update(stored(interval_s=60), {"target_collection": "websites"}, LATER)
+    assert (fields["kind"], fields["collections"]) == ("sweep", ["profiles"])
+
+
+def test_apply_update_drops_the_webhook_with_an_empty_url():
+    current = stored(interval_s=60, webhook="https://h.example/x")
+    assert apply_update(current, {"webhook": ""}, LATER)["notify"] is None
+    kept = apply_update(current, {"notify_on": ["failed"]}, LATER)["notify"]
+    assert kept == {"webhook": "https://h.example/x", "on": ["failed"]}
