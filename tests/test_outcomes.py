@@ -213,6 +213,7 @@ def test_retry_policy_delay_doubles_up_to_the_64th_doubling_then_stays():
 @pytest.mark.parametrize("interval_s", [None, 0, 60])
 def test_after_success_carries_the_discovered_count(interval_s):
     update = after_success("job-1", interval_s, NOW, discovered=7)
+    assert update.job_id == "job-1"
     assert (update.discovered, update.error, update.items, update.cut) == (7, None, {}, {})
     assert after_success("job-1", interval_s, NOW).discovered == 0
 

@@ -321,6 +321,21 @@ def test_interval_trigger_lists_times_up_to_and_including_the_end():
         ({"trigger": "cron", "cron": "0 12 * * *", "timezone": None}, AT),
         ({"trigger": "once", "at": AT.replace(tzinfo=None)}, AT),
         ({"trigger": "once", "at": AT}, AT),
+        # An aware date keeps its own zone: 17:30 in Kolkata is 12:00 UTC.
+        (
+            {
+                "trigger": "once",
+                "at": datetime(2026, 1, 1, 17, 30, tzinfo=ZoneInfo("Asia/Kolkata")),
+            },
+            AT,
+        ),
+        (
+            {
+                "anchor": datetime(2026, 1, 1, 7, tzinfo=ZoneInfo("America/New_York")),
+                "interval_s": 60,
+            },
+            AT,
+        ),
     ],
 )
 def test_trigger_of_reads_each_kind_in_utc(doc, first):
