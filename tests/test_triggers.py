@@ -332,7 +332,7 @@ def test_interval_trigger_lists_times_up_to_and_including_the_end():
         (
             {
                 "anchor": datetime(2026, 1, 1, 7, tzinfo=ZoneInfo("America/New_York")),
-                "interval_s": 60,
+                "interval_s": 86400,
             },
             AT,
         ),
