@@ -152,3 +152,14 @@ def test_upcoming_rows_are_in_time_order_then_by_schedule_id():
         (10, two),
         ("b", two),
     ]
+
+
+def test_upcoming_by_schedule_goes_on_past_a_paused_schedule():
+    docs = [{**every(1), "_id": "paused", "enabled": False}, {**every(2), "_id": "on"}]
+    assert list(upcoming_by_schedule(docs, NOW, DAY)) == ["on"]
+
+
+def test_an_early_fire_time_at_the_horizons_end_is_listed():
+    # Every 5 h from now + 5 h: 24 h from now is no grid time, and it is in (now, now + 24 h].
+    times = upcoming_by_schedule([{**every(5), "next_fire_at": NOW + DAY}], NOW, DAY)["s"]
+    assert times == [NOW + timedelta(hours=h) for h in (5, 10, 15, 20, 24)]
