@@ -261,6 +261,8 @@ def test_parse_due_job_reads_the_target_field_by_default():
     row = {k: v for k, v in ROW.items() if k != "target"}
     assert parse_due_job({**row, "username": "bob"}).target == "j1"
     assert derive_target({"_id": 5, "target": "t"}) == "t"
+    # With mapped fields, a job's own target still comes first.
+    assert parse_due_job({**ROW, "username": "bob"}, ["username"]).target == "alice"
     assert derive_target({"_id": 5, "url": "u"}) == "5"
     assert derive_target({"_id": 5, "a": " ", "b": "x"}, ["a", "b"]) == "x"
 

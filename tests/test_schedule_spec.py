@@ -185,6 +185,22 @@ SWEEP = {"collections": ["profiles"], "interval_s": 60}
             "webhook: an http:// or https:// URL with a host, got 'ftp://h.example/x'",
         ),
         ({**SWEEP, "webhook": "https:///x"}, "webhook: an http:// or https:// URL with a host"),
+        # Only the first 100 characters of a refused URL are echoed back.
+        (
+            {**SWEEP, "webhook": "ftp://h.example/" + "x" * 200},
+            "webhook: an http:// or https:// URL with a host, got "
+            + repr("ftp://h.example/" + "x" * 84),
+        ),
+        # The trigger is checked first: a bad zone is named even when later fields are bad too.
+        (
+            {
+                "collections": ["profiles"],
+                "cron": "0 0 * * *",
+                "timezone": "Mars/Olympus",
+                "webhook": "ftp://h.example",
+            },
+            "timezone: unknown IANA time zone 'Mars/Olympus'",
+        ),
         ({**SWEEP, "webhook": "http://[::1"}, "webhook: an http:// or https:// URL with a host"),
         (
             {**SWEEP, "webhook": "https://ops:pw@h.example/x"},
@@ -466,3 +482,10 @@ def test_apply_update_drops_the_webhook_with_an_empty_url():
     assert apply_update(current, {"webhook": ""}, LATER)["notify"] is None
     kept = apply_update(current, {"notify_on": ["failed"]}, LATER)["notify"]
     assert kept == {"webhook": "https://h.example/x", "on": ["failed"]}
+
+
+def test_an_interval_grid_starts_on_the_millisecond_now_is_in():
+    # The last microsecond of a second is still in its 999th millisecond.
+    now = datetime(2026, 3, 2, 12, 0, 0, 999_999, tzinfo=UTC)
+    doc = build_schedule("s-1", SWEEP, now)
+    assert doc["anchor"] == datetime(2026, 3, 2, 12, 1, 0, 999_000, tzinfo=UTC)
