@@ -254,3 +254,20 @@ def test_plan_fires_reports_missed_times_with_their_reason_in_time_order():
     )
     assert [r.value for r in MissedReason] == ["no_clock", "overlap", "paused", "starved"]
     assert FirePlan() == FirePlan([], [], False, None, None)
+
+
+def test_plan_fires_catches_up_the_latest_late_times_it_is_allowed():
+    # Hourly, down five hours, catch-up limit 2: 2 h and 3 h fire late with 4 h; 0-1 h missed.
+    times = [ANCHOR + timedelta(hours=h) for h in range(5)]
+    plan = plan_fires(
+        IntervalTrigger(IntervalSchedule(ANCHOR, 3600.0)),
+        ANCHOR,
+        times[-1],
+        grace=timedelta(minutes=1),
+        misfire=Misfire.CATCH_UP,
+        catch_up_limit=2,
+        overlap=Overlap.ALLOW,
+        previous_running=False,
+    )
+    assert plan.fire == times[2:]
+    assert plan.missed == [(t, MissedReason.NO_CLOCK) for t in times[:2]]
