@@ -271,3 +271,25 @@ def test_plan_fires_catches_up_the_latest_late_times_it_is_allowed():
     )
     assert plan.fire == times[2:]
     assert plan.missed == [(t, MissedReason.NO_CLOCK) for t in times[:2]]
+
+
+H = [ANCHOR + timedelta(hours=h) for h in range(4)]
+
+
+@pytest.mark.parametrize(
+    ("fire", "policy", "running", "buffered", "expected"),
+    [
+        # The previous run ended: the oldest starts; skip misses the rest, buffer_one keeps the
+        # latest for later and misses those between.
+        (H[:3], Overlap.SKIP, False, None, ([H[0]], H[1:3], None)),
+        (H[:4], Overlap.BUFFER_ONE, False, None, ([H[0]], H[1:3], H[3])),
+        (H[:1], Overlap.BUFFER_ONE, False, None, ([H[0]], [], None)),
+        # Still running: nothing starts; skip misses all, buffer_one keeps only the latest.
+        (H[:3], Overlap.SKIP, True, None, ([], H[:3], None)),
+        (H[1:4], Overlap.BUFFER_ONE, True, H[0], ([], H[:3], H[3])),
+        (H[:1], Overlap.BUFFER_ONE, True, None, ([], [], H[0])),
+        (H[:3], Overlap.ALLOW, True, None, (H[:3], [], None)),
+    ],
+)
+def test_apply_overlap_table(fire, policy, running, buffered, expected):
+    assert apply_overlap(fire, policy, running, buffered) == expected
