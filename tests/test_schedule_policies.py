@@ -293,3 +293,12 @@ H = [ANCHOR + timedelta(hours=h) for h in range(4)]
 )
 def test_apply_overlap_table(fire, policy, running, buffered, expected):
     assert apply_overlap(fire, policy, running, buffered) == expected
+
+
+def test_due_times_past_the_cap_leaves_a_time_just_older_than_grace_out():
+    # The timely window is [now - grace, now]: the fire time 1 µs before it is late and, past
+    # the cap, not listed; the ten after it are.
+    now = ANCHOR + 2000 * SECOND + timedelta(microseconds=1)
+    due, _, cut = due_times(EVERY_SECOND, ANCHOR, now, timedelta(seconds=10))
+    assert due[MAX_DUE_PER_DECISION:] == [ANCHOR + k * SECOND for k in range(1991, 2001)]
+    assert cut

@@ -485,7 +485,8 @@ def test_apply_update_drops_the_webhook_with_an_empty_url():
 
 
 def test_an_interval_grid_starts_on_the_millisecond_now_is_in():
-    # The last microsecond of a second is still in its 999th millisecond.
-    now = datetime(2026, 3, 2, 12, 0, 0, 999_999, tzinfo=UTC)
-    doc = build_schedule("s-1", SWEEP, now)
-    assert doc["anchor"] == datetime(2026, 3, 2, 12, 1, 0, 999_000, tzinfo=UTC)
+    # 500.25 ms and 999.999 ms are in the 500th and 999th milliseconds.
+    for micro, milli in ((500_250, 500), (999_999, 999), (1_000, 1)):
+        now = datetime(2026, 3, 2, 12, 0, 0, micro, tzinfo=UTC)
+        doc = build_schedule("s-1", SWEEP, now)
+        assert doc["anchor"] == datetime(2026, 3, 2, 12, 1, 0, milli * 1000, tzinfo=UTC)
