@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crawlsched.planning.batching import make_batches
+from crawlsched.planning.batching import Batch, BatchCutter, make_batches
 from crawlsched.planning.due import Category, DueJob
 
 CATEGORY_ORDER = list(Category)
@@ -141,3 +141,65 @@ def test_make_batches_orders_categories_as_the_enum_whatever_the_mapping_order()
 def test_make_batches_of_nothing_is_no_batch():
     assert make_batches("profiles", "profile", {}, default_limit=5) == []
     assert make_batches("profiles", "profile", {c: [] for c in Category}, 5) == []
+
+
+def test_a_batch_carries_what_its_first_job_says_of_the_media():
+    # Every field of the message comes from the media and task rows the first job joined.
+    first = DueJob(
+        id="a",
+        target="alice",
+        media_name="mastodon",
+        media_id=42,
+        driver_class="social",
+        used_tool="browser",
+        need_login=True,
+        need_selenium=True,
+        crawl_limit=25,
+        batch_limit=None,
+    )
+    second = DueJob(**{**first.__dict__, "id": "b", "driver_class": "other", "crawl_limit": 3})
+
+    (batch,) = make_batches(
+        "profiles", "profile", {Category.SELENIUM_AND_LOGIN: [first, second]}, 5
+    )
+
+    assert batch == Batch(
+        collection="profiles",
+        task="profile",
+        category=Category.SELENIUM_AND_LOGIN,
+        media_name="mastodon",
+        media_id=42,
+        driver_class="social",
+        need_login=True,
+        need_selenium=True,
+        crawl_limit=25,
+        job_ids=("a", "b"),
+    )
+
+
+def test_batch_cutter_hands_a_batch_over_the_moment_it_is_full():
+    cutter = BatchCutter("profiles", "profile", default_limit=2)
+
+    assert cutter.add(job(1, "twitter", batch_limit=3)) is None
+    assert cutter.add(job(2, "youtube")) is None
+    assert cutter.add(job(3, "twitter", batch_limit=3)) is None
+    full = cutter.add(job(4, "twitter", batch_limit=3))
+    assert full is not None and full.job_ids == (1, 3, 4)
+    # A limit of one: every job is a batch of its own, at once.
+    assert cutter.add(job(5, "vimeo", batch_limit=1)).job_ids == (5,)
+    assert cutter.add(job(6, "vimeo", batch_limit=1)).job_ids == (6,)
+    # The partial ones in the order their buckets were opened; then nothing is held.
+    assert cutter.add(job(7, "twitter")) is None
+    assert [(b.media_name, b.job_ids) for b in cutter.flush()] == [
+        ("youtube", (2,)),
+        ("twitter", (7,)),
+    ]
+    assert cutter.flush() == []
+
+
+@pytest.mark.parametrize("default_limit", [0, -1])
+def test_batch_cutter_names_a_default_limit_below_one(default_limit):
+    with pytest.raises(ValueError) as caught:
+        BatchCutter("profiles", "profile", default_limit)
+    assert str(caught.value) == f"default_limit must be >= 1, got {default_limit}"
+    assert BatchCutter("profiles", "profile", 1).add(job(1)).job_ids == (1,)

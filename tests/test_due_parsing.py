@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crawlsched.errors import BadJobDocument
-from crawlsched.planning.due import Category, DueJob, parse_due_job
+from crawlsched.planning.due import Category, DueJob, derive_target, parse_due_job
 from tests.support.factories import utc_datetimes
 
 names = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1).filter(
@@ -168,3 +168,115 @@ def test_parse_due_job_derives_a_missing_target(doc, absent, username):
     assert parse_due_job(named, ["username", "url"]).target == expected
     # ...and failing all of them, the job's own _id.
     assert parse_due_job(doc, ["username", "url"]).target == str(doc["_id"])
+
+
+ROW = {
+    "_id": "j1",
+    "target": "alice",
+    "task": "profile",
+    "media_name": "twitter",
+    "media_id": 1,
+    "driver_class": "http",
+    "need_login": True,
+    "need_selenium": False,
+    "crawl_limit": 1,
+    "batch_limit": 25,
+}
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"target": 7}, "job: target has type int, expected str"),
+        ({"target": ""}, "job: target is empty"),
+        ({"crawl_limit": 0}, "core_tasks row (twitter, profile): crawl_limit must be > 0"),
+        ({"crawl_limit": -1}, "core_tasks row (twitter, profile): crawl_limit must be > 0"),
+        (
+            {"crawl_limit": "9"},
+            "core_tasks row (twitter, profile): crawl_limit has type str, expected <class 'int'>",
+        ),
+        ({"crawl_limit": None}, "core_tasks row (twitter, profile): missing crawl_limit"),
+        (
+            {"task": None, "crawl_limit": None},
+            "core_tasks row (twitter, None): missing crawl_limit",
+        ),
+        (
+            {"batch_limit": 10_001},
+            "core_tasks row (twitter, profile): batch_limit must be an integer from 1 to 10000",
+        ),
+        (
+            {"batch_limit": 0},
+            "core_tasks row (twitter, profile): batch_limit must be an integer from 1 to 10000",
+        ),
+        (
+            {"batch_limit": True},
+            "core_tasks row (twitter, profile): batch_limit must be an integer from 1 to 10000",
+        ),
+        ({"need_selenium": None}, "core_tasks row (twitter, profile): missing need_selenium"),
+        (
+            {"need_selenium": "no"},
+            "core_tasks row (twitter, profile): need_selenium has type str, expected <class 'bool",
+        ),
+        ({"media_name": 3}, "childs_socialmedia row: media_name has type int, expected"),
+        ({"media_id": False}, "childs_socialmedia row: media_id must not be a boolean"),
+        ({"driver_class": None}, "childs_socialmedia row (twitter): missing driver_class"),
+    ],
+)
+def test_parse_due_job_exact_reason_table(changes, reason):
+    with pytest.raises(BadJobDocument) as caught:
+        parse_due_job({**ROW, **changes})
+    assert caught.value.reason.startswith(reason)
+    assert caught.value.job_id == "j1"
+
+
+def test_parse_due_job_reasons_name_unknown_media_and_task_with_a_question_mark():
+    row = {k: v for k, v in ROW.items() if k not in ("media_name", "task", "crawl_limit")}
+    with pytest.raises(BadJobDocument) as caught:
+        parse_due_job(row)
+    assert caught.value.reason == "core_tasks row (?, ?): missing crawl_limit"
+
+
+@pytest.mark.parametrize(
+    ("changes", "parsed"),
+    [
+        # The edges of the limits are taken.
+        ({"batch_limit": 10_000}, {"batch_limit": 10_000}),
+        ({"batch_limit": 1}, {"batch_limit": 1}),
+        ({"batch_limit": None}, {"batch_limit": None}),
+        ({"crawl_limit": 1}, {"crawl_limit": 1}),
+        # No tool, or a null one: an empty string.
+        ({"used_tool": None}, {"used_tool": ""}),
+        ({"used_tool": "httpx"}, {"used_tool": "httpx"}),
+        ({"media_id": 0}, {"media_id": 0}),
+    ],
+)
+def test_parse_due_job_takes_the_edges(changes, parsed):
+    due = parse_due_job({**ROW, **changes})
+    assert {k: getattr(due, k) for k in parsed} == parsed
+
+
+def test_parse_due_job_reads_the_target_field_by_default():
+    # Without mapped fields only `target` is read; a missing target falls back to the _id.
+    assert parse_due_job(ROW).target == "alice"
+    row = {k: v for k, v in ROW.items() if k != "target"}
+    assert parse_due_job({**row, "username": "bob"}).target == "j1"
+    assert derive_target({"_id": 5, "target": "t"}) == "t"
+    # With mapped fields, a job's own target still comes first.
+    assert parse_due_job({**ROW, "username": "bob"}, ["username"]).target == "alice"
+    assert derive_target({"_id": 5, "url": "u"}) == "5"
+    assert derive_target({"_id": 5, "a": " ", "b": "x"}, ["a", "b"]) == "x"
+
+
+@pytest.mark.parametrize(
+    ("login", "selenium", "category", "value"),
+    [
+        (True, False, Category.ONLY_LOGIN, "need_only_login"),
+        (False, True, Category.ONLY_SELENIUM, "need_only_selenium"),
+        (True, True, Category.SELENIUM_AND_LOGIN, "need_selenium_and_login"),
+        (False, False, Category.NEITHER, "without_selenium_and_login"),
+    ],
+)
+def test_category_of_the_two_flags_and_its_name(login, selenium, category, value):
+    # The names are the original system's list names, logged and counted per run.
+    assert Category.of(login, selenium) is category
+    assert category.value == value

@@ -128,11 +128,21 @@ def test_interval_rejects_non_positive_interval(interval_s):
 
 
 def test_interval_rejects_naive_anchor():
-    with pytest.raises(ValueError, match="anchor"):
+    with pytest.raises(ValueError) as caught:
         IntervalSchedule(datetime(2024, 1, 1), 60)
+    assert str(caught.value) == "anchor must be timezone-aware"
 
 
 @pytest.mark.parametrize("interval_s", [math.nan, math.inf, 1e-7])
 def test_interval_rejects_intervals_it_cannot_step_by(interval_s):
     with pytest.raises(ValueError, match="interval_s"):
         IntervalSchedule(ANCHOR, interval_s)
+
+
+def test_interval_takes_the_smallest_step_it_can_make():
+    # A millisecond is the floor (MongoDB keeps milliseconds); anything below is refused.
+    schedule = IntervalSchedule(ANCHOR, 0.001)
+    assert schedule.next_after(ANCHOR) == ANCHOR + MS
+    with pytest.raises(ValueError) as caught:
+        IntervalSchedule(ANCHOR, 0.000999)
+    assert str(caught.value) == "interval_s must be finite and >= 0.001, got 0.000999"

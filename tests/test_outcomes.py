@@ -9,10 +9,14 @@ from hypothesis import strategies as st
 
 from crawlsched.catalog import JobState
 from crawlsched.planning.outcomes import (
+    OUTCOME_MEANINGS,
+    PHASE_OUTCOMES,
+    STOPPED,
     Outcome,
     RetryPolicy,
     after_failure,
     after_success,
+    all_outcomes,
 )
 from tests.support.factories import NOW, utc_datetimes
 
@@ -136,3 +140,93 @@ def test_after_failure_with_huge_attempt_count_does_not_overflow(before):
     policy = RetryPolicy(max_attempts=10**16)
     update = after_failure("j", before, NOW, policy, "boom")
     assert update.execution_date == NOW + timedelta(seconds=policy.backoff_max_s)
+
+
+def test_every_outcome_label_is_the_word_history_rows_store():
+    # The labels are stored in history rows and typed by operators (`?outcome=`, run tables).
+    assert all_outcomes() == [
+        "exhausted",
+        "expired",
+        "failed",
+        "starved",
+        "stopped",
+        "succeeded",
+    ]
+    assert (Outcome.SUCCEEDED, Outcome.FAILED, STOPPED) == ("succeeded", "failed", "stopped")
+
+
+def test_each_phase_reports_only_the_outcomes_it_writes():
+    phases = {phase: set(labels) for phase, labels in PHASE_OUTCOMES.items()}
+    assert phases == {
+        "crawl": {"succeeded", "failed", "exhausted", "stopped"},
+        "admit": {"starved"},
+        "expire": {"expired"},
+        "stop": {"stopped"},
+    }
+    # Every outcome a run counts has a meaning to show, in the order runs show them; stopped
+    # has its own column.
+    assert list(OUTCOME_MEANINGS) == ["succeeded", "failed", "exhausted", "expired", "starved"]
+    assert all(meaning.strip() for meaning in OUTCOME_MEANINGS.values())
+
+
+def test_retry_policy_defaults_are_five_attempts_from_a_minute_to_six_hours():
+    policy = RetryPolicy()
+    assert (policy.max_attempts, policy.backoff_base_s, policy.backoff_max_s) == (5, 60, 21_600)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"max_attempts": 0}, "max_attempts must be >= 1, got 0"),
+        ({"backoff_base_s": 0}, "backoff_base_s must be > 0, got 0"),
+        ({"backoff_base_s": math.inf}, "backoff_base_s must be a finite number, got inf"),
+        ({"backoff_max_s": math.nan}, "backoff_max_s must be a finite number, got nan"),
+        (
+            {"backoff_base_s": 10.0, "backoff_max_s": 9.0},
+            "backoff_max_s (9.0) must be >= backoff_base_s (10.0)",
+        ),
+    ],
+)
+def test_retry_policy_refusal_messages(kwargs, message):
+    with pytest.raises(ValueError) as caught:
+        RetryPolicy(**kwargs)
+    assert str(caught.value) == message
+
+
+def test_retry_policy_takes_one_attempt_and_a_fixed_delay():
+    # The smallest policy: one attempt, base == cap (no growth).
+    policy = RetryPolicy(max_attempts=1, backoff_base_s=30, backoff_max_s=30)
+    assert [policy.delay_s(a) for a in (1, 2, 50)] == [30, 30, 30]
+    with pytest.raises(ValueError, match=r"^attempt must be >= 1, got 0$"):
+        policy.delay_s(0)
+
+
+def test_retry_policy_delay_doubles_up_to_the_64th_doubling_then_stays():
+    # A base so small that the cap is never reached: the exponent itself is capped (2**attempt
+    # would overflow a float), after 64 doublings.
+    policy = RetryPolicy(max_attempts=10**6, backoff_base_s=2.0**-80, backoff_max_s=1.0)
+    assert policy.delay_s(64) == 2.0**-17
+    assert policy.delay_s(65) == 2.0**-16
+    assert policy.delay_s(66) == policy.delay_s(10**6) == 2.0**-16
+
+
+@pytest.mark.parametrize("interval_s", [None, 0, 60])
+def test_after_success_carries_the_discovered_count(interval_s):
+    update = after_success("job-1", interval_s, NOW, discovered=7)
+    assert update.job_id == "job-1"
+    assert (update.discovered, update.error, update.items, update.cut) == (7, None, {}, {})
+    assert after_success("job-1", interval_s, NOW).discovered == 0
+
+
+def test_after_failure_of_the_last_attempt_keeps_the_error():
+    policy = RetryPolicy(max_attempts=2)
+    update = after_failure("j", 1, NOW, policy, "boom")
+    assert (update.job_id, update.outcome, update.exhausted, update.error) == (
+        "j",
+        Outcome.EXHAUSTED,
+        True,
+        "boom",
+    )
+    # A retried attempt is left failed (its execution date says when it is due again).
+    retried = after_failure("j", 0, NOW, policy, "boom")
+    assert (retried.job_id, retried.state, retried.discovered) == ("j", JobState.FAILED, 0)

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from crawlsched.events import routing_key
 from crawlsched.planning.outcomes import STOPPED, Outcome
-from crawlsched.planning.run_end import FAILURES, run_end
+from crawlsched.planning.run_end import FAILURES, RunEnd, run_end
 
 LABELS = [
     Outcome.SUCCEEDED,
@@ -41,10 +41,16 @@ def test_run_end_stopped_wins_else_failed_only_when_nothing_succeeded(counts, st
         ({"failed": 1, "succeeded": 1}, "RunFinished"),
         ({"expired": 2}, "RunFailed"),
         ({"exhausted": 1, "stopped": 3}, "RunFailed"),
+        ({"failed": 1, "succeeded": 0}, "RunFailed"),
+        # A damaged count below zero counts as none, on either side.
+        ({"failed": -3}, "RunFinished"),
+        ({"failed": -1, "expired": 1}, "RunFailed"),
+        ({"succeeded": -1, "failed": 1}, "RunFailed"),
     ],
 )
 def test_run_end_table(counts, event):
     assert run_end(counts, False).event == event
+    assert run_end(counts, True) == RunEnd("stopped", "stopped", "RunStopped")
 
 
 words = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=1, max_size=8)

@@ -236,3 +236,120 @@ def test_walking_next_after_gives_the_listed_times_through_dst(expression, zone)
             walked.append(moment)
         assert walked == listed
         assert all(t.tzinfo is UTC for t in walked)
+
+
+AT = datetime(2026, 1, 1, 12, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("expression", "zone", "message"),
+    [
+        (
+            "* * * *",
+            "UTC",
+            "cron: expected 5 fields (minute hour day month weekday), got '* * * *'",
+        ),
+        (None, "UTC", "cron: expected 5 fields (minute hour day month weekday), got None"),
+        ("61 * * * *", "UTC", "cron: invalid expression '61 * * * *': "),
+        ("0 0 * * *", None, "timezone: unknown IANA time zone None"),
+        ("0 0 * * *", "Mars/Olympus", "timezone: unknown IANA time zone 'Mars/Olympus'"),
+    ],
+)
+def test_cron_refusal_messages(expression, zone, message):
+    with pytest.raises(ValueError) as caught:
+        CronTrigger(expression, zone)
+    assert str(caught.value).startswith(message)
+
+
+def test_triggers_refuse_naive_moments():
+    with pytest.raises(ValueError, match=r"^moment must be a timezone-aware datetime, got "):
+        CronTrigger("0 9 * * *").next_after(datetime(2026, 1, 1))
+    with pytest.raises(ValueError, match=r"^at must be a timezone-aware datetime, got "):
+        OnceTrigger(datetime(2026, 1, 1))
+
+
+def test_cron_defaults_to_utc_and_shows_no_zone_object():
+    trigger = CronTrigger("0 9 * * *")
+    assert trigger.next_after(AT) == datetime(2026, 1, 2, 9, tzinfo=UTC)
+    assert repr(trigger) == "CronTrigger(expression='0 9 * * *', timezone='UTC')"
+
+
+def test_cron_counts_from_the_second_it_is_asked_at():
+    # Asked within the second of a fire time, or a microsecond before it: that fire time is
+    # after the moment, so it is the next one.
+    trigger = CronTrigger("0 9 * * *", "UTC")
+    nine = datetime(2026, 1, 1, 9, tzinfo=UTC)
+    assert trigger.next_after(nine - timedelta(microseconds=1)) == nine
+    assert trigger.next_after(nine - timedelta(microseconds=999_999)) == nine
+    assert trigger.next_after(nine) == nine + timedelta(days=1)
+    assert trigger.next_after(nine + timedelta(microseconds=1)) == nine + timedelta(days=1)
+
+
+def test_cron_lists_times_up_to_and_including_the_end():
+    trigger = CronTrigger("0 * * * *", "UTC")
+    listed = list(trigger.times_between(AT, AT + timedelta(hours=3)))
+    assert listed == [AT + timedelta(hours=h) for h in (1, 2, 3)]
+    assert list(trigger.times_between(AT, AT + timedelta(minutes=59))) == []
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "listed"),
+    [
+        (AT - timedelta(seconds=1), AT, [AT]),  # the end is in the window
+        (AT, AT + timedelta(days=1), []),  # the start is not
+        (AT - timedelta(days=2), AT - timedelta(days=1), []),
+    ],
+)
+def test_once_lists_its_time_only_inside_the_window(start, end, listed):
+    assert list(OnceTrigger(AT).times_between(start, end)) == listed
+
+
+def test_interval_trigger_lists_times_up_to_and_including_the_end():
+    trigger = IntervalTrigger(IntervalSchedule(AT, 60.0))
+    assert list(trigger.times_between(AT, AT + timedelta(minutes=2))) == [
+        AT + timedelta(minutes=1),
+        AT + timedelta(minutes=2),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("doc", "first"),
+    [
+        # An explicit interval document, naive anchor (MongoDB's) read as UTC, string seconds.
+        ({"trigger": "interval", "anchor": AT.replace(tzinfo=None), "interval_s": "60"}, AT),
+        ({"trigger": "cron", "cron": "0 12 * * *"}, AT),  # no zone: UTC
+        ({"trigger": "cron", "cron": "0 12 * * *", "timezone": None}, AT),
+        ({"trigger": "once", "at": AT.replace(tzinfo=None)}, AT),
+        ({"trigger": "once", "at": AT}, AT),
+        # An aware date keeps its own zone: 17:30 in Kolkata is 12:00 UTC.
+        (
+            {
+                "trigger": "once",
+                "at": datetime(2026, 1, 1, 17, 30, tzinfo=ZoneInfo("Asia/Kolkata")),
+            },
+            AT,
+        ),
+        (
+            {
+                "anchor": datetime(2026, 1, 1, 7, tzinfo=ZoneInfo("America/New_York")),
+                "interval_s": 86400,
+            },
+            AT,
+        ),
+    ],
+)
+def test_trigger_of_reads_each_kind_in_utc(doc, first):
+    assert trigger_of(doc).next_after(AT - timedelta(seconds=1)) == first
+
+
+def test_trigger_of_names_an_unknown_kind():
+    with pytest.raises(ValueError) as caught:
+        trigger_of({"trigger": "lunar"})
+    assert str(caught.value) == "trigger: unknown kind 'lunar' (interval, cron or once)"
+
+
+@pytest.mark.parametrize("limit", [0, 1, 2, 5])
+def test_upcoming_stops_at_the_limit(limit):
+    trigger = IntervalTrigger(IntervalSchedule(AT, 60.0))
+    times = upcoming(trigger, AT, timedelta(hours=1), limit)
+    assert times == [AT + timedelta(minutes=m) for m in range(1, limit + 1)]
