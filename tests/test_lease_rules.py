@@ -150,6 +150,8 @@ def test_capacity_of(pool, resource, capacity):
         ({"last_released_at": at(0)}, None),
         ({"cooldown_s": 5}, None),  # never released: nothing to rest from
         ({"last_released_at": at(0), "cooldown_s": 2.5}, at(2.5)),
+        ({"last_released_at": at(0), "cooldown_s": 1}, at(1)),  # a rest of a second or less
+        ({"last_released_at": at(0), "cooldown_s": 0.5}, at(0.5)),
         ({"cooling_until": at(30), "last_released_at": at(0), "cooldown_s": 5}, at(30)),
         ({"cooling_until": at(3), "last_released_at": at(0), "cooldown_s": 5}, at(5)),
         ({"cooling_until": None, "last_released_at": at(10), "cooldown_s": 5}, at(15)),
@@ -235,6 +237,8 @@ RATE_CASES = [
      "rate window full"),
     ("no window yet", account(**WINDOW), 0, None),
     ("window, no uses", account(**WINDOW, window_ends_at=at(20), window_uses=None), 0, None),
+    ("limit of one, no uses", account(**{**WINDOW, "rate_uses": 1}, window_ends_at=at(9)), 0,
+     None),
     ("limit of one", account(**{**WINDOW, "rate_uses": 1}, window_ends_at=at(9), window_uses=1),
      0, "rate window full"),
     ("no limit", account(max_concurrent=5, rate_uses=None, window_ends_at=at(20), window_uses=9),
@@ -464,21 +468,24 @@ def test_account_limits_accepts(limits):
 @pytest.mark.parametrize(
     ("limits", "message"),
     [
-        ({"max_concurrent": 0}, r"max_concurrent must be >= 1, got 0"),
-        ({"max_concurrent": -1}, r"max_concurrent must be >= 1, got -1"),
-        ({"cooldown_s": -0.001}, r"cooldown_s must be between 0 and 7 days, got -0.001"),
-        ({"cooldown_s": 7 * DAY + 1}, r"cooldown_s must be between 0 and 7 days, got 604801"),
-        ({"rate_uses": 2}, r"rate_uses and rate_window_s go together: give both or neither"),
-        ({"rate_window_s": 20}, r"rate_uses and rate_window_s go together"),
-        ({"rate_uses": 0, "rate_window_s": 20}, r"rate_uses must be >= 1, got 0"),
-        ({"rate_uses": 1, "rate_window_s": 0}, r"rate_window_s must be in \(0, 7 days\], got 0"),
-        ({"rate_uses": 1, "rate_window_s": -5}, r"rate_window_s must be in \(0, 7 days\]"),
-        ({"rate_uses": 1, "rate_window_s": 7 * DAY + 1}, r"got 604801"),
+        ({"max_concurrent": 0}, "max_concurrent must be >= 1, got 0"),
+        ({"max_concurrent": -1}, "max_concurrent must be >= 1, got -1"),
+        ({"cooldown_s": -0.001}, "cooldown_s must be between 0 and 7 days, got -0.001"),
+        ({"cooldown_s": 7 * DAY + 1}, "cooldown_s must be between 0 and 7 days, got 604801"),
+        ({"rate_uses": 2}, "rate_uses and rate_window_s go together: give both or neither"),
+        ({"rate_window_s": 20}, "rate_uses and rate_window_s go together: give both or neither"),
+        ({"rate_uses": 0, "rate_window_s": 20}, "rate_uses must be >= 1, got 0"),
+        ({"rate_uses": 1, "rate_window_s": 0}, "rate_window_s must be in (0, 7 days], got 0"),
+        ({"rate_uses": 1, "rate_window_s": -5}, "rate_window_s must be in (0, 7 days], got -5"),
+        ({"rate_uses": 1, "rate_window_s": 7 * DAY + 1},
+         "rate_window_s must be in (0, 7 days], got 604801"),
     ],
-)
+)  # fmt: skip
 def test_account_limits_refuses(limits, message):
-    with pytest.raises(ValueError, match=message):
+    # The operator reads this line as it stands: the whole message is the contract.
+    with pytest.raises(ValueError) as refused:
         AccountLimits(**limits)
+    assert str(refused.value) == message
 
 
 def test_account_limits_defaults_are_one_lease_no_rest_no_window():

@@ -19,6 +19,7 @@ from crawlsched.resources.node_status import CHROMEDRIVER, GRID, NodeStatus
         ("https://grid.example/wd/hub/", "https://grid.example/wd/hub"),
         ("http://10.0.0.5:9515//", "http://10.0.0.5:9515"),
         ("http://node-a", "http://node-a"),
+        ("http://node-X/", "http://node-X"),  # only slashes go, not the letters before them
     ],
 )
 def test_node_url_is_stored_without_trailing_slash(url, stored):
@@ -36,7 +37,7 @@ def test_node_url_must_be_http_with_a_host(url):
 @pytest.mark.parametrize("url", ["http://user:pw@node-a", "http://user@node-a", "https://:pw@n"])
 def test_node_url_must_not_carry_credentials(url):
     # Stored URLs are shown in lists and logs: a password there would leak.
-    with pytest.raises(ValueError, match="a node URL must not carry credentials"):
+    with pytest.raises(ValueError, match=r"^a node URL must not carry credentials$"):
         check_node_url(url)
 
 
@@ -102,6 +103,15 @@ def test_probe_an_answer_that_is_not_json_is_not_a_webdriver():
         == "http://node-a/status did not answer like a WebDriver endpoint: not JSON"
     )
     assert refused.value.__suppress_context__
+
+
+def test_probe_an_answer_in_json_that_is_not_a_webdriver_names_the_url():
+    client, _ = client_answering(lambda r: httpx.Response(200, json={"hello": "world"}))
+    with pytest.raises(ValueError) as refused:
+        probe_node("http://node-a/", client)
+    assert str(refused.value).startswith(
+        "http://node-a/status did not answer like a WebDriver endpoint: no JSON object"
+    )
 
 
 def test_probe_refuses_a_bad_url_before_asking():
