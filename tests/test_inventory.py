@@ -111,7 +111,7 @@ def test_add_account_username_is_1_to_200_characters(db, inventory, username, ok
     if ok:
         assert inventory.add_account("twitter", username, "pw", LIMITS, NOW) is True
     else:
-        with pytest.raises(ValueError, match="username must be 1 to 200 characters"):
+        with pytest.raises(ValueError, match=r"^username must be 1 to 200 characters$"):
             inventory.add_account("twitter", username, "pw", LIMITS, NOW)
         assert db.accounts.count_documents({}) == 0
 
@@ -158,7 +158,10 @@ def test_set_account_status_records_who_why_and_when(db, inventory):
 
 def test_set_account_status_refuses_an_unknown_status_or_account(db, inventory):
     inventory.add_account("twitter", "alice", "pw", LIMITS, NOW)
-    with pytest.raises(ValueError, match=r"unknown account status 'cooling'; known: \("):
+    with pytest.raises(
+        ValueError,
+        match=r"^unknown account status 'cooling'; known: \('active', 'banned', 'disabled'\)$",
+    ):
         inventory.set_account_status("twitter", "alice", "cooling", None, NOW)
     assert stored_account(db)["version"] == 1
     with pytest.raises(AccountNotFound) as missing:
@@ -243,7 +246,7 @@ def test_add_node_capacity_is_1_to_1000(db, inventory, capacity, ok):
         assert stored_node(db)["capacity"] == capacity
     else:
         with pytest.raises(
-            ValueError, match=rf"capacity must be between 1 and 1000, got {capacity}"
+            ValueError, match=rf"^capacity must be between 1 and 1000, got {capacity}$"
         ):
             inventory.add_node("http://node-a", "grid", capacity, NOW)
         assert db.selenium_nodes.count_documents({}) == 0
