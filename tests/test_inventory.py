@@ -270,8 +270,9 @@ def test_set_draining_and_back(db, inventory):
     doc = inventory.set_draining("http://node-a", False)
     assert (doc["draining"], doc["version"]) == (False, 3)
     assert stored_node(db)["draining"] is False
-    with pytest.raises(NodeNotFound):
+    with pytest.raises(NodeNotFound) as missing:
         inventory.set_draining("http://node-x", True)
+    assert missing.value.url == "http://node-x"
 
 
 def test_remove_node(db, inventory):
@@ -279,8 +280,9 @@ def test_remove_node(db, inventory):
     inventory.add_node("http://node-b", "chromedriver", 1, NOW)
     inventory.remove_node("http://node-a")
     assert [n["_id"] for n in db.selenium_nodes.find({})] == ["http://node-b"]
-    with pytest.raises(NodeNotFound):
+    with pytest.raises(NodeNotFound) as missing:
         inventory.remove_node("http://node-a")
+    assert missing.value.url == "http://node-a"
 
 
 def test_due_for_probe_is_enabled_nodes_checked_an_interval_ago_or_never(db, inventory):
@@ -348,6 +350,8 @@ def test_overview_counts_resources_usable_capacity_and_held(db, inventory):
     inventory.add_account("twitter", "busy", "pw", AccountLimits(max_concurrent=2), NOW)
     inventory.add_account("instagram", "banned", "pw", AccountLimits(max_concurrent=4), NOW)
     inventory.set_account_status("instagram", "banned", "banned", None, NOW)
+    inventory.add_account("instagram", "cooling", "pw", AccountLimits(max_concurrent=6), NOW)
+    db.accounts.update_one({"username": "cooling"}, {"$set": {"cooling_until": at(3)}})
     give_leases(
         db, "accounts", {"username": "busy"}, [lease("account.1", 30), lease("account.2", 5)]
     )
@@ -360,7 +364,8 @@ def test_overview_counts_resources_usable_capacity_and_held(db, inventory):
 
     assert inventory.overview(at(1)) == {
         # Capacity of accounts counts every account; of nodes, only those up.
-        "account": {"resources": 3, "usable": 2, "capacity": 9, "held": 2},
+        "account": {"resources": 4, "usable": 2, "capacity": 15, "held": 2},
         "selenium": {"resources": 3, "usable": 1, "capacity": 5, "held": 1},
     }
-    assert inventory.overview(at(5))["account"]["held"] == 1  # account.2 expired at 5 s
+    later = inventory.overview(at(5))["account"]
+    assert (later["usable"], later["held"]) == (3, 1)  # cooled down at 3 s; account.2 expired
