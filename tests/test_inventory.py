@@ -123,6 +123,9 @@ def test_add_account_without_a_key_writes_nothing(db):
 
 
 def test_accounts_are_listed_without_secret_by_media_then_username(inventory):
+    # Equivalent on the embedded store (the mutation run's store): a sort direction of 2
+    # instead of 1 is ascending to mongomock; a real server would refuse it, which only the
+    # multi-process tests, left out of the mutation run, could show.
     for media, user in [("twitter", "zed"), ("instagram", "bob"), ("twitter", "amy")]:
         inventory.add_account(media, user, "pw", LIMITS, NOW)
     listed = inventory.accounts()
@@ -253,6 +256,8 @@ def test_add_node_capacity_is_1_to_1000(db, inventory, capacity, ok):
 
 
 def test_nodes_are_listed_by_url_and_read_one_by_one(inventory):
+    # Equivalent mutants of `nodes()`: `find(None)` is `find({})`; `.sort("_id")` and
+    # `.sort("_id", None)` are pymongo's ascending default; direction 2 as for `accounts()`.
     for url in ["http://node-c", "http://node-a", "http://node-b"]:
         inventory.add_node(url, "chromedriver", 1, NOW)
     assert [n["url"] for n in inventory.nodes()] == ["http://node-a", "http://node-b",
@@ -310,6 +315,9 @@ def test_claim_probe_one_ticker_per_interval(db, inventory):
 
 
 def test_mark_node_healthy_keeps_leases_and_may_resize(db, inventory):
+    # Equivalent mutants of `mark_node`: without `return_document` the default is BEFORE; with
+    # `return_document=None` mongomock reads it as BEFORE (pymongo would refuse it at once, on
+    # a real server only, which the mutation run leaves out).
     inventory.add_node("http://node-a", "grid", 2, NOW)
     inventory.mark_node("http://node-a", False, "refused", at(1), None)
     give_leases(db, "selenium_nodes", {"_id": "http://node-a"}, [lease("selenium.a", 30)])
@@ -346,6 +354,8 @@ def test_mark_node_of_an_unknown_node_changes_nothing(db, inventory):
 
 
 def test_overview_counts_resources_usable_capacity_and_held(db, inventory):
+    # Equivalent mutant: `capacity_of(None, n)` for a node is `capacity_of("selenium", n)`, since
+    # every pool but "account" reads a node's `capacity`.
     inventory.add_account("twitter", "free", "pw", AccountLimits(max_concurrent=3), NOW)
     inventory.add_account("twitter", "busy", "pw", AccountLimits(max_concurrent=2), NOW)
     inventory.add_account("instagram", "banned", "pw", AccountLimits(max_concurrent=4), NOW)

@@ -405,6 +405,9 @@ def test_grant_adds_the_lease_drops_expired_ones_and_stamps_the_time():
     ],
 )  # fmt: skip
 def test_grant_counts_the_rate_window(fields, now, written):
+    # Equivalent mutant (grant_fields: `rate_window_s or 0` -> `or 1`): the fallback is never
+    # read, since AccountLimits refuses rate_uses without a rate_window_s > 0 (see
+    # test_account_limits_refuses) and accounts are only written through it.
     resource = account(**WINDOW, **fields)
     got = rules.grant_fields(ACCOUNT_POOL, resource, lease("n", now + 30), at(now))
     assert got == {"leases": [lease("n", now + 30)], "last_leased_at": at(now), **written}
