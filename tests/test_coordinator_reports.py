@@ -374,3 +374,34 @@ def test_coordinator_finish_if_done_ends_a_run_once_and_only_when_done(rt):
     assert [(e["event"], e["counts"], e["discovered"], e["items"], e["cut"]) for e in events] == [
         ("RunFinished", {}, 0, {}, {})
     ]
+
+
+def test_coordinator_without_a_notifier_or_a_planner_logs_what_it_did_not_send(rt):
+    # Given a run whose schedule asks for a webhook: its one job found a child, which a second
+    # dispatch crawled
+    rt.db.schedules.insert_one({"_id": SCHEDULE, "notify": WEBHOOK})
+    _run(rt, planned=1)
+    _ended(rt, ["succeeded"])
+    _children(rt, 1)
+    _ended(rt, ["succeeded"], dispatch="e" * 32)
+
+    # When its reports come to a coordinator given neither a notifier nor a children planner
+    with structlog.testing.capture_logs() as logs:
+        assert record_report(rt, _report()) is False
+        assert record_report(rt, _report(dispatch="e" * 32)) is True
+
+    # Then each thing it could not send is logged, naming what it was
+    not_sent = ("children_pass_not_sent", "webhook_not_sent_no_notifier")
+    assert [e for e in logs if e["event"] in not_sent] == [
+        {
+            "event": "children_pass_not_sent",
+            "log_level": "info",
+            "run_id": RUN,
+            "collection": "profiles",
+        },
+        {
+            "event": "webhook_not_sent_no_notifier",
+            "log_level": "info",
+            "delivery_id": f"{RUN}:RunFinished",
+        },
+    ]
