@@ -350,6 +350,7 @@ def test_coordinator_last_child_run_ends_its_parent_once_and_notifies_for_the_pa
     # Then each child ended failed or finished by itself, and the parent's webhook went out
     # once: the children do not notify
     assert rt.runs.get(second)["result"] == "failed"
+    assert [(e["event"], e["parent_id"]) for e in _events(rt, second)] == [("RunFailed", parent)]
     assert [e["event"] for e in _events(rt, parent)] == ["RunFinished"]
     assert calls.notified == [f"{parent}:RunFinished"]
 
@@ -390,7 +391,9 @@ def test_coordinator_without_a_notifier_or_a_planner_logs_what_it_did_not_send(r
         assert record_report(rt, _report()) is False
         assert record_report(rt, _report(dispatch="e" * 32)) is True
 
-    # Then each thing it could not send is logged, naming what it was
+    # Then the run ended counting the child its first job found
+    assert [(e["event"], e["discovered"]) for e in _events(rt)] == [("RunFinished", 1)]
+    # and each thing the coordinator could not send is logged, naming what it was
     not_sent = ("children_pass_not_sent", "webhook_not_sent_no_notifier")
     assert [e for e in logs if e["event"] in not_sent] == [
         {

@@ -15,12 +15,13 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import pytest
+import structlog
 
 from crawlsched.catalog import JobState
 from crawlsched.demo.seed import demo_reference
 from crawlsched.drivers.base import LoginRejected, RateLimited
 from crawlsched.flow import crawl_resources
-from crawlsched.flow.admission import admit, admit_waiting, keys_of, starve_overdue
+from crawlsched.flow.admission import admit, admit_waiting, keys_of, park, starve_overdue
 from crawlsched.flow.crawling import crawl_batch
 from crawlsched.ids import encode_id
 from crawlsched.messages import BatchMessage
@@ -31,6 +32,7 @@ from crawlsched.resources.pools import Need, ResourcePools
 from crawlsched.resources.queueing import Load, WaitingBatch, next_to_admit
 from crawlsched.resources.rules import ACCOUNT_POOL, SELENIUM_POOL, AccountLimits
 from crawlsched.runtime import Runtime
+from crawlsched.store.waiting import TAKE_HOLD_S
 from tests.conftest import settings_for_tests
 from tests.support.factories import NOW
 
@@ -624,3 +626,243 @@ def test_a_batch_stopped_mid_way_answers_with_what_it_crawled_and_what_it_gave_b
     assert _outcomes(rt, message) == {
         "job0": "succeeded", "job1": "stopped", "job2": "stopped", "job3": "stopped",
     }  # fmt: skip
+
+
+# -- what a parked batch, an admission and a starvation leave behind -------------------------
+
+
+def test_a_parked_batch_waits_in_a_document_saying_what_it_needs_and_until_when(rt, clock):
+    # Given a login batch first parked 30 s ago (it lost its account since)
+    first = clock.at(-30)
+    message = _batch(rt, 2, selenium=False).model_copy(update={"first_parked_at": first})
+
+    doc = park(rt, message, clock.now())
+
+    # Then it waits for the account of its media, at most WAIT_S from its first park
+    deadline = first + timedelta(seconds=WAIT_S)
+    assert {k: doc[k] for k in ("_id", "run_id", "collection", "task", "media_name")} == {
+        "_id": message.dispatch_id,
+        "run_id": RUN,
+        "collection": "profiles",
+        "task": "profile",
+        "media_name": "twitter",
+    }
+    assert (doc["category"], doc["needs"], doc["jobs"]) == (
+        "need_only_login",
+        ["account:twitter"],
+        2,
+    )
+    assert (doc["enqueued_at"], doc["wait_until"]) == (first, deadline)
+    assert BatchMessage.parse(doc["message"]) == message
+    # and its jobs' dispatch lease runs past that bound, so expiry never takes a waiting batch
+    lease_end = deadline + timedelta(seconds=rt.settings.dispatch_lease_s)
+    jobs = rt.db.profiles.find({"dispatch_id": message.dispatch_id})
+    assert {d["lease_deadline"].replace(tzinfo=NOW.tzinfo) for d in jobs} == {lease_end}
+
+
+def test_a_parked_batch_never_waits_longer_than_a_fresh_one_whatever_its_message_says(rt, clock):
+    # Given a message that claims a first park in the future
+    message = _batch(rt, 1, selenium=False)
+    forged = message.model_copy(update={"first_parked_at": clock.at(3600)})
+
+    doc = park(rt, forged, clock.now())
+
+    # Then it waits from now, as a batch parked now would
+    assert (doc["enqueued_at"], doc["wait_until"]) == (clock.now(), clock.at(WAIT_S))
+
+
+def test_a_batch_parked_for_the_first_time_counts_its_wait_from_now(rt, clock):
+    message = _batch(rt, 1, selenium=False)
+    assert message.first_parked_at is None
+
+    doc = park(rt, message, clock.now())
+
+    assert (doc["enqueued_at"], doc["wait_until"]) == (clock.now(), clock.at(WAIT_S))
+    assert BatchMessage.parse(doc["message"]).first_parked_at == clock.now()
+
+
+def test_a_parked_batch_of_a_schedule_waits_as_long_as_its_interval(rt, clock):
+    # Given no wait bound in the settings, and the run's schedule fires every 40 s
+    per_schedule = Runtime(
+        rt.settings.model_copy(update={"admission_wait_s": None}), clock=clock.now
+    )
+    rt.db.schedules.insert_one({"_id": RUN.partition("@")[0], "interval_s": 40})
+    message = _batch(rt, 1, selenium=False)
+
+    doc = park(per_schedule, message, clock.now())
+
+    assert doc["wait_until"] == clock.at(40)
+
+
+def test_an_admitted_batch_carries_its_wait_and_its_leases_are_on_record(rt, clock):
+    # Given a login batch waiting 12.5 s behind one that holds the account
+    (holder,) = _admit(rt, _batch(rt, 1, selenium=False))
+    waiting = _batch(rt, 3, selenium=False)
+    assert _admit(rt, waiting) == []
+    clock.advance(12.5)
+    rt.pools.release(holder.lease_ids, clock.now())
+
+    # When a pass admits it
+    sent: list[BatchMessage] = []
+    with structlog.testing.capture_logs() as logs:
+        assert admit_waiting(rt, keys_of(waiting), sent.append) == 1
+
+    # Then the crawl message says how long it waited, and the assignment who serves it
+    (admitted,) = sent
+    assert admitted.stages_ms == {**waiting.stages_ms, "wait": 12500.0}
+    assignment = rt.db.run_resources.find_one({"_id": waiting.dispatch_id})
+    assert (assignment["run_id"], assignment["jobs"], assignment["waited_s"]) == (RUN, 3, 12.5)
+    assert (assignment["account"], assignment["node"]) == ("acct", None)
+    assert [e for e in logs if e["event"] == "batch_admitted"] == [
+        {
+            "event": "batch_admitted",
+            "log_level": "info",
+            "dispatch_id": waiting.dispatch_id,
+            "run_id": RUN,
+            "waited_s": 12.5,
+            "leases": 1,
+        }
+    ]
+    # and nothing waits any more
+    assert rt.db.waiting_batches.count_documents({}) == 0
+
+
+def test_a_batch_whose_send_fails_gives_its_leases_back_and_waits_again(rt, clock):
+    # Given a batch waiting for the account another batch holds
+    (holder,) = _admit(rt, _batch(rt, 1, selenium=False))
+    waiting = _batch(rt, 1, selenium=False)
+    _admit(rt, waiting)
+    rt.pools.release(holder.lease_ids, clock.now())
+
+    def broken(message):
+        raise ConnectionError("broker gone")
+
+    # When the pass leases the account for it and the send fails
+    with pytest.raises(ConnectionError):
+        admit_waiting(rt, keys_of(waiting), broken)
+
+    # Then the account is free, and the batch waits again, free for the next pass
+    assert _held(rt) == (0, 0)
+    (doc,) = rt.db.waiting_batches.find({})
+    assert (doc["_id"], doc["taken_by"], doc["last_short"]) == (waiting.dispatch_id, None, None)
+    sent: list[BatchMessage] = []
+    assert admit_waiting(rt, keys_of(waiting), sent.append) == 1
+    assert [m.dispatch_id for m in sent] == [waiting.dispatch_id]
+
+
+def test_a_batch_sent_straight_through_whose_send_fails_holds_nothing(rt, clock):
+    def broken(message):
+        raise ConnectionError("broker gone")
+
+    with pytest.raises(ConnectionError):
+        admit(rt, _batch(rt, 1), broken)
+
+    assert _held(rt) == (0, 0)
+
+
+def test_a_batch_short_of_a_pool_notes_which_one_and_the_pass_admits_the_rest(rt, clock):
+    # Given the node held, a batch needing it waiting, and a login-only batch behind
+    _admit(rt, _batch(rt, 1, login=False))
+    both = _batch(rt, 1)
+    login = _batch(rt, 1, selenium=False)
+    assert _admit(rt, both) == []
+    park(rt, login, clock.now())
+
+    # When a pass runs over every waiting batch
+    sent: list[BatchMessage] = []
+    assert admit_waiting(rt, None, sent.append) == 1
+
+    # Then the login batch got the account, and the other waits, noting the node was short
+    assert [m.dispatch_id for m in sent] == [login.dispatch_id]
+    (doc,) = rt.db.waiting_batches.find({})
+    assert (doc["_id"], doc["last_short"], doc["taken_by"]) == (both.dispatch_id, "selenium", None)
+
+
+def test_a_batch_of_a_run_stopped_while_it_waited_is_sent_on_without_leases(rt, clock):
+    # Given a batch waiting for the account, and its run stopped meanwhile
+    (holder,) = _admit(rt, _batch(rt, 1, selenium=False))
+    waiting = _batch(rt, 1, selenium=False)
+    _admit(rt, waiting)
+    rt.pools.release(holder.lease_ids, clock.now())
+    rt.db.runs.insert_one({"_id": RUN, "state": "running", "stop_requested": True})
+
+    # When a pass takes it
+    sent: list[BatchMessage] = []
+    assert admit_waiting(rt, keys_of(waiting), sent.append) == 0
+
+    # Then it is sent on holding nothing (the crawl gives its jobs back) and waits no more
+    assert [(m.dispatch_id, m.lease_ids) for m in sent] == [(waiting.dispatch_id, [])]
+    assert _held(rt) == (0, 0)
+    assert rt.db.waiting_batches.count_documents({}) == 0
+
+
+def test_a_batch_taken_by_a_pass_that_died_is_admitted_on_fresh_leases(rt, clock):
+    # Given a waiting batch that a pass took and leased for (on leases of 120 s), then died
+    (holder,) = _admit(rt, _batch(rt, 1, selenium=False))
+    waiting = _batch(rt, 1, selenium=False)
+    _admit(rt, waiting)
+    rt.pools.release(holder.lease_ids, clock.now())
+    assert rt.waiting.take(waiting.dispatch_id, "dead-pass", clock.now()) is not None
+    need = Need(True, False, "twitter")
+    dead = ResourcePools(rt.leases, 120).acquire(need, waiting.dispatch_id, clock.now(), RUN)
+    assert dead.leases is not None
+    clock.advance(TAKE_HOLD_S)  # the take's hold ran out; the dead pass's lease has not
+
+    # When the next pass takes it again
+    sent: list[BatchMessage] = []
+    assert admit_waiting(rt, keys_of(waiting), sent.append) == 1
+
+    # Then the dead pass's lease was freed and the batch holds only its own
+    (admitted,) = sent
+    live = {lease["id"] for lease in rt.leases.live_leases(clock.now())}
+    assert live == set(admitted.lease_ids)
+    assert _held(rt) == (1, 0)
+
+
+def test_a_starved_batch_gives_its_jobs_back_and_its_run_records_the_pool(rt, clock):
+    # Given a run of a schedule, whose login batch waits for an account another batch holds
+    rt.db.schedules.insert_one({"_id": "lease-flow", "owner": "team-a"})
+    rt.runs.open(RUN, "lease-flow", clock.at(-60), clock.now())
+    _admit(rt, _batch(rt, 1, selenium=False))
+    waiting = _batch(rt, 2, selenium=False).model_copy(update={"stages_ms": {"plan": 4.0}})
+    _admit(rt, waiting)
+
+    # When it waited past its bound
+    clock.advance(WAIT_S)
+    reports: list = []
+    with structlog.testing.capture_logs() as logs:
+        assert starve_overdue(rt, reports.append) == 1
+
+    # Then its jobs are pending again, counted starved, reported in the admit phase
+    reason = f"waited {WAIT_S:.0f}s for the account pool (twitter)"
+    jobs = list(rt.db.profiles.find({"_id": {"$in": waiting.decoded_job_ids()}}))
+    assert {(d["state"], d["last_outcome"]) for d in jobs} == {(int(JobState.PENDING), "starved")}
+    assert [(r.run_id, r.dispatch_id, r.collection, r.phase, r.stages_ms) for r in reports] == [
+        (RUN, waiting.dispatch_id, "profiles", "admit", {"plan": 4.0})
+    ]
+    starved = [e for e in logs if e["event"] == "batch_starved"]
+    assert starved == [
+        {
+            "event": "batch_starved",
+            "log_level": "warning",
+            "dispatch_id": waiting.dispatch_id,
+            "jobs": 2,
+            "reason": reason,
+        }
+    ]
+    # and the run shows the shortage, and its fire time counts as missed for that pool
+    (shortage,) = rt.runs.get(RUN)["shortages"]
+    assert shortage == {
+        "dispatch_id": waiting.dispatch_id,
+        "jobs": 2,
+        "reason": reason,
+        "at": clock.now(),
+    }
+    (missed,) = rt.db.missed_runs.find({})
+    assert (missed["schedule_id"], missed["run_id"], missed["reason"], missed["pools"]) == (
+        "lease-flow",
+        RUN,
+        "starved",
+        ["account:twitter"],
+    )
+    assert rt.db.waiting_batches.count_documents({}) == 0
