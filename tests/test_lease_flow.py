@@ -21,7 +21,15 @@ from crawlsched.catalog import JobState
 from crawlsched.demo.seed import demo_reference
 from crawlsched.drivers.base import LoginRejected, RateLimited
 from crawlsched.flow import crawl_resources
-from crawlsched.flow.admission import admit, admit_waiting, keys_of, park, starve_overdue
+from crawlsched.flow.admission import (
+    admit,
+    admit_waiting,
+    keys_of,
+    park,
+    requeue,
+    starve,
+    starve_overdue,
+)
 from crawlsched.flow.crawling import crawl_batch
 from crawlsched.ids import encode_id
 from crawlsched.messages import BatchMessage
@@ -866,3 +874,88 @@ def test_a_starved_batch_gives_its_jobs_back_and_its_run_records_the_pool(rt, cl
         ["account:twitter"],
     )
     assert rt.db.waiting_batches.count_documents({}) == 0
+
+
+def test_a_batch_short_of_the_node_starves_naming_the_node_only(rt, clock):
+    # Given a run whose batch needing the account and the node waits, the node held elsewhere
+    rt.db.schedules.insert_one({"_id": "lease-flow"})
+    rt.runs.open(RUN, "lease-flow", clock.at(-60), clock.now())
+    _admit(rt, _batch(rt, 1, login=False))
+    both = _batch(rt, 1)
+    assert _admit(rt, both) == []  # the pass found the node short
+
+    # When it waited past its bound
+    clock.advance(WAIT_S + 7)
+    assert starve_overdue(rt, lambda report: None) == 1
+
+    # Then the reason and the missed run name the node's pool, not the account's it also needs
+    (shortage,) = rt.runs.get(RUN)["shortages"]
+    assert shortage["reason"] == f"waited {WAIT_S + 7:.0f}s for the selenium pool"
+    assert rt.db.missed_runs.find_one({})["pools"] == ["selenium"]
+
+
+def test_a_starvation_without_a_known_pool_is_recorded_as_unknown_once(rt, clock):
+    rt.db.schedules.insert_one({"_id": "lease-flow"})
+    rt.runs.open(RUN, "lease-flow", clock.at(-60), clock.now())
+    message = _batch(rt, 2, selenium=False)
+    reports: list = []
+
+    assert starve(rt, message, reports.append, "no pool") == 2
+    # a redelivery reports the same again, and the miss is still one row
+    assert starve(rt, message, reports.append, "no pool") == 2
+
+    assert [r.dispatch_id for r in reports] == [message.dispatch_id] * 2
+    (missed,) = rt.db.missed_runs.find({})
+    assert (missed["pools"], missed["run_id"]) == (["unknown"], RUN)
+    assert len(rt.runs.get(RUN)["shortages"]) == 1
+
+
+def test_a_starved_batch_of_a_run_nobody_knows_only_gives_its_jobs_back(rt, clock):
+    message = _batch(rt, 1, selenium=False)
+    reports: list = []
+
+    assert starve(rt, message, reports.append, "gone", ["account:twitter"]) == 1
+
+    assert [r.phase for r in reports] == ["admit"]
+    assert rt.db.missed_runs.count_documents({}) == 0
+
+
+def test_a_starvation_that_finds_no_job_of_its_dispatch_reports_nothing(rt, clock):
+    # Given a batch whose jobs were already given back under another outcome
+    message = _batch(rt, 1, selenium=False)
+    rt.jobs("profiles").release(message.dispatch_id, "stopped")
+    reports: list = []
+
+    assert starve(rt, message, reports.append, "late") == 0
+    assert reports == []
+
+
+def test_requeue_puts_the_rest_back_under_a_dispatch_of_its_own(rt, clock):
+    message = _admitted(rt, _batch(rt, 3))
+    rest_ids = message.decoded_job_ids()[1:]
+
+    with structlog.testing.capture_logs() as logs:
+        rest = requeue(rt, message, rest_ids, "node lost")
+
+    assert rest is not None and rest.dispatch_id != message.dispatch_id
+    assert (rest.job_ids, rest.lease_ids) == (message.job_ids[1:], [])
+    (waiting,) = _waiting_jobs(rt)
+    assert (waiting["_id"], waiting["targets"]) == (rest.dispatch_id, ["job1", "job2"])
+    assert [e for e in logs if e["event"] == "batch_requeued"] == [
+        {
+            "event": "batch_requeued",
+            "log_level": "warning",
+            "dispatch_id": message.dispatch_id,
+            "new_dispatch_id": rest.dispatch_id,
+            "jobs": 2,
+            "reason": "node lost",
+        }
+    ]
+
+
+def test_requeue_of_nothing_or_of_jobs_the_dispatch_no_longer_holds_parks_nothing(rt, clock):
+    message = _admitted(rt, _batch(rt, 2))
+    assert requeue(rt, message, [], "nothing left") is None
+    rt.jobs("profiles").release(message.dispatch_id, "stopped")
+    assert requeue(rt, message, message.decoded_job_ids(), "too late") is None
+    assert _waiting_jobs(rt) == []
