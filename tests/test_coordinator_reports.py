@@ -261,8 +261,9 @@ def test_coordinator_refuses_a_report_for_a_run_that_does_not_exist(rt):
     calls = Calls()
 
     # When its report arrives, it is refused and the children stay unreleased and unplanned
-    with pytest.raises(ReportRejected, match="no such run"):
+    with pytest.raises(ReportRejected) as refused:
         record_report(rt, _report(run_id="ghost@20261125T090000Z"), **vars_of(calls))
+    assert refused.value.reason == "no such run"
     assert calls.passes == []
     assert rt.db.profiles.count_documents({"released": True}) == 0
     assert rt.db.runs.count_documents({}) == 0
@@ -408,3 +409,34 @@ def test_coordinator_without_a_notifier_or_a_planner_logs_what_it_did_not_send(r
             "delivery_id": f"{RUN}:RunFinished",
         },
     ]
+
+
+def test_coordinator_redelivered_report_of_a_running_child_does_not_count_it_off_its_parent(rt):
+    # Given a parent of one child run of two jobs, each crawled by its own dispatch, and a
+    # schedule that asks for a webhook
+    rt.db.schedules.insert_one({"_id": SCHEDULE, "notify": WEBHOOK})
+    child = f"{RUN}/1"
+    _run(rt, planned=2, children=1)
+    _run(rt, run_id=child, planned=2, parent_id=RUN)
+    first, second = "1" * 32, "2" * 32
+    _ended(rt, ["succeeded"], run_id=child, dispatch=first)
+    _ended(rt, ["succeeded"], run_id=child, dispatch=second)
+    calls = Calls()
+
+    # When the first dispatch's report comes twice while the child still runs
+    assert record_report(rt, _report(child, first), notify=calls.notify) is False
+    assert record_report(rt, _report(child, first), notify=calls.notify) is False
+
+    # Then the parent still waits for its child
+    run = rt.runs.get(RUN)
+    assert (run["state"], run["outstanding"], run["counts"]) == (RUNNING, 1, {})
+
+    # When the second report ended the child and the process died before the parent's count,
+    # its redelivery counts the child, ends the parent and sends the parent's webhook
+    late = _report(child, second)
+    rt.runs.report(child, late.report_key, {"succeeded": 1})
+    assert rt.runs.finish(child, NOW)
+    assert record_report(rt, late, notify=calls.notify) is False
+    run = rt.runs.get(RUN)
+    assert (run["state"], run["counts"]) == (FINISHED, {"succeeded": 2})
+    assert calls.notified == [f"{RUN}:RunFinished"]
