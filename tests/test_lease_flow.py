@@ -643,6 +643,9 @@ def test_a_parked_batch_waits_in_a_document_saying_what_it_needs_and_until_when(
     # Given a login batch first parked 30 s ago (it lost its account since)
     first = clock.at(-30)
     message = _batch(rt, 2, selenium=False).model_copy(update={"first_parked_at": first})
+    (one, two) = message.decoded_job_ids()
+    rt.db.profiles.update_one({"_id": one}, {"$set": {"certitude": 0.5, "modified_at": first}})
+    rt.db.profiles.update_one({"_id": two}, {"$set": {"human_validation": 1}})
 
     doc = park(rt, message, clock.now())
 
@@ -662,6 +665,8 @@ def test_a_parked_batch_waits_in_a_document_saying_what_it_needs_and_until_when(
     )
     assert (doc["enqueued_at"], doc["wait_until"]) == (first, deadline)
     assert BatchMessage.parse(doc["message"]) == message
+    # with the best priority among its jobs, for the order of admission
+    assert (doc["human_validation"], doc["certitude"], doc["oldest_modified_at"]) == (1, 0, first)
     # and its jobs' dispatch lease runs past that bound, so expiry never takes a waiting batch
     lease_end = deadline + timedelta(seconds=rt.settings.dispatch_lease_s)
     jobs = rt.db.profiles.find({"dispatch_id": message.dispatch_id})
@@ -774,6 +779,7 @@ def test_a_batch_short_of_a_pool_notes_which_one_and_the_pass_admits_the_rest(rt
     both = _batch(rt, 1)
     login = _batch(rt, 1, selenium=False)
     assert _admit(rt, both) == []
+    clock.advance(1)  # the login batch parks after it, so the pass tries it second
     park(rt, login, clock.now())
 
     # When a pass runs over every waiting batch
@@ -784,6 +790,7 @@ def test_a_batch_short_of_a_pool_notes_which_one_and_the_pass_admits_the_rest(rt
     assert [m.dispatch_id for m in sent] == [login.dispatch_id]
     (doc,) = rt.db.waiting_batches.find({})
     assert (doc["_id"], doc["last_short"], doc["taken_by"]) == (both.dispatch_id, "selenium", None)
+    assert doc["needs"] == ["account:twitter", "selenium"]
 
 
 def test_a_batch_of_a_run_stopped_while_it_waited_is_sent_on_without_leases(rt, clock):
@@ -959,3 +966,33 @@ def test_requeue_of_nothing_or_of_jobs_the_dispatch_no_longer_holds_parks_nothin
     rt.jobs("profiles").release(message.dispatch_id, "stopped")
     assert requeue(rt, message, message.decoded_job_ids(), "too late") is None
     assert _waiting_jobs(rt) == []
+
+
+def test_a_new_batch_goes_straight_through_by_default_on_leases_that_name_it(rt, clock):
+    message = _batch(rt, 1)
+    rt.db.counter.reset()
+    sent: list[BatchMessage] = []
+
+    assert admit(rt, message, sent.append) == 1
+
+    # Never parked (no waiting document written), on leases held by its dispatch and run
+    assert "find_one_and_update" not in dict(rt.db.counter.boundary)
+    live = rt.leases.live_leases(clock.now())
+    assert {(lease["holder"], lease["run_id"]) for lease in live} == {(message.dispatch_id, RUN)}
+    assert {lease["id"] for lease in live} == set(sent[0].lease_ids)
+
+
+def test_a_parked_batch_wakes_a_pass_over_its_own_pools_only(rt, clock):
+    # Given a node batch waiting for the node, which is now free with no pass run since
+    (node_holder,) = _admit(rt, _batch(rt, 1, login=False))
+    node_batch = _batch(rt, 1, login=False)
+    assert _admit(rt, node_batch) == []
+    rt.pools.release(node_holder.lease_ids, clock.now())
+    # and the account held
+    _admit(rt, _batch(rt, 1, selenium=False))
+
+    # When a login batch arrives and parks, its pass looks at the account's batches only
+    assert _admit(rt, _batch(rt, 1, selenium=False)) == []
+
+    # Then the node batch still waits for a pass of its own pool
+    assert node_batch.dispatch_id in {d["_id"] for d in rt.db.waiting_batches.find({})}
