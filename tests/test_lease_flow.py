@@ -712,7 +712,7 @@ def test_an_admitted_batch_carries_its_wait_and_its_leases_are_on_record(rt, clo
     (holder,) = _admit(rt, _batch(rt, 1, selenium=False))
     waiting = _batch(rt, 3, selenium=False)
     assert _admit(rt, waiting) == []
-    clock.advance(12.5)
+    clock.advance(12.34567)
     rt.pools.release(holder.lease_ids, clock.now())
 
     # When a pass admits it
@@ -722,17 +722,28 @@ def test_an_admitted_batch_carries_its_wait_and_its_leases_are_on_record(rt, clo
 
     # Then the crawl message says how long it waited, and the assignment who serves it
     (admitted,) = sent
-    assert admitted.stages_ms == {**waiting.stages_ms, "wait": 12500.0}
+    assert admitted.stages_ms == {**waiting.stages_ms, "wait": 12345.7}
     assignment = rt.db.run_resources.find_one({"_id": waiting.dispatch_id})
-    assert (assignment["run_id"], assignment["jobs"], assignment["waited_s"]) == (RUN, 3, 12.5)
+    assert {k: assignment[k] for k in ("run_id", "task", "media_name", "jobs", "waited_s")} == {
+        "run_id": RUN,
+        "task": "profile",
+        "media_name": "twitter",
+        "jobs": 3,
+        "waited_s": 12.346,
+    }
     assert (assignment["account"], assignment["node"]) == ("acct", None)
+    granted_at = assignment["granted_at"].replace(tzinfo=NOW.tzinfo)  # stored to the ms
+    assert timedelta(0) <= clock.now() - granted_at < timedelta(milliseconds=1)
+    # on a lease that names the batch's dispatch and run
+    live = rt.leases.live_leases(clock.now())
+    assert [(lease["holder"], lease["run_id"]) for lease in live] == [(waiting.dispatch_id, RUN)]
     assert [e for e in logs if e["event"] == "batch_admitted"] == [
         {
             "event": "batch_admitted",
             "log_level": "info",
             "dispatch_id": waiting.dispatch_id,
             "run_id": RUN,
-            "waited_s": 12.5,
+            "waited_s": 12.346,
             "leases": 1,
         }
     ]
@@ -793,21 +804,31 @@ def test_a_batch_short_of_a_pool_notes_which_one_and_the_pass_admits_the_rest(rt
     assert doc["needs"] == ["account:twitter", "selenium"]
 
 
-def test_a_batch_of_a_run_stopped_while_it_waited_is_sent_on_without_leases(rt, clock):
-    # Given a batch waiting for the account, and its run stopped meanwhile
+@pytest.mark.parametrize("task", [None, "profile"])
+def test_a_batch_of_a_run_stopped_while_it_waited_is_sent_on_without_leases(rt, clock, task):
+    # Given a batch waiting for the account, and its run (or its task) stopped meanwhile
     (holder,) = _admit(rt, _batch(rt, 1, selenium=False))
     waiting = _batch(rt, 1, selenium=False)
     _admit(rt, waiting)
     rt.pools.release(holder.lease_ids, clock.now())
-    rt.db.runs.insert_one({"_id": RUN, "state": "running", "stop_requested": True})
+    rt.runs.open(RUN, "lease-flow", clock.now(), clock.now())
+    rt.runs.request_stop(RUN, clock.now(), task=task)
+    # and, behind it, a batch of another run that may go on
+    other = _batch(rt, 1, selenium=False).model_copy(update={"run_id": "other@20240601T120000Z"})
+    clock.advance(1)
+    park(rt, other, clock.now())
 
-    # When a pass takes it
+    # When a pass takes them
     sent: list[BatchMessage] = []
-    assert admit_waiting(rt, keys_of(waiting), sent.append) == 0
+    assert admit_waiting(rt, keys_of(waiting), sent.append) == 1
 
-    # Then it is sent on holding nothing (the crawl gives its jobs back) and waits no more
-    assert [(m.dispatch_id, m.lease_ids) for m in sent] == [(waiting.dispatch_id, [])]
-    assert _held(rt) == (0, 0)
+    # Then the stopped one is sent on holding nothing (the crawl gives its jobs back), the
+    # other on the account, and neither waits any more
+    assert [(m.dispatch_id, len(m.lease_ids)) for m in sent] == [
+        (waiting.dispatch_id, 0),
+        (other.dispatch_id, 1),
+    ]
+    assert _held(rt) == (1, 0)
     assert rt.db.waiting_batches.count_documents({}) == 0
 
 
@@ -996,3 +1017,48 @@ def test_a_parked_batch_wakes_a_pass_over_its_own_pools_only(rt, clock):
 
     # Then the node batch still waits for a pass of its own pool
     assert node_batch.dispatch_id in {d["_id"] for d in rt.db.waiting_batches.find({})}
+
+
+def test_a_pass_skips_a_batch_another_pass_holds_and_admits_the_next(rt, clock):
+    # Given two login batches waiting for the account, the first taken by another pass
+    (holder,) = _admit(rt, _batch(rt, 1, selenium=False))
+    first = _batch(rt, 1, selenium=False)
+    _admit(rt, first)
+    clock.advance(1)
+    second = _batch(rt, 1, selenium=False)
+    park(rt, second, clock.now())
+    rt.pools.release(holder.lease_ids, clock.now())
+    assert rt.waiting.take(first.dispatch_id, "other-pass", clock.now()) is not None
+    # (this pass read the waiting batches just before the other took the first)
+    taken = rt.db.waiting_batches.find_one({"_id": first.dispatch_id})
+    free = rt.waiting.candidates
+    rt.waiting.candidates = lambda keys, now: [taken, *free(keys, now)]
+
+    sent: list[BatchMessage] = []
+    assert admit_waiting(rt, keys_of(first), sent.append) == 1
+
+    assert [m.dispatch_id for m in sent] == [second.dispatch_id]
+
+
+def test_a_pass_tries_no_batch_behind_one_whose_pool_ran_short(rt, clock):
+    # Given the node held, and two node batches waiting
+    _admit(rt, _batch(rt, 1, login=False))
+    first, second = _batch(rt, 1, login=False), _batch(rt, 1, login=False)
+    _admit(rt, first)
+    clock.advance(1)
+    park(rt, second, clock.now())
+
+    # When a pass finds the node short for the first
+    assert admit_waiting(rt, None, lambda message: None) == 0
+
+    # Then it does not take the second at all
+    docs = {d["_id"]: d for d in rt.db.waiting_batches.find({})}
+    assert docs[first.dispatch_id]["last_short"] == "selenium"
+    assert (docs[second.dispatch_id]["last_short"], docs[second.dispatch_id].get("takes")) == (
+        None,
+        None,
+    )
+
+
+def test_a_pass_with_nothing_waiting_admits_nothing(rt, clock):
+    assert admit_waiting(rt, None, lambda message: None) == 0
