@@ -16,7 +16,9 @@ from datetime import datetime, timedelta
 
 import pytest
 import structlog
+from prometheus_client import CollectorRegistry
 
+from crawlsched import metrics
 from crawlsched.catalog import JobState
 from crawlsched.demo.seed import demo_reference
 from crawlsched.drivers.base import LoginRejected, RateLimited
@@ -1062,3 +1064,76 @@ def test_a_pass_tries_no_batch_behind_one_whose_pool_ran_short(rt, clock):
 
 def test_a_pass_with_nothing_waiting_admits_nothing(rt, clock):
     assert admit_waiting(rt, None, lambda message: None) == 0
+
+
+def test_a_pass_goes_on_to_the_next_overdue_batch_when_another_pass_holds_one(rt, clock):
+    # Given two login batches waiting past their bound, the first taken by another pass
+    _admit(rt, _batch(rt, 1, selenium=False))
+    first, second = _batch(rt, 1, selenium=False), _batch(rt, 1, selenium=False)
+    _admit(rt, first)
+    _admit(rt, second)
+    clock.advance(WAIT_S)
+    # (this sweep read the overdue batches just before the other pass took the first)
+    overdue = rt.waiting.overdue(clock.now())
+    assert rt.waiting.take(first.dispatch_id, "other-pass", clock.now()) is not None
+    rt.waiting.overdue = lambda now: sorted(overdue, key=lambda d: d["_id"] != first.dispatch_id)
+
+    reports: list = []
+    assert starve_overdue(rt, reports.append) == 1
+
+    assert [r.dispatch_id for r in reports] == [second.dispatch_id]
+
+
+@pytest.fixture
+def registry():
+    registry = CollectorRegistry()
+    metrics.enable(registry)
+    yield registry
+    metrics.disable()
+
+
+def _samples(registry, *names: str) -> dict:
+    """The non-zero samples of these metrics, by (name, label values...)."""
+    return {
+        (s.name, *s.labels.values()): s.value
+        for family in registry.collect()
+        for s in family.samples
+        if s.name in names and s.value
+    }
+
+
+def test_the_gatekeepers_count_what_they_parked_admitted_starved_and_requeued(rt, clock, registry):
+    # Given a run of a schedule; one login batch holds the account, another waits for it
+    rt.db.schedules.insert_one({"_id": "lease-flow"})
+    rt.runs.open(RUN, "lease-flow", clock.at(-60), clock.now())
+    (holder,) = _admit(rt, _batch(rt, 1, selenium=False))
+    _admit(rt, _batch(rt, 2, selenium=False))
+    # When the waiting one starves, and a batch admitted next loses its node mid-way
+    clock.advance(WAIT_S)
+    starve_overdue(rt, lambda report: None)
+    rt.pools.release(holder.lease_ids, clock.now())
+    message = _admitted(rt, _batch(rt, 3))
+    requeue(rt, message, message.decoded_job_ids()[1:], "node lost")
+
+    login, both = "need_only_login", "need_selenium_and_login"
+    assert _samples(
+        registry,
+        "crawlsched_batches_parked_total",
+        "crawlsched_batches_admitted_total",
+        "crawlsched_admission_wait_seconds_count",
+        "crawlsched_batches_starved_total",
+        "crawlsched_jobs_finished_total",
+        "crawlsched_missed_runs_total",
+        "crawlsched_batches_requeued_total",
+    ) == {
+        ("crawlsched_batches_parked_total", login, "twitter"): 2,
+        ("crawlsched_batches_parked_total", both, "twitter"): 1,
+        ("crawlsched_batches_admitted_total", login, "twitter"): 1,
+        ("crawlsched_batches_admitted_total", both, "twitter"): 1,
+        ("crawlsched_admission_wait_seconds_count", login): 1,
+        ("crawlsched_admission_wait_seconds_count", both): 1,
+        ("crawlsched_batches_starved_total", "account", "twitter"): 1,
+        ("crawlsched_jobs_finished_total", "profile", "twitter", "starved"): 2,
+        ("crawlsched_missed_runs_total", "starved"): 1,
+        ("crawlsched_batches_requeued_total", "profile", "twitter"): 1,
+    }
