@@ -835,11 +835,10 @@ def test_a_batch_of_a_run_stopped_while_it_waited_is_sent_on_without_leases(rt, 
 
 
 def test_a_batch_taken_by_a_pass_that_died_is_admitted_on_fresh_leases(rt, clock):
-    # Given a waiting batch that a pass took and leased for (on leases of 120 s), then died
-    (holder,) = _admit(rt, _batch(rt, 1, selenium=False))
+    # Given a waiting batch that a pass took first and leased for (on leases of 120 s), then
+    # died
     waiting = _batch(rt, 1, selenium=False)
-    _admit(rt, waiting)
-    rt.pools.release(holder.lease_ids, clock.now())
+    park(rt, waiting, clock.now())
     assert rt.waiting.take(waiting.dispatch_id, "dead-pass", clock.now()) is not None
     need = Need(True, False, "twitter")
     dead = ResourcePools(rt.leases, 120).acquire(need, waiting.dispatch_id, clock.now(), RUN)
@@ -903,6 +902,7 @@ def test_a_starved_batch_gives_its_jobs_back_and_its_run_records_the_pool(rt, cl
         "starved",
         ["account:twitter"],
     )
+    assert missed["recorded_at"].replace(tzinfo=NOW.tzinfo) == clock.now()
     assert rt.db.waiting_batches.count_documents({}) == 0
 
 
@@ -924,7 +924,7 @@ def test_a_batch_short_of_the_node_starves_naming_the_node_only(rt, clock):
     assert rt.db.missed_runs.find_one({})["pools"] == ["selenium"]
 
 
-def test_a_starvation_without_a_known_pool_is_recorded_as_unknown_once(rt, clock):
+def test_a_starvation_without_a_known_pool_is_recorded_as_unknown_once(rt, clock, registry):
     rt.db.schedules.insert_one({"_id": "lease-flow"})
     rt.runs.open(RUN, "lease-flow", clock.at(-60), clock.now())
     message = _batch(rt, 2, selenium=False)
@@ -938,6 +938,49 @@ def test_a_starvation_without_a_known_pool_is_recorded_as_unknown_once(rt, clock
     (missed,) = rt.db.missed_runs.find({})
     assert (missed["pools"], missed["run_id"]) == (["unknown"], RUN)
     assert len(rt.runs.get(RUN)["shortages"]) == 1
+    assert _samples(registry, "crawlsched_missed_runs_total") == {
+        ("crawlsched_missed_runs_total", "starved"): 1
+    }
+
+
+def test_a_starvation_short_of_two_pools_counts_one_missed_run(rt, clock, registry):
+    rt.db.schedules.insert_one({"_id": "lease-flow"})
+    rt.runs.open(RUN, "lease-flow", clock.at(-60), clock.now())
+
+    starve(rt, _batch(rt, 1), lambda report: None, "both", ["selenium", "account:twitter"])
+
+    assert rt.db.missed_runs.find_one({})["pools"] == ["account:twitter", "selenium"]
+    assert _samples(registry, "crawlsched_missed_runs_total") == {
+        ("crawlsched_missed_runs_total", "starved"): 1
+    }
+
+
+def test_a_starved_batch_of_a_run_whose_schedule_is_gone_records_no_miss(rt, clock):
+    rt.runs.open(RUN, "lease-flow", clock.at(-60), clock.now())
+    reports: list = []
+
+    assert starve(rt, _batch(rt, 1, selenium=False), reports.append, "gone", ["selenium"]) == 1
+
+    assert len(reports) == 1
+    assert rt.db.missed_runs.count_documents({}) == 0
+
+
+def test_a_pass_admits_every_batch_the_pools_have_room_for(rt, clock):
+    # Given a node batch and a login batch waiting, and both pools free
+    for message in (_batch(rt, 1, login=False), _batch(rt, 1, selenium=False)):
+        park(rt, message, clock.now())
+    rt.db.counter.reset()
+
+    assert admit_waiting(rt, None, lambda message: None) == 2
+    # In a fixed number of commands: batches taken for the first time have no earlier pass's
+    # leases to free, so none is looked for
+    assert dict(rt.db.counter.boundary) == {
+        "find": 7,
+        "find_one_and_update": 2,
+        "update_one": 4,
+        "update_many": 2,
+        "delete_one": 2,
+    }
 
 
 def test_a_starved_batch_of_a_run_nobody_knows_only_gives_its_jobs_back(rt, clock):
@@ -998,8 +1041,11 @@ def test_a_new_batch_goes_straight_through_by_default_on_leases_that_name_it(rt,
 
     assert admit(rt, message, sent.append) == 1
 
-    # Never parked (no waiting document written), on leases held by its dispatch and run
+    # Never parked (no waiting document written), waited nothing, on leases held by its
+    # dispatch and run
     assert "find_one_and_update" not in dict(rt.db.counter.boundary)
+    assert sent[0].stages_ms["wait"] == 0.0
+    assert rt.db.run_resources.find_one({"_id": message.dispatch_id})["waited_s"] == 0.0
     live = rt.leases.live_leases(clock.now())
     assert {(lease["holder"], lease["run_id"]) for lease in live} == {(message.dispatch_id, RUN)}
     assert {lease["id"] for lease in live} == set(sent[0].lease_ids)
