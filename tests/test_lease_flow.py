@@ -1183,3 +1183,12 @@ def test_the_gatekeepers_count_what_they_parked_admitted_starved_and_requeued(rt
         ("crawlsched_missed_runs_total", "starved"): 1,
         ("crawlsched_batches_requeued_total", "profile", "twitter"): 1,
     }
+
+
+def test_a_starvation_sweep_counts_every_batch_it_starved(rt, clock):
+    _admit(rt, _batch(rt, 1, selenium=False))
+    for _ in range(2):
+        _admit(rt, _batch(rt, 1, selenium=False))
+    clock.advance(WAIT_S)
+
+    assert starve_overdue(rt, lambda report: None) == 2
