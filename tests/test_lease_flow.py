@@ -22,6 +22,7 @@ from crawlsched import metrics
 from crawlsched.catalog import JobState
 from crawlsched.demo.seed import demo_reference
 from crawlsched.drivers.base import LoginRejected, RateLimited
+from crawlsched.drivers.context import CrawlBounds
 from crawlsched.flow import crawl_resources
 from crawlsched.flow.admission import (
     admit,
@@ -32,7 +33,7 @@ from crawlsched.flow.admission import (
     starve,
     starve_overdue,
 )
-from crawlsched.flow.crawling import crawl_batch
+from crawlsched.flow.crawling import bounds_of, crawl_batch
 from crawlsched.ids import encode_id
 from crawlsched.messages import BatchMessage
 from crawlsched.planning.due import Category
@@ -1192,3 +1193,38 @@ def test_a_starvation_sweep_counts_every_batch_it_starved(rt, clock):
     clock.advance(WAIT_S)
 
     assert starve_overdue(rt, lambda report: None) == 2
+
+
+# -- what a crawled batch leaves behind ------------------------------------------------------
+
+
+def test_crawl_bounds_come_from_the_media_else_from_the_settings(rt):
+    media = {"max_depth": "2", "max_pages": 40, "follow_offsite": True, "extra_hosts": ["a.test"]}
+    assert bounds_of(rt, media) == CrawlBounds(2, 40, True, ("a.test",))
+
+    settings = rt.settings
+    assert bounds_of(rt, {"follow_offsite": "yes"}) == CrawlBounds(
+        settings.crawl_max_depth, settings.crawl_max_pages, False, ()
+    )
+
+
+def test_a_crawled_batch_writes_one_history_row_per_job_naming_who_served_it(rt, clock):
+    message = _admitted(rt, _batch(rt, 2))
+    SCRIPT["step"] = lambda index, job: clock.advance(1)
+
+    assert _crawl(rt, message) == {"succeeded": 2}
+
+    rows = list(rt.db.task_history.find({"dispatch_id": message.dispatch_id}))
+    assert len(rows) == 2
+    common = {
+        "run_id": RUN,
+        "schedule_id": "lease-flow",
+        "dispatch_id": message.dispatch_id,
+        "collection": "profiles",
+        "task": "profile",
+        "media_name": "twitter",
+        "account": "acct",
+        "node": NODE,
+        "worker": rt.worker_id,
+    }
+    assert all({k: row[k] for k in common} == common for row in rows)
