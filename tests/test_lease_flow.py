@@ -1228,3 +1228,21 @@ def test_a_crawled_batch_writes_one_history_row_per_job_naming_who_served_it(rt,
         "worker": rt.worker_id,
     }
     assert all({k: row[k] for k in common} == common for row in rows)
+
+
+def test_a_batch_whose_leases_ran_out_before_it_started_waits_again_whole(rt, clock):
+    # Given an admitted batch whose worker picked it up only after its leases' TTL
+    message = _admitted(rt, _batch(rt, 3))
+    clock.advance(TTL_S + 1)
+    SCRIPT["step"] = lambda index, job: pytest.fail("nothing may be crawled")
+
+    # When it is crawled, it crawls nothing and counts nothing
+    with structlog.testing.capture_logs() as logs:
+        assert _crawl(rt, message) == {}
+    requeued = [e["reason"] for e in logs if e["event"] == "batch_requeued"]
+    assert requeued == ["account lease revoked or expired"]
+
+    # Then all its jobs wait again, under a dispatch of their own
+    (waiting,) = _waiting_jobs(rt)
+    assert waiting["targets"] == ["job0", "job1", "job2"]
+    assert waiting["_id"] != message.dispatch_id
