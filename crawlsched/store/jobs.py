@@ -517,7 +517,8 @@ class MongoJobStore:
         ):
             key = (_number(doc.get("human_validation")), _number(doc.get("certitude")))
             if not best or key > (best["human_validation"], best["certitude"]):
-                best = {"human_validation": key[0], "certitude": key[1]}
+                # Keep the oldest date seen so far: it is over all the jobs, not the best one.
+                best = {**best, "human_validation": key[0], "certitude": key[1]}
             modified = doc.get("modified_at")
             if isinstance(modified, datetime):
                 current = best.get("oldest_modified_at")
