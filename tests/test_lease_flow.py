@@ -567,7 +567,7 @@ def test_a_batch_nobody_waits_ahead_of_is_sent_on_without_a_waiting_document(rt,
     jobs = rt.db.profiles.find({"dispatch_id": message.dispatch_id})
     assert {d["lease_deadline"] for d in jobs} == {deadline}
     # In seven commands: is anyone waiting; each lease's read and compare-and-set; the jobs'
-    # lease; the assignment. (Parked, the same batch costs ten more.)
+    # lease; the assignment. (Parked first, as every batch was before, it cost fifteen.)
     assert commands == {"find_one": 1, "find": 2, "update_one": 3, "update_many": 1}
 
 
