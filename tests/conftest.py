@@ -230,3 +230,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if BROWSER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.browser)
+
+
+@pytest.fixture
+def registry():
+    """crawlsched's metrics switched on into a registry of the test's own."""
+    from prometheus_client import CollectorRegistry
+
+    from crawlsched import metrics
+
+    registry = CollectorRegistry()
+    metrics.enable(registry)
+    yield registry
+    metrics.disable()

@@ -140,20 +140,8 @@ def test_parse_due_job_never_raises_anything_but_bad_job_document(doc, overrides
     ],
 )
 def test_parse_due_job_reason_table(field, value, reason):
-    doc = {
-        "_id": "j1",
-        "target": "alice",
-        "task": "profile",
-        "media_name": "twitter",
-        "media_id": 1,
-        "driver_class": "http",
-        "need_login": True,
-        "need_selenium": False,
-        "crawl_limit": 1,
-        "batch_limit": 25,
-    }
     with pytest.raises(BadJobDocument) as caught:
-        parse_due_job({**doc, field: value})
+        parse_due_job({**ROW, field: value})
     assert caught.value.reason.startswith(reason)
     assert str(caught.value).startswith("job j1: ")
 

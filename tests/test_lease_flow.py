@@ -16,9 +16,7 @@ from datetime import datetime, timedelta
 
 import pytest
 import structlog
-from prometheus_client import CollectorRegistry
 
-from crawlsched import metrics
 from crawlsched.catalog import JobState
 from crawlsched.demo.seed import demo_reference
 from crawlsched.drivers.base import LoginRejected, RateLimited
@@ -1129,14 +1127,6 @@ def test_a_pass_goes_on_to_the_next_overdue_batch_when_another_pass_holds_one(rt
     assert starve_overdue(rt, reports.append) == 1
 
     assert [r.dispatch_id for r in reports] == [second.dispatch_id]
-
-
-@pytest.fixture
-def registry():
-    registry = CollectorRegistry()
-    metrics.enable(registry)
-    yield registry
-    metrics.disable()
 
 
 def _samples(registry, *names: str) -> dict:

@@ -37,14 +37,6 @@ def gauges(collector: StoreCollector) -> dict[tuple, float]:
     }
 
 
-@pytest.fixture
-def registry():
-    registry = CollectorRegistry()
-    metrics.enable(registry)
-    yield registry
-    metrics.disable()
-
-
 def test_metrics_counters_equal_what_the_runs_did(stub_pipeline, registry):
     # Given the demo's jobs and pools without a node, and batches that starve after 1 s
     stub_pipeline(threads=4, admission_wait_s=1)
