@@ -64,7 +64,7 @@ class OutageFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = str(record.msg)
-        if not any(marker in message for marker in self.MARKERS):
+        if not any(marker in message for marker in self.MARKERS) and not _lost_connection(record):
             return True
         now = time.monotonic()
         if now - self.next_at > 2 * self.MAX_STEP_S:
@@ -78,6 +78,25 @@ class OutageFilter(logging.Filter):
         record.msg += f" ({self.held} similar lines held back; next report in {self.step_s:.0f}s)"
         self.held = 0
         return True
+
+
+def _lost_connection(record: logging.LogRecord) -> bool:
+    """Whether the record's exception is, or was raised while handling, a lost broker
+    connection. With publisher confirms a consumer thread can lose it while opening its channel
+    (`confirm_delivery`), and dramatiq logs that as an "unexpected error", once per queue."""
+    from dramatiq import errors
+    from pika.exceptions import AMQPConnectionError
+
+    # dramatiq 2 renamed its ConnectionError (the old name warns); 1.x has only the old one.
+    broker_error = getattr(errors, "BrokerConnectionError", None) or errors.ConnectionError
+    error = record.exc_info[1] if record.exc_info else None
+    for _ in range(8):  # a short chain of causes: never loop on a cycle
+        if error is None:
+            return False
+        if isinstance(error, AMQPConnectionError | broker_error):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
 
 
 def configure_logging(log_format: str = "auto", level: str = "INFO") -> None:

@@ -61,3 +61,35 @@ def test_outage_filter_lets_one_line_through_per_backoff_step(monkeypatch):
     per_minute = sum(passed) / 10
     assert sum(passed) >= 10  # the outage is still visible
     assert per_minute <= 2, per_minute
+
+
+def test_outage_filter_holds_back_unexpected_errors_raised_by_a_lost_connection(monkeypatch):
+    # A consumer thread that loses the connection while opening its channel: dramatiq logs
+    # "Consumer encountered an unexpected error." with an error raised while handling the loss
+    import pika.exceptions
+
+    clock = [0.0]
+    monkeypatch.setattr("crawlsched.logs.time.monotonic", lambda: clock[0])
+    outage = OutageFilter()
+
+    def unexpected(error: BaseException) -> logging.LogRecord:
+        return logging.LogRecord(
+            "dramatiq.worker.ConsumerThread", 50, "", 0,
+            "Consumer encountered an unexpected error.", (),
+            (type(error), error, error.__traceback__),
+        )  # fmt: skip
+
+    def raised_while_handling_a_lost_stream() -> BaseException:
+        try:
+            try:
+                raise pika.exceptions.StreamLostError("Transport indicated EOF")
+            except pika.exceptions.StreamLostError:
+                raise AttributeError("connection")  # noqa: B904  (its context is the loss)
+        except AttributeError as error:
+            return error
+
+    # One such line per queue (24 queues) at the same moment: one gets through
+    passed = [outage.filter(unexpected(raised_while_handling_a_lost_stream())) for _ in range(24)]
+    assert sum(passed) == 1
+    # An unexpected error that has nothing to do with the connection is never held back
+    assert outage.filter(unexpected(ValueError("a bug"))) is True
