@@ -10,9 +10,8 @@ driver is a plug-in of this module (`DRIVERS`), scripted per test.
 from __future__ import annotations
 
 import types
-import uuid
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 import pytest
 import structlog
@@ -32,9 +31,7 @@ from crawlsched.flow.admission import (
     starve_overdue,
 )
 from crawlsched.flow.crawling import bounds_of, crawl_batch
-from crawlsched.ids import encode_id
 from crawlsched.messages import BatchMessage
-from crawlsched.planning.due import Category
 from crawlsched.resources import rules
 from crawlsched.resources.backends.mongo import MongoLeaseBackend
 from crawlsched.resources.pools import Need, ResourcePools
@@ -43,32 +40,13 @@ from crawlsched.resources.rules import ACCOUNT_POOL, SELENIUM_POOL, AccountLimit
 from crawlsched.runtime import Runtime
 from crawlsched.store.waiting import TAKE_HOLD_S
 from tests.conftest import settings_for_tests
+from tests.support.claimed import Clock, claimed_batch
 from tests.support.factories import NOW
 
 TTL_S = 30.0
 WAIT_S = 100.0
 NODE = "http://node-a"
 RUN = "lease-flow@20240601T120000Z"
-
-
-class Clock:
-    """The one clock of a test: `now()` for the runtime, `monotonic()` for the lease keeper."""
-
-    def __init__(self, start: datetime) -> None:
-        self.start = start
-        self.t = start
-
-    def now(self) -> datetime:
-        return self.t
-
-    def monotonic(self) -> float:
-        return (self.t - self.start).total_seconds()
-
-    def advance(self, seconds: float) -> None:
-        self.t += timedelta(seconds=seconds)
-
-    def at(self, seconds: float) -> datetime:
-        return self.start + timedelta(seconds=seconds)
 
 
 # -- the scripted driver ---------------------------------------------------------------------
@@ -114,48 +92,8 @@ def rt(embedded_mongo_url, clock):
 
 def _batch(rt, n: int, login=True, selenium=True) -> BatchMessage:
     """n twitter jobs claimed by a fresh dispatch of RUN, as the planner leaves them."""
-    now = rt.now()
-    prefix = uuid.uuid4().hex[:6]
-    twitter = rt.reference.media_by_name("twitter")
-    rt.jobs("profiles").insert_new(
-        [
-            {
-                "target": f"job{i}-{prefix}",
-                "batch": prefix,
-                "url": f"https://twitter.test/job{i}",
-                "media_name": "twitter",
-                "media_name_id": twitter["_id"],
-                "task": "profile",
-                "state": int(JobState.PENDING),
-                "enabled": True,
-                "execution_date": now - timedelta(seconds=1),
-            }
-            for i in range(n)
-        ]
-    )
-    ids = [d["_id"] for d in rt.db.profiles.find({"batch": prefix}).sort("target", 1)]
-    dispatch = uuid.uuid4().hex
-    from crawlsched.store.jobs import ClaimRequest
-
-    rt.jobs("profiles").claim([ClaimRequest(dispatch, ids)], RUN, now + timedelta(hours=1))
-    category = {
-        (True, True): Category.SELENIUM_AND_LOGIN,
-        (True, False): Category.ONLY_LOGIN,
-        (False, True): Category.ONLY_SELENIUM,
-    }[(login, selenium)]
-    return BatchMessage(
-        run_id=RUN,
-        dispatch_id=dispatch,
-        collection="profiles",
-        task="profile",
-        category=category,
-        media_name="twitter",
-        media_id=twitter["media_name_id"],
-        driver_class="lease-flow",
-        need_login=login,
-        need_selenium=selenium,
-        crawl_limit=10,
-        job_ids=[encode_id(i) for i in ids],
+    return claimed_batch(
+        rt, n, run_id=RUN, driver_class="lease-flow", login=login, selenium=selenium
     )
 
 

@@ -45,15 +45,10 @@ def record_history(
     """All the batch's task history rows in one insert.
 
     Who served the batch is what its leases held when they were last renewed (read by the
-    renewal itself); a batch that lost its leases before its first job falls back to the
-    admission's record of them."""
+    renewal itself). A batch with executions renewed every lease at its start (`_run`), so
+    each of its pools is named; a batch without leases names none."""
     if not executions:
         return
-    served: dict[str, Any] | None = None
-    if message.lease_ids:
-        served = {"account": leases.held.get(ACCOUNT_POOL), "node": leases.held.get(SELENIUM_POOL)}
-        if len(leases.held) < len(message.lease_ids):
-            served = rt.assignments.of_dispatch(message.dispatch_id)
     common = {
         "run_id": message.run_id,
         "schedule_id": schedule_id_of(message.run_id),
@@ -61,8 +56,8 @@ def record_history(
         "collection": message.collection,
         "task": message.task,
         "media_name": message.media_name,
-        "account": (served or {}).get("account"),
-        "node": (served or {}).get("node"),
+        "account": leases.held.get(ACCOUNT_POOL),
+        "node": leases.held.get(SELENIUM_POOL),
         "worker": rt.worker_id,
     }
     rt.history.add([{**common, **row} for row in executions])

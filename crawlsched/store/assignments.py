@@ -57,6 +57,3 @@ class MongoAssignmentStore:
 
     def for_run(self, run_id: str) -> list[dict[str, Any]]:
         return list(self._assignments.find({"run_id": run_id}).sort("granted_at", ASCENDING))
-
-    def of_dispatch(self, dispatch_id: str) -> dict[str, Any] | None:
-        return self._assignments.find_one({"_id": dispatch_id}, {"account": 1, "node": 1})

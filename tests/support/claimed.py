@@ -1,0 +1,90 @@
+"""Batches as the planner leaves them, and the one clock a single-thread flow test moves.
+
+Used by the tests that drive admission and the crawl directly (no broker, one thread): the
+jobs are inserted and claimed by a fresh dispatch exactly as the planner claims them, and the
+message names the test's own driver.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+
+from crawlsched.catalog import JobState
+from crawlsched.ids import encode_id
+from crawlsched.messages import BatchMessage
+from crawlsched.planning.due import Category
+from crawlsched.runtime import Runtime
+from crawlsched.store.jobs import ClaimRequest
+
+
+class Clock:
+    """The one clock of a test: `now()` for the runtime, `monotonic()` for the lease keeper
+    and the stop check."""
+
+    def __init__(self, start: datetime) -> None:
+        self.start = start
+        self.t = start
+
+    def now(self) -> datetime:
+        return self.t
+
+    def monotonic(self) -> float:
+        return (self.t - self.start).total_seconds()
+
+    def advance(self, seconds: float) -> None:
+        self.t += timedelta(seconds=seconds)
+
+    def at(self, seconds: float) -> datetime:
+        return self.start + timedelta(seconds=seconds)
+
+
+def claimed_batch(
+    rt: Runtime,
+    n: int,
+    *,
+    run_id: str,
+    driver_class: str,
+    login: bool = True,
+    selenium: bool = True,
+    crawl_limit: int = 10,
+    stages_ms: dict[str, float] | None = None,
+) -> BatchMessage:
+    """n twitter profile jobs (targets job0-…, job1-…) claimed by a fresh dispatch of the run."""
+    now = rt.now()
+    prefix = uuid.uuid4().hex[:6]
+    twitter = rt.reference.media_by_name("twitter")
+    rt.jobs("profiles").insert_new(
+        [
+            {
+                "target": f"job{i}-{prefix}",
+                "batch": prefix,
+                "url": f"https://twitter.test/job{i}",
+                "media_name": "twitter",
+                "media_name_id": twitter["_id"],
+                "task": "profile",
+                "state": int(JobState.PENDING),
+                "enabled": True,
+                "execution_date": now - timedelta(seconds=1),
+            }
+            for i in range(n)
+        ]
+    )
+    ids = [d["_id"] for d in rt.db.profiles.find({"batch": prefix}).sort("target", 1)]
+    dispatch = uuid.uuid4().hex
+    rt.jobs("profiles").claim([ClaimRequest(dispatch, ids)], run_id, now + timedelta(hours=1))
+    return BatchMessage(
+        run_id=run_id,
+        dispatch_id=dispatch,
+        collection="profiles",
+        task="profile",
+        category=Category.of(login, selenium),
+        media_name="twitter",
+        media_id=twitter["media_name_id"],
+        driver_class=driver_class,
+        need_login=login,
+        need_selenium=selenium,
+        crawl_limit=crawl_limit,
+        job_ids=[encode_id(i) for i in ids],
+        **({"stages_ms": stages_ms} if stages_ms is not None else {}),
+    )

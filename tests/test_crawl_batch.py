@@ -1,0 +1,379 @@
+"""The crawl of one batch (`flow.crawling`): what the driver is given, what is kept of what it
+found, and what the batch records, reports and gives back.
+
+Real crawl code on the embedded store, one thread, the test's clock; the driver is a plug-in
+of this module that runs the test's script with the context the crawl hands it. The lease and
+admission side of the same flow is in test_lease_flow.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import types
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import structlog
+
+from crawlsched.catalog import MODEL_COLLECTIONS
+from crawlsched.demo.seed import demo_reference
+from crawlsched.drivers.base import Account
+from crawlsched.drivers.context import CrawlBounds
+from crawlsched.flow import crawl_resources, crawling, stopping
+from crawlsched.flow.admission import admit, keys_of
+from crawlsched.flow.crawling import crawl_batch
+from crawlsched.messages import BatchMessage, ReportMessage
+from crawlsched.resources.rules import DOWN, AccountLimits
+from crawlsched.runtime import Runtime
+from crawlsched.store.children import child_id
+from crawlsched.store.jobs import MongoJobStore
+from crawlsched.store.results import Item
+from tests.conftest import settings_for_tests
+from tests.support.claimed import Clock, claimed_batch
+from tests.support.factories import NOW
+
+RUN = "crawl-batch@20240601T120000Z"
+NODE = "http://node-a"
+SECRET_HOST = "login.twitter.test"
+
+# What the driver does per job, called with (job index, job, context): set by each test.
+SCRIPT: dict[str, Callable] = {}
+CONTEXTS: list[Any] = []  # the context of every job the driver was called for
+
+
+class ScriptedDriver:
+    def crawl(self, job, context) -> None:
+        CONTEXTS.append(context)
+        index = int(job.target.split("-")[0].removeprefix("job"))
+        SCRIPT.get("step", lambda *args: None)(index, job, context)
+
+
+DRIVERS = {"crawl-batch": ScriptedDriver}
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    clock = Clock(NOW)
+    # The lease keeper and the stop check throttle on the monotonic clock: they follow it too.
+    monotonic = types.SimpleNamespace(monotonic=clock.monotonic)
+    monkeypatch.setattr(crawl_resources, "time", monotonic)
+    monkeypatch.setattr(stopping, "time", monotonic)
+    yield clock
+    SCRIPT.clear()
+    CONTEXTS.clear()
+
+
+@pytest.fixture
+def rt(embedded_mongo_url, clock):
+    settings = settings_for_tests(
+        mongo_url=embedded_mongo_url,
+        broker_url="stub://",
+        driver_modules=["tests.test_crawl_batch"],
+    )
+    rt = Runtime(settings, clock=clock.now)
+    rt.create_indexes()
+    rt.reference.load(demo_reference("http://127.0.0.1:9"))
+    # Twitter's own bounds and credential host, each unlike the settings' defaults
+    rt.db.childs_socialmedia.update_one(
+        {"media_name": "twitter"},
+        {"$set": {"secret_hosts": [SECRET_HOST], "max_depth": 2, "max_pages": 3}},
+    )
+    rt.inventory.add_account("twitter", "acct", "hunter2", AccountLimits(), clock.now())
+    rt.inventory.add_node(NODE, "chromedriver", 1, clock.now())
+    rt.db.runs.insert_one({"_id": RUN, "state": "running"})
+    return rt
+
+
+def _admitted(rt, n: int, login=True, selenium=True, **fields) -> BatchMessage:
+    message = claimed_batch(
+        rt, n, run_id=RUN, driver_class="crawl-batch", login=login, selenium=selenium, **fields
+    )
+    if not (login or selenium):
+        return message
+    sent: list[BatchMessage] = []
+    assert admit(rt, message, sent.append) == 1
+    return sent[0]
+
+
+def _crawl(rt, message: BatchMessage, **hooks) -> tuple[dict[str, int], list[ReportMessage]]:
+    reports: list[ReportMessage] = []
+    counts = crawl_batch(rt, message, report=reports.append, **hooks)
+    return counts, reports
+
+
+def _jobs(rt, message: BatchMessage) -> dict[str, dict]:
+    docs = rt.db.profiles.find({"_id": {"$in": message.decoded_job_ids()}})
+    return {d["target"].split("-")[0]: d for d in docs}
+
+
+# -- what the driver is given ----------------------------------------------------------------
+
+
+def test_the_driver_gets_the_leased_account_and_the_media_s_hosts_bounds_and_tasks(rt):
+    message = _admitted(rt, 1, crawl_limit=7)
+
+    assert _crawl(rt, message)[0] == {"succeeded": 1}
+
+    (context,) = CONTEXTS
+    assert context.account == Account("acct", "hunter2")
+    assert context.secret_hosts == (SECRET_HOST,)
+    assert context.allowed_networks == rt.allowed_networks
+    assert context.crawl_limit == 7
+    assert context.bounds == CrawlBounds(max_depth=2, max_pages=3)
+    # Its HTTP client carries the same account, sent only to the same hosts
+    assert context.http.account == Account("acct", "hunter2")
+    assert context.http.secret_hosts == (SECRET_HOST,)
+    assert context.http.allowed_networks == rt.allowed_networks
+
+
+def test_the_driver_may_discover_only_tasks_both_its_media_and_its_collection_have(rt):
+    # Twitter has no `stories` rows though the profiles collection has that task; `friend`
+    # it has. A discovery of a task the media lacks is the job's failure.
+    def step(index, job, context):
+        assert context.discover("https://twitter.test/friends/a", task="friend")
+        context.discover("https://twitter.test/stories/a", task="stories")
+
+    SCRIPT["step"] = step
+    message = _admitted(rt, 1)
+
+    assert _crawl(rt, message)[0] == {"failed": 1}
+    (job,) = _jobs(rt, message).values()
+    assert "has no task 'stories'" in job["last_error"]
+
+
+@pytest.mark.parametrize("without", ["login", "credential"])
+def test_a_batch_without_a_credential_crawls_with_no_account(rt, without):
+    if without == "credential":  # the account's stored secret is gone since it was leased
+        rt.db.accounts.update_one({"username": "acct"}, {"$unset": {"secret_enc": ""}})
+    message = _admitted(rt, 1, login=without == "credential")
+
+    assert _crawl(rt, message)[0] == {"succeeded": 1}
+
+    (context,) = CONTEXTS
+    assert context.account is None
+    assert context.http.account is None
+
+
+def test_is_new_answers_for_the_model_and_key_asked(rt):
+    model_ids = rt.model_ids()
+    rt.results.save([Item("earlier", "profile", {"key": "k-old"})], model_ids, {}, rt.now())
+    answers = {}
+
+    def step(index, job, context):
+        for model, key in [("profile", "k-old"), ("profile", "k-new"), ("friend", "k-old")]:
+            answers[model, key] = context.is_new(model, key)
+
+    SCRIPT["step"] = step
+    assert _crawl(rt, _admitted(rt, 1))[0] == {"succeeded": 1}
+    assert answers == {
+        ("profile", "k-old"): False,
+        ("profile", "k-new"): True,
+        ("friend", "k-old"): True,
+    }
+
+
+def test_a_node_that_cannot_open_a_browser_is_marked_down_and_the_batch_waits_again(
+    rt, monkeypatch
+):
+    @contextlib.contextmanager
+    def refuse(url, **options):  # as a node that does not answer: the session never opens
+        raise ConnectionRefusedError(f"nothing listens at {url}")
+        yield
+
+    monkeypatch.setattr(crawl_resources, "open_browser", refuse)
+    SCRIPT["step"] = lambda index, job, context: context.browser
+    message = _admitted(rt, 2)
+
+    assert _crawl(rt, message)[0] == {}
+
+    (node,) = rt.db.selenium_nodes.find({})
+    assert node["health"] == DOWN
+    assert "could not open a browser session" in node["health_reason"]
+    (waiting,) = rt.db.waiting_batches.find({})
+    assert sorted(BatchMessage.parse(waiting["message"]).job_ids) == sorted(message.job_ids)
+
+
+# -- what is kept of what the driver found ---------------------------------------------------
+
+
+def test_results_are_stored_tagged_and_counted_on_their_job(rt, clock):
+    def step(index, job, context):
+        clock.advance(5)
+        context.save("profile", [{"key": f"p{index}", "name": f"n{index}"}])
+        context.save("friend", [{"key": "f-a"}, {"key": f"f-{index}"}])
+
+    SCRIPT["step"] = step
+    message = _admitted(rt, 2, selenium=False)
+
+    assert _crawl(rt, message)[0] == {"succeeded": 2}
+
+    kept_at = clock.now()
+    profiles = {d["key"]: d for d in rt.db[MODEL_COLLECTIONS["profile"]].find({})}
+    assert set(profiles) == {"p0", "p1"}
+    jobs = _jobs(rt, message)
+    for index in (0, 1):
+        doc = profiles[f"p{index}"]
+        tags = {k: doc[k] for k in ("media_name", "run_id", "task", "crawled_by", "job_id")}
+        assert tags == {
+            "media_name": "twitter",
+            "run_id": RUN,
+            "task": "profile",
+            "crawled_by": rt.worker_id,
+            "job_id": jobs[f"job{index}"]["_id"],
+        }
+        assert doc["name"] == f"n{index}"
+        assert doc["model_id"] == rt.model_ids()["profile"]
+        assert doc["first_seen"] == doc["last_seen"] == kept_at
+    # f-a, saved by both jobs, is new once: the second job counts it unchanged
+    assert jobs["job0"]["last_items"] == {"new": 3}
+    assert jobs["job1"]["last_items"] == {"new": 2, "unchanged": 1}
+    assert jobs["job0"]["modified_at"] == kept_at
+
+
+def test_discoveries_become_children_within_the_media_s_page_bound(rt, clock):
+    def step(index, job, context):
+        clock.advance(5)
+        for page in range(4):  # one more than twitter's bound of 3 pages
+            context.discover(f"https://twitter.test/{job.target}/p{page}", task="friend")
+        context.discover("https://elsewhere.test/p")  # off the site: cut, not registered
+
+    SCRIPT["step"] = step
+    message = _admitted(rt, 1, login=False)
+
+    assert _crawl(rt, message)[0] == {"succeeded": 1}
+
+    (job,) = _jobs(rt, message).values()
+    assert job["last_discovered"] == 4
+    assert job["last_cut"] == {"offsite": 1, "pages": 1}
+    children = list(rt.db.profiles.find({"scope_run": RUN, "depth": 1}))
+    assert len(children) == 3
+    for child in children:
+        assert child["_id"] == child_id(RUN, "friend", child["url"])
+        expected = {
+            "task": "friend",
+            "media_name": "twitter",
+            "run_id": RUN,
+            "found_by": message.dispatch_id,
+            "parent_job": job["_id"],
+            "site": "twitter.test",
+            "created_at": clock.now(),
+            "released": False,
+        }
+        assert {k: child[k] for k in expected} == expected
+    # The crawled page's own marker is registered with its children
+    marker = rt.db.profiles.find_one({"_id": child_id(RUN, "profile", job["url"])})
+    assert marker["last_outcome"] == "planned"
+    assert marker["created_at"] == clock.now()
+
+
+def test_a_batch_that_found_nothing_still_marks_its_pages_in_the_run(rt, clock):
+    def step(index, job, context):
+        clock.advance(5)
+
+    SCRIPT["step"] = step
+    message = _admitted(rt, 2, login=False)
+
+    assert _crawl(rt, message)[0] == {"succeeded": 2}
+
+    for job in _jobs(rt, message).values():
+        marker = rt.db.profiles.find_one({"_id": child_id(RUN, "profile", job["url"])})
+        assert marker is not None, job["url"]
+        assert (marker["scope_run"], marker["created_at"]) == (RUN, clock.now())
+
+
+# -- what the batch records, reports and gives back ------------------------------------------
+
+
+def test_the_report_names_the_dispatch_and_adds_the_crawl_time_to_the_stages(rt, monkeypatch):
+    # The crawl takes 0.23456 s on its own clock: 234.6 ms, to a tenth
+    ticks = iter([100.0, 100.23456])
+    monkeypatch.setattr(crawling, "time", types.SimpleNamespace(perf_counter=lambda: next(ticks)))
+    message = _admitted(rt, 2, stages_ms={"plan": 12.5})
+    woken: list[frozenset[str]] = []
+
+    counts, reports = _crawl(rt, message, wake=woken.append)
+
+    assert counts == {"succeeded": 2}
+    assert reports == [
+        ReportMessage(
+            run_id=RUN,
+            dispatch_id=message.dispatch_id,
+            collection="profiles",
+            phase="crawl",
+            stages_ms={**message.stages_ms, "crawl": 234.6},
+        )
+    ]
+    assert message.stages_ms["plan"] == 12.5
+    # The pools it gave back are woken: a batch waiting for them may go now
+    assert woken == [keys_of(message)]
+
+
+def test_a_delivery_that_recorded_every_job_reads_no_outcome_back_and_a_redelivery_does(
+    rt, monkeypatch
+):
+    reads = []
+    outcomes_of = MongoJobStore.outcomes_of
+
+    def counted(self, *args):
+        reads.append(args)
+        return outcomes_of(self, *args)
+
+    monkeypatch.setattr(MongoJobStore, "outcomes_of", counted)
+    message = _admitted(rt, 2)
+
+    first, first_reports = _crawl(rt, message)
+    assert (first, len(first_reports), reads) == ({"succeeded": 2}, 1, [])
+
+    # The same message again (RabbitMQ redelivered it): nothing is crawled twice, the same
+    # report is sent again from what the first delivery wrote
+    again, again_reports = _crawl(rt, message)
+    assert again == first
+    assert [r.dispatch_id for r in again_reports] == [message.dispatch_id]
+    assert len(reads) == 1
+    assert len(CONTEXTS) == 2
+
+
+def test_finished_jobs_are_counted_per_task_media_and_outcome(rt, registry):
+    SCRIPT["step"] = lambda index, job, context: index == 1 and 1 / 0
+    _crawl(rt, _admitted(rt, 3))
+
+    finished = {
+        tuple(s.labels.values()): s.value
+        for family in registry.collect()
+        for s in family.samples
+        if s.name == "crawlsched_jobs_finished_total"
+    }
+    assert finished == {("profile", "twitter", "succeeded"): 2, ("profile", "twitter", "failed"): 1}
+
+
+@pytest.mark.parametrize("scope", ["run", "task"])
+def test_a_batch_of_a_stopped_run_or_task_crawls_nothing_and_gives_its_jobs_back(rt, scope):
+    stop = {"stop_requested": True} if scope == "run" else {"stopped_tasks": ["profile"]}
+    rt.db.runs.update_one({"_id": RUN}, {"$set": stop})
+    message = _admitted(rt, 3, login=False, selenium=False)
+
+    with structlog.testing.capture_logs() as logs:
+        counts, reports = _crawl(rt, message)
+
+    assert CONTEXTS == []
+    assert counts == {"stopped": 3}
+    assert [r.dispatch_id for r in reports] == [message.dispatch_id]
+    assert {job["last_outcome"] for job in _jobs(rt, message).values()} == {"stopped"}
+    stopped = [e for e in logs if e["event"] == "batch_stopped"]
+    assert [(e["dispatch_id"], e["jobs"]) for e in stopped] == [(message.dispatch_id, 3)]
+
+
+def test_a_stop_seen_mid_batch_is_logged_with_the_jobs_it_gave_back(rt, clock):
+    def step(index, job, context):
+        clock.advance(rt.settings.stop_check_s)
+        rt.db.runs.update_one({"_id": RUN}, {"$set": {"stop_requested": True}})
+
+    SCRIPT["step"] = step
+    message = _admitted(rt, 4, login=False, selenium=False)
+
+    with structlog.testing.capture_logs() as logs:
+        assert _crawl(rt, message)[0] == {"succeeded": 1, "stopped": 3}
+
+    stopped = [e for e in logs if e["event"] == "batch_stopped"]
+    assert [(e["dispatch_id"], e["jobs"]) for e in stopped] == [(message.dispatch_id, 3)]
