@@ -19,6 +19,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
+from pymongo.errors import DuplicateKeyError
 
 from crawlsched.resources import rules
 from crawlsched.resources.backends.mongo import MongoLeaseBackend
@@ -274,6 +275,68 @@ class TestLeaseBackendContract:
         assert not backend.renew(lease.lease_id, TTL_S, at(55))
         assert backend.held(ACCOUNT_POOL, at(55)) == 0
         assert backend.expire(at(55)) == 1
+
+    def test_expire_drops_only_expired_leases_from_every_document_and_counts_them(self, pools):
+        backend, _, db = pools
+        # node-a: one lease expiring at 10 s, one at 100 s; node-b: one at 10 s
+        short = [backend.try_acquire(SELENIUM_POOL, {}, f"s{i}", 10, NOW) for i in range(2)]
+        long = backend.try_acquire(SELENIUM_POOL, {}, "long", 100, NOW)
+        assert {g.label for g in short} == set(NODES)
+        assert long.label == "http://node-a"
+
+        assert backend.expire(at(10)) == 2
+
+        kept = {d["_id"]: [lease["id"] for lease in d["leases"]] for d in db.selenium_nodes.find()}
+        assert kept == {"http://node-a": [long.lease_id], "http://node-b": []}
+        assert backend.expire(at(10)) == 0
+
+    def test_a_grant_names_its_holder_run_resource_and_expiry(self, pools):
+        backend, _, _ = pools
+        lease = backend.try_acquire(
+            ACCOUNT_POOL, {"media_name": "instagram"}, "d-1", TTL_S, NOW, "run-1", "instagram"
+        )
+        assert (lease.pool, lease.holder, lease.run_id, lease.label) == (
+            ACCOUNT_POOL, "d-1", "run-1", "i1",
+        )  # fmt: skip
+        assert lease.expires_at == at(TTL_S)
+
+    def test_every_write_moves_the_version_so_a_decision_on_an_older_read_loses(self, pools):
+        # Two workers decide on what they read; only the first write may take, whoever
+        # wrote in between (a grant, a release, a renewal).
+        backend, _, db = pools
+        lease = backend.try_acquire(SELENIUM_POOL, {}, "h", TTL_S, NOW)
+        read = db.selenium_nodes.find_one({"_id": lease.label})
+        assert backend.release(lease.lease_id, at(1))
+        assert not backend._cas(SELENIUM_POOL, read, {"capacity": 5})
+
+        read = db.selenium_nodes.find_one({"_id": lease.label})
+        assert backend._cas(SELENIUM_POOL, read, {"capacity": 5})
+        assert not backend._cas(SELENIUM_POOL, read, {"capacity": 6})
+        assert db.selenium_nodes.find_one({"_id": lease.label})["capacity"] == 5
+
+    def test_a_renewal_that_keeps_losing_its_compare_and_set_gives_up_naming_the_lease(
+        self, pools, monkeypatch
+    ):
+        backend, _, _ = pools
+        lease = backend.try_acquire(SELENIUM_POOL, {}, "h", TTL_S, NOW)
+        monkeypatch.setattr(backend, "_cas", lambda pool, doc, fields: False)
+        with pytest.raises(RuntimeError, match=f"lease {lease.lease_id}: gave up after 16"):
+            backend.renew(lease.lease_id, TTL_S, at(1))
+
+    def test_one_account_is_stored_once_per_media_whoever_adds_it(self, pools):
+        # Two `accounts add` racing would both upsert: the unique index keeps one document.
+        _, inventory, db = pools
+        assert not inventory.add_account("twitter", "t1", "again", AccountLimits(), at(1))
+        with pytest.raises(DuplicateKeyError):
+            db.accounts.insert_one({"media_name": "twitter", "username": "t1", "leases": []})
+        assert db.accounts.count_documents({"media_name": "twitter", "username": "t1"}) == 1
+
+    def test_the_resource_of_a_lease_comes_without_the_account_s_secret(self, pools):
+        backend, _, _ = pools
+        lease = backend.try_acquire(ACCOUNT_POOL, {"media_name": "instagram"}, "h", TTL_S, NOW)
+        account = backend.resource_of(lease.lease_id, at(1))
+        assert account["username"] == "i1"
+        assert "secret_enc" not in account
 
     def test_secret_is_encrypted_at_rest_and_given_only_to_a_live_lease(self, pools):
         backend, _, db = pools

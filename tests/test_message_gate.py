@@ -8,6 +8,8 @@ actor declared on a StubBroker of the test's own.
 
 from __future__ import annotations
 
+import hmac
+
 import dramatiq
 import pytest
 from dramatiq.brokers.stub import StubBroker
@@ -252,3 +254,21 @@ def test_long_actor_and_queue_names_are_logged_cut_to_100_characters():
         assert (event["actor"], event["queue"]) == ("a" * 100, "q" * 100)
     finally:
         broker.close()
+
+
+def test_the_signed_text_is_fixed_so_workers_of_two_releases_agree(broker):
+    """During a rolling upgrade a message signed by a worker of one release is checked by a
+    worker of the next: the text signed must not change with dict order or JSON spacing. It
+    is [id, actor, args, kwargs] as compact JSON with sorted keys."""
+    message = dramatiq.Message(
+        queue_name="gate",
+        actor_name="report",
+        args=({"zeta": 1, "alpha": [1, 2]},),
+        kwargs={"b": "x", "a": None},
+        options={"retries": 3},
+        message_id="m-1",
+        message_timestamp=0,
+    )
+    text = '["m-1","report",[{"alpha":[1,2],"zeta":1}],{"a":null,"b":"x"}]'
+
+    assert guards.signature(KEY, message) == hmac.new(KEY, text.encode(), "sha256").hexdigest()

@@ -30,6 +30,7 @@ from crawlsched.resources.queueing import (
 from crawlsched.resources.rules import Lease
 from crawlsched.runtime import Runtime
 from crawlsched.store.jobs import expiry_deadline
+from crawlsched.store.runs import schedule_id_of
 from crawlsched.store.waiting import as_waiting_batch
 
 log = get_logger(__name__)
@@ -42,8 +43,7 @@ def keys_of(message: BatchMessage) -> frozenset[str]:
 def park(rt: Runtime, message: BatchMessage, now: datetime) -> dict:
     """Make a batch wait. Idempotent per dispatch id (a redelivery finds the first park)."""
     store = rt.jobs(message.collection)
-    schedule_id = message.run_id.rpartition("@")[0] or None
-    max_wait_s = rt.max_wait_s(schedule_id)
+    max_wait_s = rt.max_wait_s(schedule_id_of(message.run_id))
     first = message.first_parked_at or now
     # Never later than a fresh wait would end: the date comes from a message.
     wait_until = min(wait_deadline(first, max_wait_s), wait_deadline(now, max_wait_s))

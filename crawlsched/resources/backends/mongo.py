@@ -55,16 +55,16 @@ class MongoLeaseBackend:
         return result.modified_count == 1
 
     def _change_lease(
-        self, lease_id: str, decide: Callable[[str, dict], dict | None]
+        self, lease_id: str, decide: Callable[[dict], dict | None]
     ) -> dict[str, Any] | None:
-        """Apply `decide(pool, doc)` to the resource holding `lease_id`; the resource as it
-        was read (without its secret) when the change took, None if there was nothing to do."""
+        """Apply `decide(doc)` to the resource holding `lease_id`; the resource as it was read
+        (without its secret) when the change took, None if there was nothing to do."""
         pool = rules.pool_of(lease_id)
         for _ in range(CAS_ATTEMPTS):
             doc = self.collection(pool).find_one({"leases.id": lease_id}, {"secret_enc": 0})
             if doc is None:
                 return None
-            fields = decide(pool, doc)
+            fields = decide(doc)
             if fields is None:
                 return None
             if self._cas(pool, doc, fields):
@@ -129,7 +129,7 @@ class MongoLeaseBackend:
         """`renew`, answering with what the lease holds (`rules.label_of`: the username or
         the node URL) instead of True, so that its holder needs no other read to name it."""
         doc = self._change_lease(
-            lease_id, lambda _pool, doc: rules.renew_fields(doc, lease_id, ttl_s, now)
+            lease_id, lambda doc: rules.renew_fields(doc, lease_id, ttl_s, now)
         )
         return None if doc is None else rules.label_of(doc)
 
