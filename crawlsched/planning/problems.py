@@ -56,11 +56,11 @@ class ReferenceIndex:
         return enabled[0], self._task_rows(enabled[0], task)
 
     def plans(self, media_name: Any, task: Any) -> bool:
-        """Whether a job of this media and task joins an enabled media and task row."""
-        media, rows = self.join(media_name, task)
-        return bool(media and media.get("enabled") is not False and rows) and (
-            rows[0].get("enabled") is not False
-        )
+        """Whether a job of this media and task joins an enabled media and task row.
+
+        `join` gives rows only with an enabled media, and enabled rows first when any exist."""
+        _, rows = self.join(media_name, task)
+        return bool(rows) and rows[0].get("enabled") is not False
 
     def _task_rows(self, media: Mapping[str, Any], task: Any) -> list[Mapping[str, Any]]:
         return self._tasks.get((_key(media.get("media_name_id")), _key(task)), [])

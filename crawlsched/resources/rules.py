@@ -55,8 +55,9 @@ def pool_of(lease_id: str) -> str:
 
 
 def label_of(resource: Mapping[str, Any]) -> str:
-    """What an operator recognises a resource by: an account's username, a node's URL."""
-    return str(resource.get("username") or resource.get("url") or resource["_id"])
+    """What an operator recognises a resource by: an account's username, a node's URL (its
+    document's id)."""
+    return str(resource.get("username") or resource["_id"])
 
 
 def expiry(now: datetime, ttl_s: float) -> datetime:
