@@ -920,6 +920,36 @@ def test_a_pass_admits_every_batch_the_pools_have_room_for(rt, clock):
     }
 
 
+def _holders(rt) -> list:
+    return [doc.get("taken_by") for doc in rt.db.waiting_batches.find({})]
+
+
+def test_a_pass_holds_each_batch_it_takes_under_a_token_of_its_own(rt, clock):
+    # While a pass sends a batch on, the batch is marked with that pass's token and no other:
+    # a pass that died holding a batch cannot later remove it from under the one that took
+    # it over.
+    for message in (_batch(rt, 1, login=False), _batch(rt, 1, selenium=False)):
+        park(rt, message, clock.now())
+    holders: list = []
+
+    assert admit_waiting(rt, None, lambda message: holders.extend(_holders(rt))) == 2
+    tokens = [token for token in holders if token is not None]
+    assert len(tokens) == 2 and len(set(tokens)) == 2
+    assert all(isinstance(token, str) and len(token) >= 16 for token in tokens)
+
+
+def test_a_starvation_sweep_holds_each_batch_under_a_token_of_its_own(rt, clock):
+    for message in (_batch(rt, 1, login=False), _batch(rt, 1, selenium=False)):
+        park(rt, message, clock.now())
+    clock.advance(WAIT_S + 1)
+    holders: list = []
+
+    assert starve_overdue(rt, lambda report: holders.extend(_holders(rt))) == 2
+    tokens = [token for token in holders if token is not None]
+    assert len(tokens) == 2 and len(set(tokens)) == 2
+    assert all(isinstance(token, str) and len(token) >= 16 for token in tokens)
+
+
 def test_a_starved_batch_of_a_run_nobody_knows_only_gives_its_jobs_back(rt, clock):
     message = _batch(rt, 1, selenium=False)
     reports: list = []

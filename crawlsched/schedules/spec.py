@@ -195,8 +195,6 @@ def apply_update(
     if current.get("trigger") == "interval" or "trigger" not in current:
         merged["cron"] = merged["at"] = None
     merged.update({k: v for k, v in changes.items() if v is not None})
-    if merged.get("targets") is None:
-        merged["target_collection"] = None
     rebuilt = build_schedule(str(current["_id"]), merged, now)
     trigger_changed = any(changes.get(k) is not None for k in (*TRIGGER_FIELDS, "timezone"))
     fields = {k: rebuilt[k] for k in rebuilt if k not in ("_id", "state", "enabled", "created_at")}
