@@ -330,6 +330,8 @@ class TestLeaseBackendContract:
         with pytest.raises(DuplicateKeyError):
             db.accounts.insert_one({"media_name": "twitter", "username": "t1", "leases": []})
         assert db.accounts.count_documents({"media_name": "twitter", "username": "t1"}) == 1
+        # The same name on another media is another account
+        assert inventory.add_account("instagram", "t1", "pw", AccountLimits(), at(1))
 
     def test_the_resource_of_a_lease_comes_without_the_account_s_secret(self, pools):
         backend, _, _ = pools
