@@ -52,7 +52,9 @@ def test_planning_largest_reply_does_not_grow_with_due_jobs(
     for n in (300, 900):
         counter = CommandCounter()
         name = f"{mongo_database_name}_{n}"
-        rt = _runtime(multiprocess_mongo_url, name, counter)
+        # The test server answers slowly under load: a heartbeat past pymongo's 5 s default
+        # cancels the operation in flight (a CI run saw it), so give it time instead.
+        rt = _runtime(multiprocess_mongo_url, name, counter, connect_timeout_s=60)
         counter.measure_replies = True
         # When each is planned
         messages = _plan(rt, n)
