@@ -138,22 +138,15 @@ def after_success(
 
 
 def after_failure(
-    job_id: Any,
-    attempt_count: int,
-    now: datetime,
-    policy: RetryPolicy,
-    error: str,
-    outcome: str = Outcome.FAILED,
+    job_id: Any, attempt_count: int, now: datetime, policy: RetryPolicy, error: str
 ) -> JobUpdate:
-    """One more failed attempt: retry after a backoff, or stay failed and flagged exhausted."""
+    """One more failed attempt of the page itself: retry after a backoff, or stay failed and
+    flagged exhausted."""
     attempts = max(attempt_count, 0) + 1
     if attempts >= policy.max_attempts:
-        # A crawl failure's last attempt is reported as "exhausted"; other labels (expired) keep
-        # theirs, so each reporter can read back exactly the outcomes it wrote.
-        final = Outcome.EXHAUSTED if outcome == Outcome.FAILED else outcome
-        return JobUpdate(job_id, final, JobState.FAILED, attempts, True, None, error)
+        return JobUpdate(job_id, Outcome.EXHAUSTED, JobState.FAILED, attempts, True, None, error)
     retry_at = now + timedelta(seconds=policy.delay_s(attempts))
-    return JobUpdate(job_id, outcome, JobState.FAILED, attempts, False, retry_at, error)
+    return JobUpdate(job_id, Outcome.FAILED, JobState.FAILED, attempts, False, retry_at, error)
 
 
 def after_machinery_failure(
