@@ -49,7 +49,7 @@ class DispatchLease:
             return
         self._renewed_at = time.monotonic()
         deadline = self.rt.now() + timedelta(seconds=self.lease_s)
-        if self.rt.jobs(self.collection).extend_lease(self.dispatch_id, deadline) == 0:
+        if self.rt.jobs(self.collection).renew_dispatch(self.dispatch_id, deadline) == 0:
             self.lost = True
             log.warning("dispatch_lost", dispatch_id=self.dispatch_id)
             raise DispatchLost(f"dispatch {self.dispatch_id} was reclaimed")

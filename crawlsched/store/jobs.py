@@ -310,6 +310,14 @@ class MongoJobStore:
         }
         return sorted(r for r in self._jobs.distinct("redo_run", query) if isinstance(r, str))
 
+    def renew_dispatch(self, dispatch_id: str, lease_deadline: datetime) -> int:
+        """Move a live dispatch's lease on; returns how many jobs it still holds (0: it was
+        reclaimed). Matched, not modified: a renewal to the same instant still holds."""
+        return self._jobs.update_many(
+            {"dispatch_id": dispatch_id, "state": int(JobState.RUNNING)},
+            {"$set": {"lease_deadline": lease_deadline}},
+        ).matched_count
+
     def extend_lease(self, dispatch_id: str, lease_deadline: datetime) -> int:
         return self._jobs.update_many(
             {"dispatch_id": dispatch_id, "state": int(JobState.RUNNING)},
