@@ -50,6 +50,10 @@ def routing_key(name: str) -> str:
     return f"{subject}.{'_'.join(rest) or 'happened'}"
 
 
+def connection_name() -> str:
+    return f"crawlsched events publisher (pid {os.getpid()})"
+
+
 class RabbitmqEventPublisher:
     """One pika connection per process (reopened after a failure), used under a lock: a pika
     BlockingConnection is not thread-safe and dramatiq runs actors in threads."""
@@ -68,6 +72,8 @@ class RabbitmqEventPublisher:
 
         nodes = [pika.URLParameters(url) for url in split_broker_urls(self.url)]
         for params in nodes:
+            # Named, so the management UI (and `rabbitmqctl list_connections`) says whose it is.
+            params.client_properties = {"connection_name": connection_name()}
             params.socket_timeout = CONNECT_TIMEOUT_S
             params.blocked_connection_timeout = CONNECT_TIMEOUT_S
             params.connection_attempts = 1

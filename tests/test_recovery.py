@@ -16,8 +16,8 @@ import pytest
 from crawlsched.catalog import JobState
 from crawlsched.demo.seed import demo_reference
 from crawlsched.flow.planning import plan_run
-from crawlsched.ids import encode_id
 from crawlsched.flow.ticking import reclaim_expired
+from crawlsched.ids import encode_id
 from crawlsched.planning.outcomes import REDO, Outcome, RedoPolicy, after_success
 from crawlsched.runtime import get_runtime
 from crawlsched.store.jobs import ClaimRequest
@@ -155,7 +155,7 @@ def test_a_job_the_machinery_fails_on_every_try_is_given_up_and_the_run_ends_inc
 
     # Given a run that allows one try per page
     rt.__dict__["redo_policy"] = RedoPolicy(tries_per_run=1)
-    ids, run_id, gone, alive = _two_dispatches(rt)
+    ids, run_id, _gone, alive = _two_dispatches(rt)
 
     # When the expired dispatch is reclaimed and the live one reports
     assert reclaim_expired(rt, send_report) == 2
