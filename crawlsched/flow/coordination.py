@@ -19,11 +19,10 @@ from datetime import timedelta
 from typing import Any
 
 from crawlsched import metrics
-from crawlsched.catalog import JOB_COLLECTIONS
 from crawlsched.errors import ReportRejected
 from crawlsched.events import emit
 from crawlsched.flow.notifying import plan_webhook
-from crawlsched.ids import encode_id
+from crawlsched.flow.views import given_up_of
 from crawlsched.logs import get_logger
 from crawlsched.messages import ReportMessage
 from crawlsched.planning.outcomes import PHASE_OUTCOMES, Outcome
@@ -88,30 +87,6 @@ def announce(rt: Runtime, run: dict[str, Any], notify: Notify = _no_notify) -> N
         notify(delivery_id)
     _count_child_ended(rt, run, notify)
     rt.runs.announced(run["_id"])
-
-
-# How many given-up pages a run's end names (the rest are counted, and listed by the run).
-GIVEN_UP_NAMED = 20
-
-
-def given_up_of(rt: Runtime, run: dict[str, Any]) -> list[dict[str, Any]]:
-    """The pages the machinery failed on every try of this run, with why (the first few)."""
-    rows: list[dict[str, Any]] = []
-    for collection in JOB_COLLECTIONS:
-        query = {"run_id": run["_id"], "last_outcome": Outcome.EXPIRED}
-        fields = {"url": 1, "target": 1, "task": 1, "last_error": 1}
-        for doc in rt.db[collection].find(query, fields).limit(GIVEN_UP_NAMED - len(rows)):
-            rows.append(
-                {
-                    "job_id": encode_id(doc["_id"]),
-                    "url": doc.get("url") or doc.get("target"),
-                    "task": doc.get("task"),
-                    "reason": doc.get("last_error"),
-                }
-            )
-        if len(rows) >= GIVEN_UP_NAMED:
-            break
-    return rows
 
 
 def relay_announcements(rt: Runtime, notify: Notify = _no_notify) -> int:
