@@ -108,7 +108,7 @@ class RabbitmqEventPublisher:
     def _channel_for_use(self) -> Any:
         idle = time.monotonic() - self._used_at
         if self._channel is not None and (not self._channel.is_open or idle > IDLE_REOPEN_S):
-            reason = "closed" if not self._channel.is_open else f"idle {idle:.0f} s"
+            reason = f"idle {idle:.0f} s" if idle > IDLE_REOPEN_S else "closed"
             log.info("event_connection_reopened", reason=reason)
             self.close_quietly()
         return self._channel if self._channel is not None else self._open()
