@@ -9,6 +9,7 @@ from fastapi import FastAPI
 
 from crawlsched import __version__
 from crawlsched.api import problems
+from crawlsched.api.body_guard import BodyGuard
 from crawlsched.api.routes import cli, history, jobs, page, runs, schedules, system
 from crawlsched.runtime import Runtime
 
@@ -69,6 +70,12 @@ def create_app(
     app.state.delivers = delivers
     app.state.health_checks = health_checks or default_health_checks(runtime)
     problems.install(app)
+    app.add_middleware(
+        BodyGuard,
+        verify=runtime.tokens.verify,
+        max_body_bytes=runtime.settings.api_max_body_bytes,
+        max_upload_bytes=runtime.settings.api_max_upload_bytes,
+    )
     for module in (system, schedules, runs, jobs, history, cli, page):
         app.include_router(module.router)
     return app

@@ -30,6 +30,7 @@ TITLES = {
     404: "Not found",
     405: "Method not allowed",
     409: "Conflict",
+    413: "Content too large",
     422: "Invalid request",
     500: "Internal error",
     503: "Service unavailable",
@@ -41,6 +42,7 @@ KINDS = {
     404: "not-found",
     405: "method-not-allowed",
     409: "conflict",
+    413: "too-large",
     422: "invalid-request",
     500: "internal-error",
     503: "unavailable",
@@ -94,7 +96,7 @@ def problem_response(
 # Declared on every route so that the OpenAPI schema names the errors it may answer.
 PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": Problem, "content": {MEDIA_TYPE: {}}, "description": TITLES[status]}
-    for status in (400, 401, 403, 404, 409, 422)
+    for status in (400, 401, 403, 404, 409, 413, 422)
 }
 
 
