@@ -407,7 +407,7 @@ def start_standalone(root: Path, timeout_s: float) -> tuple[float, float, int, i
     command = (
         [str(crawlsched)]
         if crawlsched.exists()
-        else [sys.executable, "-c", "from crawlsched.cli import main; main()"]
+        else [sys.executable, "-c", "from crawlsched.main import main; main()"]
     )
     log_path = root.parent / "standalone.log"  # a file: a full pipe would block the server
     log = log_path.open("wb")

@@ -17,8 +17,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from crawlsched.api.auth import COOKIE, Reader, runtime_of
-from crawlsched.api.encoding import plain
 from crawlsched.api.problems import PROBLEM_RESPONSES
+from crawlsched.encoding import plain
 from crawlsched.flow import views
 from crawlsched.resources import rules
 
