@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from crawlsched.cli.common import (
+    bad_input,
     cli_runtime,
     console,
     invocation,
@@ -158,7 +159,10 @@ def nodes_add(
         caller.http_client(allowed, settings.node_probe_timeout_s) as http,
         cli_runtime(settings) as rt,
     ):
-        status = probe_node(url, http)
+        try:
+            status = probe_node(url, http)
+        except ValueError as e:  # not a node URL, or not a WebDriver's answer
+            bad_input(str(e))
         if not status.ready:
             raise typer.BadParameter(f"{url} is not ready: {status.message}")
         capacity = slots or status.capacity or 1
