@@ -76,7 +76,7 @@ def create_app(
     problems.install(app)
     app.add_middleware(
         BodyGuard,
-        verify=runtime.tokens.verify,
+        verify=lambda token: runtime.tokens.verify(token),  # the store opens on first use
         max_body_bytes=runtime.settings.api_max_body_bytes,
         max_upload_bytes=runtime.settings.api_max_upload_bytes,
     )
