@@ -74,9 +74,13 @@ def create_app(
     app.state.run_command = run_command
     app.state.health_checks = health_checks or default_health_checks(runtime)
     problems.install(app)
+
+    def verify(token: str) -> dict[str, Any] | None:
+        return runtime.tokens.verify(token)  # the store opens on the first request, not here
+
     app.add_middleware(
         BodyGuard,
-        verify=lambda token: runtime.tokens.verify(token),  # the store opens on first use
+        verify=verify,
         max_body_bytes=runtime.settings.api_max_body_bytes,
         max_upload_bytes=runtime.settings.api_max_upload_bytes,
     )
