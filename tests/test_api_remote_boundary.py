@@ -223,3 +223,28 @@ def test_the_command_line_beside_the_server_still_sends_its_files(server, tmp_pa
     dump = tmp_path / "dump"
     server.cli("store", "dump", str(dump))
     assert (dump / "crawlsched" / "accounts.bson").stat().st_size > 0
+    # A dump of one collection under a new name travels back as an archive and is loaded
+    folder = tmp_path / "one" / "crawlsched"
+    folder.mkdir(parents=True)
+    (dump / "crawlsched" / "accounts.bson").rename(folder / "copied_accounts.bson")
+    loaded = server.cli("store", "load", str(tmp_path / "one"))
+    assert f"{len(usernames(server))} documents loaded into 1 collections" in loaded.stdout
+
+
+@pytest.mark.parametrize(
+    "argv", [["demo"], ["clock", "--count", "1"], ["standalone"], ["api", "serve", "--port", "0"]]
+)
+def test_commands_that_start_processes_are_refused_through_the_api(server, argv):
+    before = child_processes(server.process.pid)
+    detail = refused(remote(server, argv))
+    assert "starts processes of its own" in detail
+    assert child_processes(server.process.pid) == before
+
+
+def child_processes(pid: int) -> set[str]:
+    """The server's child processes, from every one of its threads."""
+    return {
+        child
+        for task in Path(f"/proc/{pid}/task").iterdir()
+        for child in (task / "children").read_text().split()
+    }
