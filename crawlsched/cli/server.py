@@ -14,12 +14,13 @@ from crawlsched.cli.common import (
     cli_runtime,
     console,
     err_console,
+    in_server,
     load_settings,
     print_json,
     unanswered_writes,
 )
 from crawlsched.errors import CrawlschedError
-from crawlsched.store.tokens import ROLES
+from crawlsched.store.tokens import ROLES, TOKENS_COLLECTION
 
 api_app = typer.Typer(help="Serve the HTTP API.", no_args_is_help=True)
 tokens_app = typer.Typer(help="API tokens: create, list, revoke.", no_args_is_help=True)
@@ -164,13 +165,19 @@ def store_load(
     """Load a dump (mongodump's, or a standalone data directory's `current`) into the store."""
     from crawlsched.store.dump import database_folder, load_dump
 
+    # A running server keeps its own API tokens: the ones its clients (and this command line,
+    # through api.json) hold would all stop working until a restart.
+    keep = (TOKENS_COLLECTION,) if in_server() else ()
     with cli_runtime() as rt:
         source = folder / "current" if (folder / "current").is_dir() else folder
         again = "Load it again with --drop: it replaces the collections, whatever was written."
         try:
             with unanswered_writes("a write of the load", again):
-                loaded = load_dump(rt.db, database_folder(source, rt.settings.mongo_db), drop)
+                database = database_folder(source, rt.settings.mongo_db)
+                loaded = load_dump(rt.db, database, drop, keep=keep)
                 rt.create_indexes()
         except (FileNotFoundError, ValueError) as e:
             bad_input(str(e))
     console.print(f"{sum(loaded.values())} documents loaded into {len(loaded)} collections")
+    if keep and (database / f"{TOKENS_COLLECTION}.bson").exists():
+        console.print("the server's API tokens were kept: the dump's tokens were not loaded")

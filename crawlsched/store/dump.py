@@ -88,10 +88,13 @@ def database_folder(dump: Path, db_name: str) -> Path:
     raise FileNotFoundError(f"{dump}: no {db_name}/ folder to load (databases there: {names})")
 
 
-def load_dump(db: CountingDatabase, folder: Path, drop: bool = False) -> dict[str, int]:
+def load_dump(
+    db: CountingDatabase, folder: Path, drop: bool = False, keep: Iterable[str] = ()
+) -> dict[str, int]:
     """Load every collection of a dump folder: documents, then its indexes. Refuses a
-    collection that already holds documents unless `drop` (then it is replaced)."""
-    files = sorted(folder.glob("*.bson"))
+    collection that already holds documents unless `drop` (then it is replaced). Collections
+    named in `keep` are left as they are and not loaded."""
+    files = sorted(f for f in folder.glob("*.bson") if f.stem not in set(keep))
     if not drop:
         busy = [f.stem for f in files if db[f.stem].estimated_document_count()]
         if busy:
