@@ -42,11 +42,13 @@ def metadata_json(collection_name: str, indexes: list[dict[str, Any]]) -> str:
     )
 
 
-def write_file(path: Path, chunks: Iterable[bytes]) -> None:
+def write_file(path: Path, chunks: Iterable[bytes], mode: int = 0o666) -> None:
     """Write `path` whole or not at all: a temporary file in the same folder, flushed to disk,
-    then renamed over it."""
+    then renamed over it. `mode` as for open(2) (the umask applies)."""
     partial = path.with_name(f".{path.name}.partial")
-    with partial.open("wb") as out:
+    partial.unlink(missing_ok=True)  # one a crash left: its mode would be kept
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "wb") as out:
         for chunk in chunks:
             out.write(chunk)
         out.flush()
@@ -54,9 +56,11 @@ def write_file(path: Path, chunks: Iterable[bytes]) -> None:
     partial.replace(path)
 
 
-def write_collection(folder: Path, name: str, encoded: list[bytes], indexes: list[dict]) -> None:
-    write_file(folder / f"{name}.bson", encoded)
-    write_file(folder / f"{name}.metadata.json", [metadata_json(name, indexes).encode()])
+def write_collection(
+    folder: Path, name: str, encoded: list[bytes], indexes: list[dict], mode: int = 0o666
+) -> None:
+    write_file(folder / f"{name}.bson", encoded, mode)
+    write_file(folder / f"{name}.metadata.json", [metadata_json(name, indexes).encode()], mode)
 
 
 def read_documents(path: Path) -> Iterator[dict[str, Any]]:
