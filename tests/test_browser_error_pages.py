@@ -104,3 +104,36 @@ def test_a_navigation_ending_on_chromes_error_page_fails_its_job(chromedriver_no
         assert "did not load" in job["last_error"] and reason in job["last_error"], job
         assert site.redirects[handle].split("/")[2] in job["last_error"], job
     assert refused.log == []  # the refused server never saw the redirect arrive
+
+
+def test_the_website_driver_fails_a_page_that_ends_on_chromes_error_page(chromedriver_node):
+    from crawlsched.drivers.base import DriverError
+    from crawlsched.drivers.browser_proxy import FilteringProxy
+    from crawlsched.drivers.browser_session import open_browser
+    from crawlsched.drivers.context import CrawlContext
+    from crawlsched.drivers.targets import parse_networks
+    from crawlsched.drivers.website import _load
+
+    loopback = parse_networks(["127.0.0.1/32"])
+    with (
+        running(_Site, host="127.0.0.2", log=[], redirects={}) as refused,
+        running(_Site, log=[], redirects={}) as site,
+    ):
+        away = f"http://127.0.0.2:{refused.server_address[1]}/secret"
+        site.redirects["away"] = away
+        proxy = FilteringProxy(loopback).start()
+        try:
+            with open_browser(chromedriver_node, proxy_url=proxy.url) as browser:
+                context = CrawlContext(browser=browser, allowed_networks=loopback)
+                base = f"http://127.0.0.1:{site.server_address[1]}"
+                assert _load(f"{base}/fine", context)[1].css("title::text").get() == "fine"
+                try:
+                    _load(f"{base}/away", context)
+                except DriverError as e:
+                    failure = str(e)
+                else:
+                    failure = ""
+        finally:
+            proxy.stop()
+    assert failure == f"{away}: the page did not load (HTTP ERROR 403)"
+    assert refused.log == []
