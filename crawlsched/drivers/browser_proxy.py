@@ -5,8 +5,8 @@ Chrome is started with `--proxy-server` pointing here and `--proxy-bypass-list=<
 (without it Chrome sends loopback requests directly). For each request (an absolute-URI
 request for http, `CONNECT` for https) the proxy resolves the host once, refuses it with 403 if
 any address is refused (`targets.check_addresses`, the allowed networks of the settings), and
-otherwise connects to the checked address — the same rule, and the same rebinding defence, as
-the HTTP client's. One proxy per worker process, on a loopback port.
+otherwise connects to the checked address (502 when none answers) — the same rule, and the
+same rebinding defence, as the HTTP client's. One proxy per worker process, on a loopback port.
 """
 
 from __future__ import annotations
