@@ -251,7 +251,11 @@ class Runtime:
             )
         return media["_tasks"]
 
-    def media(self, name: str) -> dict[str, Any] | None:
+    def media(self, name: str, fresh: bool = False) -> dict[str, Any] | None:
+        """The media row named `name`, cached for the process; `fresh` reads it again (the
+        reference may have been reloaded since)."""
+        if fresh:
+            self._media.pop(name, None)
         if name not in self._media:
             doc = self.reference.media_by_name(name)
             if doc is None:

@@ -462,3 +462,52 @@ def test_a_stuck_crawl_is_reclaimed_its_late_work_counts_nothing_and_its_jobs_go
         assert (doc["state"], doc["last_outcome"], doc["redo_run"]) == (1, "redo", RUN)
         assert doc.get("attempt_count", 0) == 0
     assert len(CONTEXTS) == 1  # the driver never ran job1 and job2
+
+
+# -- the message against the store -------------------------------------------------------------
+
+
+def _forged(rt, message: BatchMessage, forgery: str) -> BatchMessage:
+    if forgery == "driver":  # a real driver, not the one the store names for twitter
+        return message.model_copy(update={"driver_class": "http"})
+    if forgery == "media id":
+        return message.model_copy(update={"media_id": message.media_id + 1000})
+    # another media, named as the store has it, over twitter's jobs
+    tiktok = rt.reference.media_by_name("tiktok")
+    rt.db.childs_socialmedia.update_one(
+        {"media_name": "tiktok"}, {"$set": {"driver_class": "crawl-batch"}}
+    )
+    return message.model_copy(update={"media_name": "tiktok", "media_id": tiktok["media_name_id"]})
+
+
+@pytest.mark.parametrize("forgery", ["driver", "media id", "jobs of another media"])
+def test_a_message_disagreeing_with_the_store_is_refused_and_crawls_nothing(rt, forgery):
+    from crawlsched.messages import BadMessage
+
+    SCRIPT["step"] = lambda index, job, context: context.save("profile", [{"key": "k"}])
+    message = _forged(rt, _admitted(rt, 2), forgery)
+
+    with pytest.raises(BadMessage, match="refused"):
+        _crawl(rt, message)
+
+    # No driver ran, nothing was stored, the jobs stay claimed (dispatch expiry gives them
+    # back) and the batch's leases were given back.
+    assert CONTEXTS == []
+    assert rt.db[MODEL_COLLECTIONS["profile"]].count_documents({}) == 0
+    jobs = _jobs(rt, message).values()
+    assert {job.get("last_outcome") for job in jobs} == {None}
+    assert {job["dispatch_id"] for job in jobs} == {message.dispatch_id}
+    assert rt.inventory.overview(rt.now())["account"]["held"] == 0
+    assert rt.inventory.overview(rt.now())["selenium"]["held"] == 0
+
+
+def test_the_crawl_runs_the_driver_the_store_names_even_after_a_reference_reload(rt):
+    message = _admitted(rt, 1)
+    rt.media("twitter")  # cached by this process, naming the scripted driver
+    rt.db.childs_socialmedia.update_one(
+        {"media_name": "twitter"}, {"$set": {"driver_class": "noop"}}
+    )
+
+    renamed = message.model_copy(update={"driver_class": "noop"})
+    assert _crawl(rt, renamed)[0] == {"succeeded": 1}
+    assert CONTEXTS == []  # the built-in noop driver ran, not the cached row's scripted one

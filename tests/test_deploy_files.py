@@ -129,6 +129,7 @@ def test_alert_rules_are_the_six_the_operators_asked_for():
 COMPOSE_ENV = {
     "RABBITMQ_PASSWORD": "test-password",
     "CRAWLSCHED_SECRET_KEY": "test-key",
+    "CRAWLSCHED_MESSAGE_SIGNING_KEY": "test-signing-key-" + "k" * 32,
     "GRAFANA_ADMIN_PASSWORD": "test-admin",
 }
 
@@ -207,3 +208,15 @@ def test_dockerfile_and_compose_commands_are_the_ones_the_readme_documents(compo
     for command in commands:
         assert " ".join(command) in documented, " ".join(command)
     assert "ENTRYPOINT" not in (REPO / "Dockerfile").read_text()
+
+
+def test_compose_requires_a_message_signing_key_for_every_crawlsched_service():
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    env = compose["x-crawlsched"]["environment"]
+    assert env["CRAWLSCHED_MESSAGE_SIGNING_KEY"].startswith("${CRAWLSCHED_MESSAGE_SIGNING_KEY:?")
+    for name in ("worker", "clock", "init-db"):
+        service = compose["services"][name]
+        assert (
+            service["environment"]["CRAWLSCHED_MESSAGE_SIGNING_KEY"]
+            == env["CRAWLSCHED_MESSAGE_SIGNING_KEY"]
+        ), name

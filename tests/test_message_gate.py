@@ -272,3 +272,35 @@ def test_the_signed_text_is_fixed_so_workers_of_two_releases_agree(broker):
     text = '["m-1","report",[{"alpha":[1,2],"zeta":1}],{"a":null,"b":"x"}]'
 
     assert guards.signature(KEY, message) == hmac.new(KEY, text.encode(), "sha256").hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("broker_url", "signing_key", "warnings"),
+    [
+        ("amqp://guest:guest@127.0.0.1:5672/", None, 1),
+        ("amqp://guest:guest@127.0.0.1:5672/", "s" * 32, 0),
+        ("stub://", None, 0),
+    ],
+)
+def test_a_worker_on_rabbitmq_without_a_signing_key_warns_once_at_start(
+    broker_url, signing_key, warnings
+):
+    # Judged by the worker's own log: one line per worker start, whatever its thread count.
+    from dramatiq import Worker
+    from structlog.testing import capture_logs
+
+    from crawlsched.brokers import middleware
+    from tests.conftest import settings_for_tests
+
+    settings = settings_for_tests(broker_url=broker_url, message_signing_key=signing_key)
+    broker = StubBroker(middleware=middleware(settings))
+    with capture_logs() as logs:
+        worker = Worker(broker, worker_threads=3)
+        worker.start()
+        worker.stop()
+    broker.close()
+    unsigned = [e for e in logs if e["event"] == "messages_unsigned"]
+    assert len(unsigned) == warnings
+    if warnings:
+        assert unsigned[0]["log_level"] == "warning"
+        assert "ticks, plans and crawl batches" in unsigned[0]["reason"]

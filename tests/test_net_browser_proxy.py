@@ -13,6 +13,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from structlog.testing import capture_logs
 
 from crawlsched.drivers.browser_proxy import FilteringProxy
 from crawlsched.drivers.browser_session import open_browser
@@ -78,12 +79,19 @@ def test_page_loads_through_the_proxy_and_reaches_no_refused_address(chromedrive
     url, allowed_seen, refused_seen = servers
     proxy = FilteringProxy(parse_networks(["127.0.0.2/32"])).start()
     try:
-        assert _visit(chromedriver_node, url, proxy.url) == "yes"
+        with capture_logs() as logs:
+            assert _visit(chromedriver_node, url, proxy.url) == "yes"
     finally:
         proxy.stop()
     assert allowed_seen[:1] == ["/page"] and "/ok" in allowed_seen
     assert refused_seen == []  # not the frame, fetch, image, script or redirect
     assert any(entry.startswith("127.0.0.1:") for entry in proxy.refused)
+    # Each refusal is logged with its reason, as information: a page's (or Chrome's own)
+    # requests for refused addresses are not the worker's warnings.
+    refusals = [e for e in logs if e["event"] == "browser_request_refused"]
+    assert any("127.0.0.1" in e["reason"] and e["host"] == "127.0.0.1" for e in refusals)
+    assert {e["log_level"] for e in refusals} == {"info"}
+    assert [e for e in logs if e["log_level"] in ("warning", "error")] == []
 
 
 def test_without_the_proxy_the_same_page_reaches_the_refused_address(chromedriver_node, servers):

@@ -55,9 +55,12 @@ def test_rebinding_to_a_refused_address_after_the_check_connects_nowhere(server)
     rebound = lambda host, _: ["127.0.0.1"]  # noqa: E731
     with guarded_client((), 5, resolver=rebound) as client:
         http = PoliteHttp(client, allowed_networks=(), resolver=public)
-        with pytest.raises(FetchFailed, match="ConnectError"):
+        with pytest.raises(FetchFailed) as failed:
             http.get(f"http://rebind.test:{port}/secret")
     assert server.seen == []
+    # The failure (what the crawl logs as `job_failed`) says why, not only "ConnectError".
+    assert "ConnectError: refused:" in str(failed.value)
+    assert "loopback address 127.0.0.1" in str(failed.value)
 
 
 @pytest.mark.parametrize("address", ["10.0.0.8", "169.254.169.254", "::ffff:10.0.0.1", "::1"])

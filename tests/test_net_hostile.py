@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import time
 import tracemalloc
+import zlib
 
 import httpx
 import pytest
@@ -53,6 +54,10 @@ class Hostile(StreamingHandler):
         elif self.path == "/gzip":
             body = gzip.compress(b"<html><title>small</title></html>")
             self._head(200, "text/html", len(body), {"Content-Encoding": "gzip"})
+            self._write(body)
+        elif self.path == "/stacked":  # deflate applied first, then gzip: listed in that order
+            body = gzip.compress(zlib.compress(b"<html><title>stacked</title></html>"))
+            self._head(200, "text/html", len(body), {"Content-Encoding": "deflate, gzip"})
             self._write(body)
         elif self.path == "/binary":
             body = bytes(range(256)) * 100
@@ -135,4 +140,12 @@ def test_gzip_within_the_budget_is_decoded(site):
     with httpx.Client(timeout=10) as client:
         response = _http(client).get(f"{base}/gzip")
     assert html_of(response, f"{base}/gzip").css("title::text").get() == "small"
+    assert "content-encoding" not in response.headers
+
+
+def test_stacked_content_encodings_are_undone_in_reverse_order(site):
+    base, _ = site
+    with httpx.Client(timeout=10) as client:
+        response = _http(client).get(f"{base}/stacked")
+    assert html_of(response, f"{base}/stacked").css("title::text").get() == "stacked"
     assert "content-encoding" not in response.headers

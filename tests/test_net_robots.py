@@ -133,3 +133,23 @@ def test_an_unreachable_site_is_disallowed_until_asked_again():
     # The server is gone: its port refuses connections.
     with httpx.Client(timeout=5) as client:
         assert not _try(_http(client, RobotsCache()), f"{base}/x")
+
+
+@pytest.mark.parametrize("status", [500, 503])
+def test_a_robots_txt_answering_5xx_disallows_the_site(site, status):
+    # RFC 9309 2.3.1.4: a server error on robots.txt means complete disallow.
+    base, server = site
+    server.robots = (status, b"User-agent: *\nAllow: /\n", None)
+    with httpx.Client(timeout=10) as client:
+        http = _http(client, RobotsCache())
+        assert not _try(http, f"{base}/x")
+        assert not _try(http, f"{base}/y")
+    assert server.log == ["/robots.txt"]  # no page of the site was requested
+
+
+def test_a_robots_txt_answering_404_allows_the_site(site):
+    base, server = site
+    server.robots = (404, b"User-agent: *\nDisallow: /\n", None)
+    with httpx.Client(timeout=10) as client:
+        assert _try(_http(client, RobotsCache()), f"{base}/x")
+    assert server.log == ["/robots.txt", "/x"]

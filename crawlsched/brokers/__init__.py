@@ -22,7 +22,7 @@ from dramatiq.middleware import (
 )
 
 from crawlsched import runtime
-from crawlsched.brokers.guards import GuardMessages, LogDeadLetters
+from crawlsched.brokers.guards import GuardMessages, LogDeadLetters, WarnUnsigned
 from crawlsched.brokers.middleware import LogContext
 from crawlsched.brokers.rabbitmq import CrawlschedRabbitmqBroker
 from crawlsched.brokers.store_gate import WaitForMongo
@@ -41,7 +41,9 @@ _configured: dramatiq.Broker | None = None
 
 def middleware(settings: Settings) -> list[dramatiq.Middleware]:
     key = settings.message_signing_key
+    shared = not settings.broker_url.startswith("stub://")
     return [
+        *([WarnUnsigned()] if shared and key is None else []),
         # First: nothing below (AgeLimit, the actors) sees a message that fails these checks.
         GuardMessages(key.get_secret_value().encode() if key else None),
         LogContext(),

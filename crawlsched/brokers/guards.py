@@ -99,3 +99,16 @@ class LogDeadLetters(Middleware):
         throws = message.options.get("throws") or actor.options.get("throws")
         if throws and isinstance(exception, throws):
             dead_letter(message, f"{type(exception).__name__}: {exception}")
+
+
+class WarnUnsigned(Middleware):
+    """One WARNING when a worker starts on a shared broker without a signing key: what that
+    lets through is anything anyone with publish rights on the vhost sends."""
+
+    def after_worker_boot(self, broker, worker) -> None:
+        log.warning(
+            "messages_unsigned",
+            reason="CRAWLSCHED_MESSAGE_SIGNING_KEY is unset: anyone who can publish on this "
+            "RabbitMQ vhost can send this worker ticks, plans and crawl batches, and it runs "
+            "them; set the same key (32+ characters) on every process",
+        )

@@ -43,6 +43,11 @@ def run_inside(runtime: Runtime | None, delivers: bool = False) -> None:
     _host = Host(runtime, delivers) if runtime is not None else None
 
 
+def in_server() -> bool:
+    """Whether this command runs inside a server (for a command line elsewhere)."""
+    return _host is not None
+
+
 def load_settings() -> Settings:
     return _host.runtime.settings if _host else load_settings_or_exit()
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 
-from crawlsched.commands import LOCAL_ONLY, command_path
+from crawlsched.commands import LOCAL_ONLY, command_path, needed_role
 from crawlsched.invocation import UPLOAD_PREFIX, pack_folder, unpack_folder
 from crawlsched.settings import Settings, load_settings_or_exit
 from crawlsched.standalone.datadir import read_api
@@ -29,6 +29,10 @@ WRITE_OPTIONS = ("--rejects",)
 # Options of `jobs import` that take a value (so the file is the other word).
 IMPORT_VALUED = ("--kind", "--rejects")
 TIMEOUT_S = 600.0
+# Commands that change nothing in the store, although the API asks an admin token for them,
+# and those that do not use the store at all.
+STORE_UNCHANGED = {("accounts", "keygen"), ("store", "dump"), ("tokens", "list")}
+NO_STORE = {("accounts", "keygen"), ("drivers",)}
 
 
 @dataclass
@@ -84,7 +88,40 @@ def target_for(argv: list[str], settings: Settings) -> Target | None:
                 1,
             )
         )
+    # No server and no MongoDB: the command would run on an embedded store of its own, which
+    # ends with it. A change there would be reported and lost; a read finds nothing.
+    if _is_command(argv):
+        where = (
+            f"no crawlsched standalone server runs for {settings.data_dir} and "
+            "CRAWLSCHED_MONGO_URL names no MongoDB server"
+        )
+        if needed_role(argv) != "read" and path not in STORE_UNCHANGED:
+            raise SystemExit(
+                _fail(
+                    f"`crawlsched {' '.join(path)}` would change a store that vanishes when it "
+                    f"ends ({where}): start `crawlsched standalone` to keep data in "
+                    f"{settings.data_dir}, or set CRAWLSCHED_MONGO_URL=mongodb://…",
+                    1,
+                )
+            )
+        if path not in NO_STORE:
+            print(f"note: the store is empty: {where}", file=sys.stderr)
     return None
+
+
+def _is_command(argv: list[str]) -> bool:
+    """Whether the words name a command (not a group, not a typo: typer says what is wrong)."""
+    import typer
+
+    from crawlsched.cli import app
+
+    command = typer.main.get_command(app)
+    for word in argv:
+        group = getattr(command, "commands", None)  # a group; typer vendors its own click
+        if group is None or word.startswith("-"):
+            break
+        command = group.get(word)
+    return command is not None and not hasattr(command, "commands")
 
 
 def _option_value(argv: list[str], i: int) -> tuple[str, int] | None:

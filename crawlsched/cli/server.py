@@ -11,12 +11,13 @@ from crawlsched.cli.common import (
     bad_input,
     cli_runtime,
     console,
+    in_server,
     invocation,
     print_json,
     unanswered_writes,
 )
 from crawlsched.encoding import plain
-from crawlsched.store.tokens import ROLES
+from crawlsched.store.tokens import ROLES, TOKENS_COLLECTION
 
 tokens_app = typer.Typer(help="API tokens: create, list, revoke.", no_args_is_help=True)
 store_app = typer.Typer(
@@ -109,13 +110,19 @@ def store_load(
     where = invocation(ctx).reads_folder(folder, "FOLDER")
     if not where.is_dir():
         bad_input(f"FOLDER: no folder {folder}")
+    # A running server keeps its own API tokens: the ones its clients (and this command line,
+    # through api.json) hold would all stop working until a restart.
+    keep = (TOKENS_COLLECTION,) if in_server() else ()
     with cli_runtime() as rt:
         source = where / "current" if (where / "current").is_dir() else where
         again = "Load it again with --drop: it replaces the collections, whatever was written."
         try:
             with unanswered_writes("a write of the load", again):
-                loaded = load_dump(rt.db, database_folder(source, rt.settings.mongo_db), drop)
+                database = database_folder(source, rt.settings.mongo_db)
+                loaded = load_dump(rt.db, database, drop, keep=keep)
                 rt.create_indexes()
         except (FileNotFoundError, ValueError) as e:
             bad_input(str(e))
     console.print(f"{sum(loaded.values())} documents loaded into {len(loaded)} collections")
+    if keep and (database / f"{TOKENS_COLLECTION}.bson").exists():
+        console.print("the server's API tokens were kept: the dump's tokens were not loaded")

@@ -16,7 +16,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from crawlsched.catalog import TASK_RESULTS
 from crawlsched.drivers.base import CrawlJob, DriverError
-from crawlsched.drivers.browser_session import is_session_lost
+from crawlsched.drivers.browser_session import is_session_lost, raise_if_error_page
 from crawlsched.drivers.context import CrawlContext
 from crawlsched.drivers.targets import check_target
 from crawlsched.errors import UnsafeTarget
@@ -56,8 +56,10 @@ class BrowserPageDriver:
             WebDriverWait(browser, READY_WAIT_S).until(
                 lambda b: b.execute_script("return document.readyState") == "complete"
             )
+            raise_if_error_page(browser)
             browser.set_script_timeout(SETTLE_MAX_MS / 1000 + 5)
             browser.execute_async_script(_SETTLE_SCRIPT, SETTLE_QUIET_MS, SETTLE_MAX_MS)
+            raise_if_error_page(browser)  # the page may have navigated itself meanwhile
             hrefs = browser.execute_script(
                 "return Array.from(document.querySelectorAll('a[href]'), a => a.href)"
             )

@@ -5,8 +5,8 @@ Chrome is started with `--proxy-server` pointing here and `--proxy-bypass-list=<
 (without it Chrome sends loopback requests directly). For each request (an absolute-URI
 request for http, `CONNECT` for https) the proxy resolves the host once, refuses it with 403 if
 any address is refused (`targets.check_addresses`, the allowed networks of the settings), and
-otherwise connects to the checked address — the same rule, and the same rebinding defence, as
-the HTTP client's. One proxy per worker process, on a loopback port.
+otherwise connects to the checked address (502 when none answers) — the same rule, and the
+same rebinding defence, as the HTTP client's. One proxy per worker process, on a loopback port.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from crawlsched.logs import get_logger
 log = get_logger(__name__)
 
 IDLE_S = 60.0
+_FORBIDDEN = b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n"
+_BAD_GATEWAY = b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n"
 MAX_HEAD_BYTES = 64 * 1024
 
 
@@ -47,8 +49,8 @@ class _Handler(socketserver.BaseRequestHandler):
         if method == "CONNECT":
             host, _, port = target.rpartition(":")
             upstream = self.server.open(host.strip("[]"), int(port) if port.isdigit() else 443)
-            if upstream is None:
-                client.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+            if isinstance(upstream, bytes):
+                client.sendall(upstream)
                 return
             client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
         else:
@@ -61,8 +63,8 @@ class _Handler(socketserver.BaseRequestHandler):
                 client.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
                 return
             upstream = self.server.open(parts.hostname, port)
-            if upstream is None:
-                client.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+            if isinstance(upstream, bytes):
+                client.sendall(upstream)
                 return
             path = parts.path or "/"
             if parts.query:
@@ -145,17 +147,29 @@ class FilteringProxy(socketserver.ThreadingTCPServer):
         host, port = self.server_address[:2]
         return f"http://{host}:{port}"
 
-    def open(self, host: str, port: int) -> socket.socket | None:
+    def open(self, host: str, port: int) -> socket.socket | bytes:
+        """A connection to the checked address, or the answer to send instead: 403 for a
+        target the rules refuse, 502 for one that cannot be reached. Both have an empty body,
+        so Chrome shows its error page and the crawl fails the job instead of storing it.
+
+        Refusals are logged at info: Chrome's own background requests land here too, and a
+        page asking for a refused address is the page's doing, not the worker's fault."""
         try:
             if not 0 < port < 65536:
-                raise OSError(f"no such port {port}")
+                raise UnsafeTarget(f"no such port {port}")
             addresses = self.resolver(host, port)
             check_addresses(f"//{host}:{port}", addresses, self.allowed_networks)
-            return _connect_any(addresses, port)
         except (UnsafeTarget, OSError) as e:
-            self.refused.append(f"{host}:{port}")
-            log.warning("browser_request_refused", host=host[:200], port=port, reason=str(e)[:200])
-            return None
+            return self._refuse(host, port, e, _FORBIDDEN)
+        try:
+            return _connect_any(addresses, port)
+        except OSError as e:
+            return self._refuse(host, port, e, _BAD_GATEWAY)
+
+    def _refuse(self, host: str, port: int, error: Exception, answer: bytes) -> bytes:
+        self.refused.append(f"{host}:{port}")
+        log.info("browser_request_refused", host=host[:200], port=port, reason=str(error)[:200])
+        return answer
 
     def start(self) -> FilteringProxy:
         self._thread.start()

@@ -14,20 +14,55 @@ import urllib3.exceptions
 from selenium import webdriver
 from selenium.common.exceptions import InvalidSessionIdException, WebDriverException
 
+from crawlsched.drivers.base import DriverError
+from crawlsched.drivers.targets import redact
 from crawlsched.logs import get_logger
 
 log = get_logger(__name__)
 
+DISABLED_FEATURES = (
+    "OptimizationHints",
+    "OptimizationGuideModelDownloading",
+    "OptimizationHintsFetching",
+    "MediaRouter",
+    "DialMediaRouteProvider",
+    "Translate",
+    "AutofillServerCommunication",
+    "CertificateTransparencyComponentUpdater",
+)
+# Profile preferences: the WebRTC policy again (a node's Chrome may predate the switch) and no
+# services that would fetch on their own.
+CHROME_PREFS = {
+    "webrtc.ip_handling_policy": "disable_non_proxied_udp",
+    "safebrowsing.enabled": False,
+    "translate.enabled": False,
+    "search.suggest_enabled": False,
+    "signin.allowed": False,
+}
 CHROME_ARGS = (
     "--headless=new",
     "--no-sandbox",  # nodes often run as root in containers
     "--disable-gpu",
     "--disable-dev-shm-usage",
+    # WebRTC sends UDP (STUN, TURN, peers) by itself, around any HTTP proxy: only what a proxy
+    # carries, i.e. nothing. The command-line form of the `webrtc.ip_handling_policy` pref.
+    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
+    # Chrome's own services (updates, accounts, sync, metrics, safe browsing, optimization
+    # hints, translate, cast) phone home on every session: through the filtering proxy that is
+    # refused noise, and without it traffic nobody asked for. Only the page's requests remain.
     "--no-first-run",
-    # Without these Chrome phones home at start-up; on a closed network that is noise and delay.
+    "--no-default-browser-check",
     "--disable-background-networking",
     "--disable-component-update",
+    "--disable-component-extensions-with-background-pages",
+    "--disable-default-apps",
     "--disable-sync",
+    "--disable-domain-reliability",
+    "--disable-client-side-phishing-detection",
+    "--disable-breakpad",
+    "--metrics-recording-only",
+    "--disable-extensions",
+    "--disable-features=" + ",".join(DISABLED_FEATURES),
 )
 # WebDriver errors whose text says the browser or its session is gone, not the page.
 _LOST_MARKERS = (
@@ -46,6 +81,7 @@ def chrome_options(
     options = webdriver.ChromeOptions()
     for arg in CHROME_ARGS:
         options.add_argument(arg)
+    options.add_experimental_option("prefs", dict(CHROME_PREFS))
     if host_resolver_rules:
         options.add_argument(f"--host-resolver-rules={host_resolver_rules}")
     if proxy_url:
@@ -75,6 +111,25 @@ def open_browser(
             browser.quit()
         except Exception as e:  # the node may be gone; its sessions went with it
             log.warning("browser_quit_failed", node=node_url, error=type(e).__name__)
+
+
+# A navigation that failed (refused, unreachable, an empty error response, a redirect to a
+# refused address) ends on Chrome's own error page: its document is `chrome-error://…` while
+# `current_url` still names the page that failed. Its `.error-code` says why.
+_ERROR_PAGE_SCRIPT = """
+if (!String(document.documentURI).startsWith("chrome-error:")) return null;
+const code = document.querySelector(".error-code");
+return (code && code.textContent.trim()) || "unknown error";
+"""
+
+
+def raise_if_error_page(browser: webdriver.Remote) -> None:
+    """DriverError naming the failed URL and Chrome's error code when the browser shows its
+    error page instead of a page the site sent: that is a failed crawl, never a result."""
+    code = browser.execute_script(_ERROR_PAGE_SCRIPT)
+    if code is not None:
+        url = redact(str(browser.current_url))
+        raise DriverError(f"{url}: the page did not load ({str(code)[:80]})")
 
 
 def is_session_lost(exc: BaseException) -> bool:

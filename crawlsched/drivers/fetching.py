@@ -247,7 +247,12 @@ class PoliteHttp:
     def _failure(self, what: str, error: httpx.HTTPError, deadline: float) -> FetchFailed:
         if isinstance(error, httpx.TimeoutException) and time.monotonic() >= deadline - 0.05:
             return FetchFailed(f"{what}: not finished within {self.deadline_s} s")
-        return FetchFailed(f"{what} failed: {type(error).__name__}")
+        # The reason, not only the kind: a connection the rebinding check refused says which
+        # address and why; a refused or reset connection says so.
+        detail = str(error).strip()[:300]
+        return FetchFailed(
+            f"{what} failed: {type(error).__name__}" + (f": {detail}" if detail else "")
+        )
 
     def _fetch_robots(self, url: str) -> tuple[int, str]:
         """For the robots cache: GET a robots.txt (checked, paced, never with credentials),

@@ -18,6 +18,7 @@ import httpx
 from parsel import Selector
 
 from crawlsched.drivers.base import CrawlJob, DriverError, LoginRejected, RateLimited
+from crawlsched.drivers.browser_session import raise_if_error_page
 from crawlsched.drivers.context import CrawlContext, normalize_url
 from crawlsched.drivers.targets import check_target, redact
 from crawlsched.errors import UnsafeTarget
@@ -176,6 +177,7 @@ class DemoSocialDriver:
         handle = _handle(job)
         # WebDriver errors propagate: the crawl flow tells a lost session from a page's failure.
         browser.get(url)
+        raise_if_error_page(browser)
         deadline = time.monotonic() + STORIES_WAIT_S
         while browser.execute_script(READY_SCRIPT) != "yes":
             if time.monotonic() > deadline:

@@ -21,6 +21,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 from parsel import Selector
 
 from crawlsched.drivers.base import CrawlJob, DriverError
+from crawlsched.drivers.browser_session import raise_if_error_page
 from crawlsched.drivers.context import CrawlContext, normalize_url
 from crawlsched.drivers.http import html_of
 from crawlsched.drivers.targets import check_target
@@ -42,6 +43,7 @@ def _load(url: str, context: CrawlContext) -> tuple[str, Selector]:
     except UnsafeTarget as e:
         raise DriverError(f"refused: {e}") from None
     browser.get(url)
+    raise_if_error_page(browser)
     return str(browser.current_url), Selector(text=browser.page_source)
 
 

@@ -64,8 +64,9 @@ def crawl_jobs(
     stop: StopWatch,
     dispatch: DispatchLease | None = None,
 ) -> Progress:
-    driver = registry.create(message.driver_class)
     media = rt.media(message.media_name)
+    # The store's driver (`crawling.checked_media` refused a message naming another).
+    driver = registry.create(str((media or {}).get("driver_class")))
     progress = Progress()
     target_fields = ("target", *rt.target_fields(message.collection))
     for index, doc in enumerate(jobs):

@@ -29,7 +29,7 @@ from crawlsched.flow.crawl_loop import Progress, crawl_jobs
 from crawlsched.flow.crawl_resources import DispatchLease, Leases, ResourceLost, batch_browser
 from crawlsched.flow.stopping import StopWatch
 from crawlsched.logs import get_logger
-from crawlsched.messages import BatchMessage, ReportMessage
+from crawlsched.messages import BadMessage, BatchMessage, ReportMessage
 from crawlsched.planning.outcomes import PHASE_OUTCOMES, STOPPED
 from crawlsched.resources.rules import ACCOUNT_POOL, SELENIUM_POOL
 from crawlsched.runtime import Runtime
@@ -99,6 +99,42 @@ def _context(
     )
 
 
+def disagreement(
+    message: BatchMessage, media: dict[str, Any] | None, jobs: list[dict]
+) -> str | None:
+    """Why the batch's message disagrees with the store (its media row and its jobs), or None.
+
+    The crawl runs the store's driver for the store's media: a message that names another
+    driver, another media id, or jobs of another media is refused, so whoever can publish a
+    crawl message cannot pick the code that runs or the media a job is crawled as."""
+    if media is None:
+        return f"no media named {message.media_name!r} in the store"
+    if media.get("media_name_id", media.get("_id")) != message.media_id:
+        return f"media {message.media_name!r} has another id in the store"
+    if media.get("driver_class") != message.driver_class:
+        return (
+            f"media {message.media_name!r} is crawled by {media.get('driver_class')!r} in the "
+            f"store, not {message.driver_class[:40]!r}"
+        )
+    others = sum(1 for doc in jobs if doc.get("media_name") != message.media_name)
+    if others:
+        return f"{others} of the batch's jobs belong to another media than {message.media_name!r}"
+    return None
+
+
+def checked_media(rt: Runtime, message: BatchMessage, jobs: list[dict]) -> dict[str, Any]:
+    """The batch's media row, read from the store; BadMessage (dead-lettered: the jobs come
+    back through dispatch expiry) when the message disagrees with it."""
+    media = rt.media(message.media_name)
+    reason = disagreement(message, media, jobs)
+    if reason is not None:
+        media = rt.media(message.media_name, fresh=True)  # the cached row may be stale
+        reason = disagreement(message, media, jobs)
+    if reason is not None or media is None:
+        raise BadMessage(f"batch {message.dispatch_id} refused: {reason}")
+    return media
+
+
 def _run(
     rt: Runtime, message: BatchMessage, jobs: list[dict], leases: Leases, stop: StopWatch
 ) -> tuple[Progress, CrawlContext | None]:
@@ -165,6 +201,7 @@ def crawl_batch(
             store.release(message.dispatch_id, STOPPED)
             log.info("batch_stopped", dispatch_id=message.dispatch_id, jobs=len(jobs))
         elif jobs:
+            checked_media(rt, message, jobs)
             leases = Leases(rt, message.lease_ids)
             progress, context = _run(rt, message, jobs, leases, stop)
             bounds = context.bounds if context else CrawlBounds()

@@ -9,6 +9,10 @@ format, switched atomically, plus the API address and a local admin token.
       api.json                         {"url": …, "token": …} while the server runs (mode 0600)
       secret.key                       encrypts account secrets, unless CRAWLSCHED_SECRET_KEY is set
 
+Everything in it is its owner's only: folders 0700, files 0600, whatever the umask, and a
+directory found looser (made by hand, or by an older version) is tightened when a server
+opens it.
+
 A snapshot is written into a new folder, flushed, and only then made `current` by renaming a
 link over the old one: a crash at any moment leaves the previous snapshot whole. Collections
 that no write touched since the previous snapshot are hard links to its files, so a snapshot
@@ -38,6 +42,8 @@ CLEAN_MARK = "CLEAN"
 MESSAGES_FILE = "messages.json"
 SECRET_KEY_FILE = "secret.key"
 LOCK_FILE = "lock"
+DIR_MODE = 0o700
+FILE_MODE = 0o600
 
 
 class DataDirBusy(CrawlschedError):
@@ -68,15 +74,17 @@ class DataDir:
         self.snapshots = root / "snapshots"
         self.current = root / "current"
         self._last: dict[str, Snapshot] = {}
-        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.snapshots.mkdir(exist_ok=True)
+        self.root.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+        self.snapshots.mkdir(exist_ok=True, mode=DIR_MODE)
+        restrict(self.root)
 
     def acquire(self) -> None:
         """Hold the directory's lock for this process's life: one server per data directory
         (two would overwrite each other's snapshots)."""
         import fcntl
 
-        self._lock_file = (self.root / LOCK_FILE).open("a")
+        fd = os.open(self.root / LOCK_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
+        self._lock_file = os.fdopen(fd, "a")
         try:
             fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -130,7 +138,8 @@ class DataDir:
         number = self._next_number()
         folder = self.snapshots / f"{number:06d}"
         target = folder / self.db_name
-        target.mkdir(parents=True)
+        folder.mkdir(mode=DIR_MODE)
+        target.mkdir(mode=DIR_MODE)
         stats = SnapshotStats(number)
         changed: dict[str, tuple[Snapshot, list[bytes], list[dict]]] = {}
         with db.locked():
@@ -155,16 +164,16 @@ class DataDir:
                     os.link(seen.path / f"{name}{suffix}", target / f"{name}{suffix}")
                 stats.linked.append(name)
             else:
-                dump.write_collection(target, name, encoded, indexes)
+                dump.write_collection(target, name, encoded, indexes, FILE_MODE)
                 stats.written.append(name)
                 stats.documents += len(encoded)
             self._last[name] = Snapshot(seen.store_id, seen.generation, target)
         self._last = {n: s for n, s in self._last.items() if n in changed}
         if messages:
             payload = [{"queue": q, "data": base64.b64encode(d).decode()} for q, d in messages]
-            dump.write_file(folder / MESSAGES_FILE, [json.dumps(payload).encode()])
+            dump.write_file(folder / MESSAGES_FILE, [json.dumps(payload).encode()], FILE_MODE)
         if clean:
-            dump.write_file(folder / CLEAN_MARK, [b""])
+            dump.write_file(folder / CLEAN_MARK, [b""], FILE_MODE)
         _fsync_dir(target)
         _fsync_dir(folder)
         self._switch(folder)
@@ -198,11 +207,13 @@ class DataDir:
         """The key that encrypts account secrets at rest, made once and kept (mode 0600)."""
         from crawlsched.resources.secrets import generate_key
 
-        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        root.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+        os.chmod(root, DIR_MODE)
         path = root / SECRET_KEY_FILE
         if not path.exists():
             partial = root / f".{SECRET_KEY_FILE}.partial"
-            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            partial.unlink(missing_ok=True)
+            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
             with os.fdopen(fd, "w") as out:
                 out.write(generate_key())
             partial.replace(path)
@@ -213,7 +224,8 @@ class DataDir:
     def write_api(self, url: str, token: str) -> None:
         path = self.root / API_FILE
         partial = self.root / f".{API_FILE}.partial"
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        partial.unlink(missing_ok=True)
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
         with os.fdopen(fd, "w") as out:
             json.dump({"url": url, "token": token, "pid": os.getpid()}, out)
         partial.replace(path)
@@ -228,6 +240,16 @@ def read_api(root: Path) -> dict[str, Any] | None:
         return json.loads((root / API_FILE).read_text())
     except (OSError, ValueError):
         return None
+
+
+def restrict(root: Path) -> None:
+    """Folders 0700 and files 0600 under `root` (and itself); links are left alone."""
+    for folder, _dirs, files in os.walk(root):
+        os.chmod(folder, DIR_MODE)
+        for name in files:
+            path = os.path.join(folder, name)
+            if not os.path.islink(path):
+                os.chmod(path, FILE_MODE)
 
 
 def _fsync_dir(path: Path) -> None:

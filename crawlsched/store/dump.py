@@ -42,11 +42,13 @@ def metadata_json(collection_name: str, indexes: list[dict[str, Any]]) -> str:
     )
 
 
-def write_file(path: Path, chunks: Iterable[bytes]) -> None:
+def write_file(path: Path, chunks: Iterable[bytes], mode: int = 0o666) -> None:
     """Write `path` whole or not at all: a temporary file in the same folder, flushed to disk,
-    then renamed over it."""
+    then renamed over it. `mode` as for open(2) (the umask applies)."""
     partial = path.with_name(f".{path.name}.partial")
-    with partial.open("wb") as out:
+    partial.unlink(missing_ok=True)  # one a crash left: its mode would be kept
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "wb") as out:
         for chunk in chunks:
             out.write(chunk)
         out.flush()
@@ -54,9 +56,11 @@ def write_file(path: Path, chunks: Iterable[bytes]) -> None:
     partial.replace(path)
 
 
-def write_collection(folder: Path, name: str, encoded: list[bytes], indexes: list[dict]) -> None:
-    write_file(folder / f"{name}.bson", encoded)
-    write_file(folder / f"{name}.metadata.json", [metadata_json(name, indexes).encode()])
+def write_collection(
+    folder: Path, name: str, encoded: list[bytes], indexes: list[dict], mode: int = 0o666
+) -> None:
+    write_file(folder / f"{name}.bson", encoded, mode)
+    write_file(folder / f"{name}.metadata.json", [metadata_json(name, indexes).encode()], mode)
 
 
 def read_documents(path: Path) -> Iterator[dict[str, Any]]:
@@ -88,10 +92,13 @@ def database_folder(dump: Path, db_name: str) -> Path:
     raise FileNotFoundError(f"{dump}: no {db_name}/ folder to load (databases there: {names})")
 
 
-def load_dump(db: CountingDatabase, folder: Path, drop: bool = False) -> dict[str, int]:
+def load_dump(
+    db: CountingDatabase, folder: Path, drop: bool = False, keep: Iterable[str] = ()
+) -> dict[str, int]:
     """Load every collection of a dump folder: documents, then its indexes. Refuses a
-    collection that already holds documents unless `drop` (then it is replaced)."""
-    files = sorted(folder.glob("*.bson"))
+    collection that already holds documents unless `drop` (then it is replaced). Collections
+    named in `keep` are left as they are and not loaded."""
+    files = sorted(f for f in folder.glob("*.bson") if f.stem not in set(keep))
     if not drop:
         busy = [f.stem for f in files if db[f.stem].estimated_document_count()]
         if busy:

@@ -41,9 +41,12 @@ def allows(role: str, needed: str) -> bool:
     return ROLES.index(role) >= ROLES.index(needed)
 
 
+TOKENS_COLLECTION = "api_tokens"
+
+
 class MongoTokenStore:
     def __init__(self, db: CountingDatabase) -> None:
-        self._tokens = db.api_tokens
+        self._tokens = db[TOKENS_COLLECTION]
 
     def create(self, role: str, name: str, now: datetime) -> tuple[dict[str, Any], str]:
         """A new token: its row (no secret in it) and the plain token, which is not kept."""

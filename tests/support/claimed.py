@@ -2,7 +2,7 @@
 
 Used by the tests that drive admission and the crawl directly (no broker, one thread): the
 jobs are inserted and claimed by a fresh dispatch exactly as the planner claims them, and the
-message names the test's own driver.
+message and twitter's media row name the test's own driver.
 """
 
 from __future__ import annotations
@@ -50,9 +50,15 @@ def claimed_batch(
     crawl_limit: int = 10,
     stages_ms: dict[str, float] | None = None,
 ) -> BatchMessage:
-    """n twitter profile jobs (targets job0-…, job1-…) claimed by a fresh dispatch of the run."""
+    """n twitter profile jobs (targets job0-…, job1-…) claimed by a fresh dispatch of the run.
+
+    Twitter's media row names `driver_class` (the crawl runs the store's driver, and refuses a
+    message that names another)."""
     now = rt.now()
     prefix = uuid.uuid4().hex[:6]
+    rt.db.childs_socialmedia.update_one(
+        {"media_name": "twitter"}, {"$set": {"driver_class": driver_class}}
+    )
     twitter = rt.reference.media_by_name("twitter")
     rt.jobs("profiles").insert_new(
         [
