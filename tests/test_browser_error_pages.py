@@ -18,7 +18,7 @@ from crawlsched.demo.node import free_port
 from crawlsched.demo.seed import demo_reference
 from crawlsched.runtime import get_runtime
 from crawlsched.store.runs import FINISHED
-from tests.support.serving import running
+from tests.support.serving import running, send_html
 from tests.support.waiting import wait_for
 
 
@@ -33,12 +33,9 @@ class _Site(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        body = f"<html><head><title>{handle}</title></head><body>hello</body></html>".encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        send_html(
+            self, f"<html><head><title>{handle}</title></head><body>hello</body></html>".encode()
+        )
 
     def log_message(self, *args) -> None:
         pass

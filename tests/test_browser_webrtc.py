@@ -19,7 +19,7 @@ from selenium import webdriver
 from crawlsched.drivers.browser_proxy import FilteringProxy
 from crawlsched.drivers.browser_session import chrome_options, open_browser
 from crawlsched.drivers.targets import parse_networks
-from tests.support.serving import running
+from tests.support.serving import running, send_html
 from tests.support.waiting import wait_for
 
 PAGE = """<!doctype html><html><head><title>webrtc</title></head><body><script>
@@ -69,12 +69,7 @@ def _page_handler(page: str):
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            body = page.encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            send_html(self, page.encode())
 
         def log_message(self, *args) -> None:
             pass

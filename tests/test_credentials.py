@@ -17,7 +17,7 @@ from crawlsched.drivers.fetching import PoliteHttp
 from crawlsched.drivers.http import HttpPageDriver
 from crawlsched.drivers.targets import may_carry_secret, parse_networks
 from crawlsched.errors import UnsafeTarget
-from tests.support.serving import running
+from tests.support.serving import running, send_html
 
 SECRET = "s3cret-token-value"
 LOOPBACK = parse_networks(["127.0.0.1/32", "::1/128"])
@@ -33,12 +33,7 @@ class _Recorder(BaseHTTPRequestHandler):
             self.send_header("Location", self.path.removeprefix("/redirect-to/").replace("~", "/"))
             self.end_headers()
             return
-        body = b"<html><title>ok</title><a href='/next'>n</a></html>"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        send_html(self, b"<html><title>ok</title><a href='/next'>n</a></html>")
 
     def log_message(self, *args) -> None:
         pass

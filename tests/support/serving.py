@@ -26,3 +26,12 @@ def running(
         httpd.shutdown()
         httpd.server_close()
         thread.join(timeout=10)
+
+
+def send_html(handler: BaseHTTPRequestHandler, body: bytes, status: int = 200) -> None:
+    """Answer a request with an HTML page (a test site's usual answer)."""
+    handler.send_response(status)
+    handler.send_header("Content-Type", "text/html")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
