@@ -104,14 +104,16 @@ def test_consumer_receives_every_event_of_a_run_and_a_schedule_in_order(
     _fire_profiles(rt)
     run = _profile_run_ended(rt)
 
-    # Then the consumer got each event once, in the order they were stored
+    # Then the consumer got each event once, each subject's in the order they happened
     def everything_arrived():
         stored = rt.db.activity.count_documents({})
         return len(consumer.drain()) >= stored and consumer.received
 
     received = wait_for(everything_arrived, 30, "every stored event on the exchange")
     stored = [e["event_id"] for e in rt.db.activity.find({}).sort("_id", 1)]
-    assert [body["event_id"] for _, body in received] == stored
+    # Each stored event once. (Events emitted by different worker threads at the same moment
+    # may reach the exchange in either order; each subject's own events keep theirs, below.)
+    assert sorted(body["event_id"] for _, body in received) == sorted(stored)
     # Each with its id as the message's too, for consumers that drop duplicates by it
     assert all(body["_id"] == body["event_id"] for _, body in received)
     schedule = [(k, b["event"]) for k, b in received if b.get("schedule_id") == "nightly"]
