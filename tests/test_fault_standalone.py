@@ -35,7 +35,7 @@ def test_standalone_kill_9_then_restart_loses_no_page(tmp_path: Path, moment: in
 
     # Then the run is right by every invariant, and the kill did happen mid-run
     assert trial.fault_at is not None, "the run ended before the kill"
-    assert trial.check.problems() == []
+    assert trial.check.problems() == [], trial.check
     print(
         f"kill after {moment} fetches: outcomes {trial.check.outcomes}, "
         f"fetched twice {trial.check.fetched_twice}, recovery {trial.recovery_s:.1f}s"

@@ -27,6 +27,7 @@ END_EVENTS = ("RunFinished", "RunFailed", "RunIncomplete", "RunStopped")
 GIVEN_UP = ("failed", "exhausted", "expired")  # outcomes that end a page without its result
 ROBOTS = "/robots.txt"
 RUNNING = 2
+PLANNED_MARKER = "planned"
 
 
 @dataclass
@@ -114,6 +115,17 @@ def _path(target: str, base_url: str) -> str | None:
     return target.removeprefix(base_url) if target.startswith(base_url) else None
 
 
+def _jobs_by_path(collection: Any, base_url: str) -> dict[str, dict[str, Any]]:
+    """Each URL's job: a planned job has a `target`, a discovered one a `url`. A planned
+    page's marker among the run's children (outcome `planned`) is not a job."""
+    jobs: dict[str, dict[str, Any]] = {}
+    for doc in collection.find({"last_outcome": {"$ne": PLANNED_MARKER}}):
+        path = _path(doc.get("target") or doc.get("url") or "", base_url)
+        if path is not None:
+            jobs[path] = doc
+    return jobs
+
+
 def check_run(
     db: Any,
     run_id: str,
@@ -131,11 +143,7 @@ def check_run(
     """
     run = db.runs.find_one({"_id": run_id}) or {}
     counts = {k: v for k, v in (run.get("counts") or {}).items() if v}
-    jobs = {
-        path: doc
-        for doc in db[collection].find({})
-        if (path := _path(doc.get("target", ""), base_url)) is not None
-    }
+    jobs = _jobs_by_path(db[collection], base_url)
     stored = {
         path
         for doc in db.articles.find({"run_id": run_id}, {"key": 1})

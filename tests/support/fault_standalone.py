@@ -23,8 +23,10 @@ from tests.support.waiting import wait_for
 from tests.support.webhook_receiver import WebhookReceiver
 
 SCHEDULE = "faults"
-# Quick tries again after a machinery failure, and enough requests at once to one host.
+# Links followed to any depth, quick tries again after a machinery failure, and enough
+# requests at once to the one host.
 FAST_RECOVERY = {
+    "CRAWLSCHED_CRAWL_MAX_DEPTH": "100",
     "CRAWLSCHED_REDO_BACKOFF_S": "0.5",
     "CRAWLSCHED_HOST_CONCURRENCY": "4",
     "CRAWLSCHED_LOG_LEVEL": "ERROR",
@@ -99,7 +101,7 @@ def standalone_trial(
             run_id = server.json_lines("run", "now", SCHEDULE)[0]["run_id"]
             if kill_when is not None:
                 wait_for(
-                    lambda: kill_when(site, time.time() - started_at),
+                    lambda: kill_when(site, time.time() - started_at) or _ended(server, run_id),
                     end_within_s,
                     "the moment to kill",
                     interval=0.02,
