@@ -25,7 +25,7 @@ from tests.support.fault_distributed import FAULTS, Services, distributed_trial 
 from tests.support.fault_standalone import (  # noqa: E402
     TrialOutcome,
     after_seconds,
-    standalone_trial,  # noqa: E402
+    standalone_trial,
 )
 from tests.support.link_graph import LinkGraph, depth_of, layered_graph  # noqa: E402
 from tests.support.mongo_server import MongoecoServer  # noqa: E402
