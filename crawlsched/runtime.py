@@ -24,7 +24,7 @@ from crawlsched.drivers.net import guarded_client
 from crawlsched.drivers.politeness import HostPacer
 from crawlsched.drivers.robots import RobotsCache
 from crawlsched.drivers.targets import parse_networks
-from crawlsched.planning.outcomes import RetryPolicy
+from crawlsched.planning.outcomes import RedoPolicy, RetryPolicy
 from crawlsched.resources.backends.mongo import MongoLeaseBackend
 from crawlsched.resources.inventory import MongoPoolInventory
 from crawlsched.resources.pools import ResourcePools
@@ -122,7 +122,12 @@ class Runtime:
         context), far too much per batch. httpx clients are safe to share between threads."""
         return guarded_client(self.allowed_networks, self.settings.http_timeout_s)
 
-    def polite_http(self, account: Any, secret_hosts: tuple[str, ...]) -> PoliteHttp:
+    def polite_http(
+        self,
+        account: Any,
+        secret_hosts: tuple[str, ...],
+        on_request: Callable[[], None] | None = None,
+    ) -> PoliteHttp:
         """A batch's HTTP client for its drivers, on the process's shared connection pool."""
         settings = self.settings
         return PoliteHttp(
@@ -135,6 +140,7 @@ class Runtime:
             user_agent=settings.user_agent,
             max_bytes=settings.max_page_bytes,
             deadline_s=settings.page_deadline_s,
+            on_request=on_request,
         )
 
     @cached_property
@@ -217,6 +223,11 @@ class Runtime:
         s = self.settings
         return RetryPolicy(s.max_attempts, s.backoff_base_s, s.backoff_max_s)
 
+    @cached_property
+    def redo_policy(self) -> RedoPolicy:
+        s = self.settings
+        return RedoPolicy(s.run_attempts, s.redo_backoff_s, max(300.0, s.redo_backoff_s))
+
     def model_ids(self) -> dict[str, Any]:
         # Reference data changes only with init-db; a worker restart picks up a change.
         if self._model_ids is None:
@@ -262,6 +273,16 @@ class Runtime:
         self.history.create_indexes()
         MongoDeliveryStore(self.db).create_indexes()
         self.db.activity.create_index([("at", -1)], name="recent")
+        # The outbox: one document per event id; the relay reads the pending ones.
+        self.db.activity.create_index(
+            [("event_id", 1)],
+            name="event_id",
+            unique=True,
+            partialFilterExpression={"event_id": {"$type": "string"}},
+        )
+        self.db.activity.create_index(
+            [("outbox", 1), ("publish_after", 1)], name="outbox", sparse=True
+        )
         self.idempotency.create_indexes()
 
 

@@ -117,6 +117,21 @@ class Settings(BaseSettings):
         allow_inf_nan=False,
         description="Ceiling of the retry delay.",
     )
+    run_attempts: int = Field(
+        3,
+        ge=1,
+        le=100,
+        description="Tries one run gives a page whose crawl the machinery failed (a worker "
+        "killed, a dispatch reclaimed); past them the page is given up and the run ends "
+        "incomplete. Not counted in max_attempts: it is not the page's failure.",
+    )
+    redo_backoff_s: float = Field(
+        5.0,
+        gt=0,
+        le=3600,
+        allow_inf_nan=False,
+        description="Wait before a run tries such a page again; doubles per try, at most 300 s.",
+    )
     http_timeout_s: float = Field(20.0, gt=0, le=600, allow_inf_nan=False)
     connect_timeout_s: float = Field(
         5.0,

@@ -9,7 +9,14 @@ from datetime import timedelta
 
 import pytest
 
-from crawlsched.planning.outcomes import Outcome, RetryPolicy, after_failure, after_success
+from crawlsched.planning.outcomes import (
+    Outcome,
+    RedoPolicy,
+    RetryPolicy,
+    after_failure,
+    after_machinery_failure,
+    after_success,
+)
 from crawlsched.store.jobs import ClaimRequest, MongoJobStore
 from tests.support.claim_worker import claim_rounds
 from tests.support.factories import NOW, open_store
@@ -188,7 +195,7 @@ def test_claims_outcomes_of_counts_only_the_labels_asked_for(store):
         after_success(2, None, NOW),
         after_failure(3, 0, NOW, policy, "boom"),
         after_failure(4, 1, NOW, policy, "boom"),
-        after_failure(5, 0, NOW, policy, "late", outcome=Outcome.EXPIRED),
+        after_machinery_failure(5, "run-1", 0, 2, NOW, RedoPolicy(tries_per_run=3), "late"),
     ]
     assert jobs.record("d1", updates, NOW) == 5
     jobs.record("d2", [after_success(6, 60, NOW)], NOW)

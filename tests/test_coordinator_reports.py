@@ -129,6 +129,10 @@ def test_coordinator_report_that_ends_its_run_finishes_it_once_with_its_event(rt
     assert _events(rt) == [
         {
             "event": "RunFinished",
+            # A stable id: the same end written again (by the relay after a crash) is one event
+            "event_id": f"{RUN}:RunFinished",
+            "result": "succeeded",
+            "given_up": [],
             "at": NOW,
             "run_id": RUN,
             "schedule_id": SCHEDULE,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import types
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from crawlsched.drivers.context import CrawlBounds
 from crawlsched.flow import crawl_resources, crawling, stopping
 from crawlsched.flow.admission import admit, keys_of
 from crawlsched.flow.crawling import crawl_batch
+from crawlsched.flow.ticking import reclaim_expired
 from crawlsched.messages import BatchMessage, ReportMessage
 from crawlsched.resources.rules import DOWN, AccountLimits
 from crawlsched.runtime import Runtime
@@ -377,3 +379,86 @@ def test_a_stop_seen_mid_batch_is_logged_with_the_jobs_it_gave_back(rt, clock):
 
     stopped = [e for e in logs if e["event"] == "batch_stopped"]
     assert [(e["dispatch_id"], e["jobs"]) for e in stopped] == [(message.dispatch_id, 3)]
+
+
+# -- the dispatch lease: kept while the crawl progresses, lost when it does not ---------------
+
+
+def _lease_from_now(rt, message: BatchMessage) -> None:
+    """The dispatch lease as the planner sets it: one lease length from now."""
+    deadline = rt.now() + timedelta(seconds=rt.settings.dispatch_lease_s)
+    rt.jobs(message.collection).extend_lease(message.dispatch_id, deadline)
+
+
+def test_a_crawl_that_outlives_its_dispatch_lease_while_it_progresses_keeps_it(rt, clock):
+    # Given a batch of five jobs that each take 40 % of the dispatch lease (twice the lease in
+    # all), and the ticker reclaiming expired holds between every two of them
+    lease_s = rt.settings.dispatch_lease_s
+    reclaimed: list[int] = []
+
+    def step(index, job, context):
+        clock.advance(0.4 * lease_s)
+        reclaimed.append(reclaim_expired(rt, lambda report: None))
+
+    SCRIPT["step"] = step
+    message = _admitted(rt, 5, login=False, selenium=False)
+    _lease_from_now(rt, message)
+
+    # When it is crawled
+    counts, reports = _crawl(rt, message)
+
+    # Then the ticker never took it: every job succeeded under its own dispatch and reported
+    assert clock.monotonic() >= 2 * lease_s
+    assert reclaimed == [0, 0, 0, 0, 0]
+    assert counts == {"succeeded": 5}
+    assert [r.dispatch_id for r in reports] == [message.dispatch_id]
+    assert rt.history.for_run(RUN) and all(
+        row["outcome"] == "succeeded" for row in rt.history.for_run(RUN)
+    )
+
+
+def test_each_request_is_progress_that_keeps_the_lease_of_a_long_single_job(rt, clock, monkeypatch):
+    # Given one job that sends ten requests, each a quarter of the lease apart
+    lease_s = rt.settings.dispatch_lease_s
+    reclaimed: list[int] = []
+
+    def step(index, job, context):
+        for _ in range(10):
+            clock.advance(0.25 * lease_s)
+            context.http.on_request()  # what PoliteHttp calls before every request it sends
+            reclaimed.append(reclaim_expired(rt, lambda report: None))
+
+    SCRIPT["step"] = step
+    message = _admitted(rt, 1, login=False, selenium=False)
+    _lease_from_now(rt, message)
+
+    # Then the job is never reclaimed and ends on its own merits
+    assert _crawl(rt, message)[0] == {"succeeded": 1}
+    assert set(reclaimed) == {0}
+
+
+def test_a_stuck_crawl_is_reclaimed_its_late_work_counts_nothing_and_its_jobs_go_back(rt, clock):
+    # Given a batch of three whose first job hangs for longer than the dispatch lease
+    lease_s = rt.settings.dispatch_lease_s
+    reclaimed: list[int] = []
+
+    def step(index, job, context):
+        if index == 0:
+            clock.advance(lease_s + 1)
+            reclaimed.append(reclaim_expired(rt, lambda report: None))
+
+    SCRIPT["step"] = step
+    message = _admitted(rt, 3, login=False, selenium=False)
+    _lease_from_now(rt, message)
+
+    # When the crawl wakes up and goes on
+    counts, reports = _crawl(rt, message)
+
+    # Then the ticker reclaimed all three while it hung; the crawl noticed at its next sign of
+    # progress, recorded and reported nothing, and the jobs wait in their run for another try
+    assert reclaimed == [3]
+    assert (counts, reports) == ({}, [])
+    for doc in _jobs(rt, message).values():
+        assert (doc["state"], doc["last_outcome"], doc["redo_run"]) == (1, "redo", RUN)
+        assert doc.get("attempt_count", 0) == 0
+    assert len(CONTEXTS) == 1  # the driver never ran job1 and job2

@@ -144,9 +144,12 @@ def test_emit_stores_the_event_and_survives_a_broker_that_is_down(embedded_mongo
     with capture_logs() as logs:
         emit(rt, "RunStopped", run_id="r1")
 
-    # Then it is stored, the failed publish is a logged warning, and nothing was raised
-    assert [e["event"] for e in rt.db.activity.find({})] == ["RunStopped"]
-    (warning,) = [entry for entry in logs if entry["event"] == "event_publish_failed"]
+    # Then it is stored, pending in the outbox for the relay, the failed publish is a logged
+    # warning, and nothing was raised
+    (event,) = rt.db.activity.find({})
+    assert (event["event"], event["outbox"], event["publish_tries"]) == ("RunStopped", "pending", 1)
+    assert event["publish_after"] > event["at"]
+    (warning,) = [entry for entry in logs if entry["event"] == "event_publish_deferred"]
     assert warning["log_level"] == "warning" and warning["event_name"] == "RunStopped"
 
 

@@ -11,10 +11,13 @@ from crawlsched.catalog import JobState
 from crawlsched.planning.outcomes import (
     OUTCOME_MEANINGS,
     PHASE_OUTCOMES,
+    REDO,
     STOPPED,
     Outcome,
+    RedoPolicy,
     RetryPolicy,
     after_failure,
+    after_machinery_failure,
     after_success,
     all_outcomes,
 )
@@ -128,11 +131,46 @@ def test_after_failure_table():
     assert after_failure("j", -4, NOW, policy, "boom").attempt_count == 1
 
 
-@given(policies(), st.integers(0, 30))
-def test_after_failure_keeps_the_expired_label_even_when_exhausted(policy, before):
-    update = after_failure("j", before, NOW, policy, "lease ran out", outcome=Outcome.EXPIRED)
-    assert update.outcome == Outcome.EXPIRED
-    assert update.exhausted == (before + 1 >= policy.max_attempts)
+@st.composite
+def redo_policies(draw):
+    base = draw(st.floats(0.001, 600, allow_nan=False))
+    return RedoPolicy(draw(st.integers(1, 10)), base, draw(st.floats(base, 3600, allow_nan=False)))
+
+
+@given(redo_policies(), st.integers(-3, 20), st.integers(-3, 12), utc_datetimes())
+def test_a_machinery_failure_is_no_attempt_and_goes_back_to_its_run_until_its_tries_run_out(
+    policy, attempts, tries, now
+):
+    update = after_machinery_failure("j", "run-1", attempts, tries, now, policy, "worker died")
+    tries_now = max(tries, 0) + 1
+    # The page's own attempts are untouched either way, and it is never flagged exhausted.
+    assert (update.attempt_count, update.exhausted) == (max(attempts, 0), False)
+    assert update.error == "worker died"
+    if tries_now >= policy.tries_per_run:
+        # Given up for this run, planned again by the next firing at once.
+        assert (update.outcome, update.state) == (Outcome.EXPIRED, JobState.FAILED)
+        assert (update.execution_date, update.redo_run, update.redo_tries) == (None, None, 0)
+    else:
+        assert (update.outcome, update.state) == (REDO, JobState.PENDING)
+        assert (update.redo_run, update.redo_tries) == ("run-1", tries_now)
+        delay = (update.execution_date - now).total_seconds()
+        assert policy.backoff_base_s - 1e-3 <= delay <= policy.backoff_max_s + 1e-3
+
+
+def test_machinery_tries_back_off_and_the_last_one_gives_up():
+    policy = RedoPolicy(tries_per_run=3, backoff_base_s=5, backoff_max_s=300)
+    first = after_machinery_failure("j", "r", 0, 0, NOW, policy, "x")
+    second = after_machinery_failure("j", "r", 0, 1, NOW, policy, "x")
+    third = after_machinery_failure("j", "r", 0, 2, NOW, policy, "x")
+    assert first.execution_date == NOW + timedelta(seconds=5)
+    assert second.execution_date == NOW + timedelta(seconds=10)
+    assert (third.outcome, third.redo_run) == (Outcome.EXPIRED, None)
+
+
+@pytest.mark.parametrize("bad", [{"tries_per_run": 0}, {"backoff_base_s": 0}])
+def test_redo_policy_refuses_nonsense(bad):
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        RedoPolicy(**bad)
 
 
 @given(st.integers(10**6, 10**15))

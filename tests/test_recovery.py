@@ -17,7 +17,8 @@ from crawlsched.catalog import JobState
 from crawlsched.demo.seed import demo_reference
 from crawlsched.flow.planning import plan_run
 from crawlsched.flow.ticking import reclaim_expired
-from crawlsched.planning.outcomes import Outcome, after_success
+from crawlsched.ids import encode_id
+from crawlsched.planning.outcomes import REDO, Outcome, RedoPolicy, after_success
 from crawlsched.runtime import get_runtime
 from crawlsched.store.jobs import ClaimRequest
 from crawlsched.store.runs import FINISHED, PLANNING, RUNNING, run_id_for
@@ -61,11 +62,9 @@ def _drain(broker, worker) -> None:
     worker.join()
 
 
-def test_only_dispatches_whose_lease_ran_out_are_reclaimed(rt, stub_broker, stub_worker):
-    # Given one run: dispatch `gone` (2 jobs) whose lease ran out a minute ago, dispatch `alive`
-    # (1 job) whose lease runs for another minute
-    from crawlsched.actors.coordinator import send_report
-
+def _two_dispatches(rt):
+    """One run: dispatch `gone` (2 jobs) whose lease ran out a minute ago, dispatch `alive`
+    (1 job) whose lease runs for another minute."""
     ids = _websites(rt, 3)
     now = rt.now()
     run_id = run_id_for("sweep-websites", now)
@@ -75,40 +74,111 @@ def test_only_dispatches_whose_lease_ran_out_are_reclaimed(rt, stub_broker, stub
     store.claim([ClaimRequest(gone, ids[:2])], run_id, now - timedelta(minutes=1))
     store.claim([ClaimRequest(alive, ids[2:])], run_id, now + timedelta(minutes=1))
     rt.runs.close_planning(run_id, 3, {}, now)
+    return ids, run_id, gone, alive
 
-    # When the ticker reclaims expired holds, and its report reaches the coordinator
-    reclaimed = reclaim_expired(rt, send_report)
+
+def _crawl_and_report(rt, run_id, dispatch_id, job_ids):
+    from crawlsched.actors.coordinator import send_report
+    from crawlsched.messages import ReportMessage
+
+    done = [after_success(job_id, None, rt.now()) for job_id in job_ids]
+    rt.jobs("websites").record(dispatch_id, done, rt.now())
+    send_report(
+        ReportMessage(run_id=run_id, dispatch_id=dispatch_id, collection="websites", phase="crawl")
+    )
+
+
+def test_a_reclaimed_dispatch_gives_its_jobs_back_to_the_run_and_the_run_crawls_them_again(
+    rt, stub_broker, stub_worker
+):
+    from crawlsched.actors.coordinator import send_report
+    from crawlsched.flow.children import plan_discovered
+
+    ids, run_id, gone, alive = _two_dispatches(rt)
+
+    # When the ticker reclaims expired holds
+    assert reclaim_expired(rt, send_report) == 2
     _drain(stub_broker, stub_worker)
 
-    # Then exactly the two expired jobs count a failed attempt; the live one is untouched
-    assert reclaimed == 2
+    # Then exactly the two expired jobs go back to their run to be crawled again after a
+    # backoff: pending, no attempt counted (not the page's fault), nothing counted off the run
     by_id = {d["_id"]: d for d in rt.db.websites.find({})}
     for job_id in ids[:2]:
-        assert by_id[job_id]["state"] == int(JobState.FAILED)
-        assert by_id[job_id]["last_outcome"] == Outcome.EXPIRED
-        assert by_id[job_id]["attempt_count"] == 1
-        assert "dispatch_id" not in by_id[job_id]
+        doc = by_id[job_id]
+        assert (doc["state"], doc["last_outcome"]) == (int(JobState.PENDING), REDO)
+        assert (doc["redo_run"], doc["redo_tries"], doc["attempt_count"]) == (run_id, 1, 0)
+        assert doc["execution_date"] > rt.now()
+        assert "dispatch_id" not in doc
     assert by_id[ids[2]]["state"] == int(JobState.RUNNING)
     assert by_id[ids[2]]["dispatch_id"] == alive
     run = rt.runs.get(run_id)
-    assert (run["state"], run["outstanding"], run["counts"]) == (RUNNING, 1, {"expired": 2})
+    assert (run["state"], run["outstanding"], run["counts"]) == (RUNNING, 3, {})
+    # And each reclaimed try has its history row
+    rows = rt.history.for_run(run_id)
+    assert sorted((r["job_id"], r["outcome"], r["retried"]) for r in rows) == sorted(
+        (encode_id(j), "expired", True) for j in ids[:2]
+    )
 
     # And a late write from the dispatch that lost its jobs changes nothing
     late = [after_success(job_id, None, rt.now()) for job_id in ids[:2]]
-    assert store.record(gone, late, rt.now()) == 0
-    assert rt.db.websites.count_documents({"last_outcome": Outcome.EXPIRED}) == 2
+    assert rt.jobs("websites").record(gone, late, rt.now()) == 0
 
-    # And once the live dispatch reports, the run finishes with both outcomes counted
-    store.record(alive, [after_success(ids[2], None, rt.now())], rt.now())
-    from crawlsched.messages import ReportMessage
+    # And no sweep of another run may take them: they belong to this run
+    assert rt.jobs("websites").due_tasks(rt.now() + timedelta(hours=1)) == []
 
-    send_report(
-        ReportMessage(run_id=run_id, dispatch_id=alive, collection="websites", phase="crawl")
-    )
+    # When their backoff has passed, the ticker's sweep asks for the run's pass
+    from crawlsched.flow.children import sweep_waiting_children
+
+    rt.db.websites.update_many({"redo_run": run_id}, {"$set": {"execution_date": rt.now()}})
+    asked: list = []
+    assert sweep_waiting_children(rt, lambda r, c: asked.append((r, c))) == 1
+    assert asked == [(run_id, "websites")]
+    sent: list = []
+    assert plan_discovered(rt, run_id, "websites", sent.append) == 2
+    (again,) = sent
+    assert sorted(again.decoded_job_ids()) == sorted(ids[:2])
+
+    # And once both dispatches report, the run finishes succeeded with every job counted once
+    _crawl_and_report(rt, run_id, alive, ids[2:])
+    _crawl_and_report(rt, run_id, again.dispatch_id, ids[:2])
     _drain(stub_broker, stub_worker)
     run = rt.runs.get(run_id)
-    assert run["state"] == FINISHED
+    assert (run["state"], run["result"], run["counts"]) == (FINISHED, "succeeded", {"succeeded": 3})
+    # And the retried jobs no longer wait in the run
+    assert rt.db.websites.count_documents({"redo_run": {"$ne": None}}) == 0
+
+
+def test_a_job_the_machinery_fails_on_every_try_is_given_up_and_the_run_ends_incomplete(
+    rt, stub_broker, stub_worker
+):
+    from crawlsched.actors.coordinator import send_report
+
+    # Given a run that allows one try per page
+    rt.__dict__["redo_policy"] = RedoPolicy(tries_per_run=1)
+    ids, run_id, _gone, alive = _two_dispatches(rt)
+
+    # When the expired dispatch is reclaimed and the live one reports
+    assert reclaim_expired(rt, send_report) == 2
+    _crawl_and_report(rt, run_id, alive, ids[2:])
+    _drain(stub_broker, stub_worker)
+
+    # Then the two jobs are given up with the reason, their page's attempts untouched, and the
+    # run ends incomplete, naming them in its end event
+    for doc in rt.db.websites.find({"_id": {"$in": ids[:2]}}):
+        assert (doc["state"], doc["last_outcome"]) == (int(JobState.FAILED), Outcome.EXPIRED)
+        assert "dispatch lease expired" in doc["last_error"]
+        assert doc["attempt_count"] == 0 and not doc.get("exhausted")
+    run = rt.runs.get(run_id)
+    assert (run["state"], run["result"]) == (FINISHED, "incomplete")
     assert run["counts"] == {"expired": 2, "succeeded": 1}
+    (event,) = rt.db.activity.find({"event": "RunIncomplete", "run_id": run_id})
+    assert event["event_id"] == f"{run_id}:RunIncomplete"
+    assert sorted(row["url"] for row in event["given_up"]) == sorted(
+        f"http://127.0.0.1:9/page{i}" for i in range(2)
+    )
+    assert all("dispatch lease expired" in row["reason"] for row in event["given_up"])
+    # And the next firing plans them as usual
+    assert rt.jobs("websites").due_tasks(rt.now()) == ["article"]
 
 
 class PlannerCrash(Exception):

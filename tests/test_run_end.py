@@ -22,11 +22,16 @@ counts = st.dictionaries(st.sampled_from(LABELS), st.integers(0, 10_000))
 
 
 @given(counts, st.booleans())
-def test_run_end_stopped_wins_else_failed_only_when_nothing_succeeded(counts, stopped):
+def test_run_end_stopped_wins_then_incomplete_then_failed_only_when_nothing_succeeded(
+    counts, stopped
+):
     end = run_end(counts, stopped)
     failures = sum(counts.get(o, 0) for o in FAILURES)
     if stopped:
         assert (end.state, end.result, end.event) == ("stopped", "stopped", "RunStopped")
+    elif counts.get(Outcome.EXPIRED, 0) > 0:
+        # A page the machinery gave up: the run did not see every page, whatever else.
+        assert (end.state, end.result, end.event) == ("finished", "incomplete", "RunIncomplete")
     elif failures and not counts.get(Outcome.SUCCEEDED):
         assert (end.state, end.result, end.event) == ("finished", "failed", "RunFailed")
     else:
@@ -39,12 +44,16 @@ def test_run_end_stopped_wins_else_failed_only_when_nothing_succeeded(counts, st
         ({}, "RunFinished"),  # nothing was due: a run that did its job
         ({"starved": 4}, "RunFinished"),  # starved is not a failure
         ({"failed": 1, "succeeded": 1}, "RunFinished"),
-        ({"expired": 2}, "RunFailed"),
+        ({"expired": 2}, "RunIncomplete"),
+        ({"expired": 1, "succeeded": 40}, "RunIncomplete"),
+        # Pages that failed on their own, or were cut by a bound, leave it succeeded.
+        ({"exhausted": 3, "succeeded": 40}, "RunFinished"),
         ({"exhausted": 1, "stopped": 3}, "RunFailed"),
         ({"failed": 1, "succeeded": 0}, "RunFailed"),
         # A damaged count below zero counts as none, on either side.
         ({"failed": -3}, "RunFinished"),
-        ({"failed": -1, "expired": 1}, "RunFailed"),
+        ({"failed": -1, "expired": 1}, "RunIncomplete"),
+        ({"failed": 1, "expired": -1}, "RunFailed"),
         ({"succeeded": -1, "failed": 1}, "RunFailed"),
     ],
 )

@@ -1,4 +1,5 @@
-"""tick: fire due schedules, reclaim expired holds, keep the pools honest (crawlsched.ticks)."""
+"""tick: fire due schedules, reclaim expired holds, keep the pools honest, drain the outboxes
+(crawlsched.ticks)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,14 @@ from crawlsched import metrics
 from crawlsched.actors.coordinator import send_report
 from crawlsched.actors.crawl import send_crawl
 from crawlsched.actors.gatekeepers import send_wake
+from crawlsched.actors.notifier import send_webhook
 from crawlsched.actors.planner import plan_crawls, send_plan_children
+from crawlsched.events import relay_events
 from crawlsched.flow.admission import admit_waiting, starve_overdue
 from crawlsched.flow.children import sweep_waiting_children
+from crawlsched.flow.coordination import relay_announcements
 from crawlsched.flow.nodes import probe_nodes
+from crawlsched.flow.notifying import relay_webhooks
 from crawlsched.flow.ticking import fire_due, reclaim_expired
 from crawlsched.resources.node_probe import probe_node
 from crawlsched.runtime import get_runtime
@@ -35,6 +40,12 @@ def tick() -> None:
     starve_overdue(runtime, send_report)
     # The sweep that covers lost wake-ups: one read when nothing waits.
     admit_waiting(runtime, None, send_crawl)
-    # Discovered children released but never planned (a lost plan_children message).
+    # Discovered children released but never planned (a lost plan_children message), and
+    # jobs the machinery failed whose run may try them again now.
     sweep_waiting_children(runtime, send_plan_children)
+    # The outboxes: run ends a crash cut short, events not yet confirmed, webhooks not yet
+    # answered 2xx.
+    relay_announcements(runtime, send_webhook)
+    relay_events(runtime)
+    relay_webhooks(runtime, send_webhook)
     metrics.tick_done(time.perf_counter() - started)

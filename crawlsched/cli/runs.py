@@ -39,7 +39,8 @@ def run_row(run: dict[str, Any], columns: tuple[str, ...] = COUNT_COLUMNS) -> li
     return [
         # Schedule on one line, fire time on the next: never cut, whatever the width.
         run["_id"].replace("@", "\n@", 1),
-        run["state"],
+        # An ended run shows how it ended: succeeded, failed, incomplete or stopped.
+        run.get("result") or run["state"] if run["state"] == "finished" else run["state"],
         str(run.get("planned", 0)),
         str(max(run.get("outstanding", 0), 0) if not run.get("planning") else "…"),
         *(str(counts.get(c, 0)) for c in columns),
@@ -112,6 +113,10 @@ def status(
             console.print(discovery.depth_table(discovery.by_depth(rt, run)))
         if run.get("result"):
             console.print(f"result: {run['result']}")
+        if cut := run.get("cut"):
+            console.print("cut by a bound: " + ", ".join(f"{k} {v}" for k, v in cut.items()))
+        for page in views.run_details(rt, run)["given_up"] if run["counts"].get("expired") else []:
+            console.print(f"given up: {page['url']} ({page['task']}): {page['reason']}")
         if run.get("stop_requested") or run.get("stopped_tasks"):
             what = ", ".join(run.get("stopped_tasks") or []) or "the whole run"
             console.print(

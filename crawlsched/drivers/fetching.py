@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -62,8 +62,11 @@ class PoliteHttp:
         max_bytes: int = DEFAULT_MAX_BYTES,
         deadline_s: float = DEFAULT_DEADLINE_S,
         resolver: Any = None,
+        on_request: Callable[[], None] | None = None,
     ) -> None:
         self._client = client
+        # Called before every request: the crawl's sign of progress (it renews the dispatch).
+        self.on_request = on_request
         self.allowed_networks = allowed_networks
         self.account = account
         self.secret_hosts = secret_hosts
@@ -133,6 +136,8 @@ class PoliteHttp:
     ) -> httpx.Response:
         deadline = time.monotonic() + self.deadline_s
         for _hop in range(MAX_REDIRECTS + 1):
+            if self.on_request is not None:
+                self.on_request()
             self._check(url)
             if self.robots is not None and not self.robots.allowed(
                 url, self.user_agent, self._fetch_robots
@@ -250,6 +255,8 @@ class PoliteHttp:
         means "unavailable", which RFC 9309 treats as a 4xx."""
         deadline = time.monotonic() + self.deadline_s
         for _hop in range(MAX_REDIRECTS + 1):
+            if self.on_request is not None:
+                self.on_request()
             self._check(url)
             headers = {"User-Agent": self.user_agent}
             response = self._read("GET", url, headers, None, None, None, deadline)

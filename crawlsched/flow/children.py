@@ -1,11 +1,14 @@
-"""The children pass: plan a run's discovered jobs as they are released.
+"""The run's own pass: plan a run's discovered jobs as they are released, and its jobs the
+machinery failed once their backoff has passed.
 
 The coordinator releases a dispatch's children once their run counts them, then asks for this
 pass (`plan_children`); the ticker asks again for any run whose released children nobody
-planned for a while (a lost message). The pass reads the same pipeline as a sweep, restricted
-to that run's released, never-tried children, and claims them for the run — claims are atomic,
-so two passes at once split the children between them and never plan one twice. Children of a
-stopped run are given back as stopped (counted ended), so a stop ends a growing run too.
+planned for a while (a lost message), and for any run with jobs due for another try after a
+machinery failure (`ticking.reclaim_expired` gave them back to the run). The pass reads the
+same pipeline as a sweep, restricted to that run's work (`run_work_filter`), and claims it for
+the run — claims are atomic, so two passes at once split the jobs between them and never plan
+one twice. Jobs of a stopped run are given back as stopped (counted ended), so a stop ends a
+growing run too.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from crawlsched.planning.due import parse_due_job
 from crawlsched.runtime import Runtime
 from crawlsched.store.children import MongoChildStore
 from crawlsched.store.jobs import expiry_deadline
-from crawlsched.store.pipeline import children_filter
+from crawlsched.store.pipeline import run_work_filter
 from crawlsched.store.runs import ENDED
 
 log = get_logger(__name__)
@@ -49,7 +52,7 @@ def plan_discovered(
     deadline = expiry_deadline(now, rt.settings.dispatch_lease_s)
     stats: Counter = Counter()
     guarded = StoppedRunGuard(rt, run_id, dispatch)
-    only = children_filter(run_id)
+    only = run_work_filter(run_id, now)
     for task in store.due_tasks(now, match=only):
         cutter = BatchCutter(collection, task, rt.settings.default_batch_limit)
         batches: list[Batch] = []
@@ -73,12 +76,15 @@ SWEEP_AFTER_S = 20.0
 
 
 def sweep_waiting_children(rt: Runtime, send: Callable[[str, str], None]) -> int:
-    """Ask for a children pass wherever released children were left unplanned (one read per
-    job collection when there are none): covers a lost `plan_children` message."""
+    """Ask for a run's pass wherever released children were left unplanned (a lost
+    `plan_children` message) or jobs the machinery failed are due again (two reads per job
+    collection when there are none)."""
     sent = 0
+    now = rt.now()
     for collection in JOB_COLLECTIONS:
         children = MongoChildStore(rt.db, collection)
-        for run_id in children.runs_left_waiting(rt.now(), SWEEP_AFTER_S):
+        waiting = children.runs_left_waiting(now, SWEEP_AFTER_S)
+        for run_id in sorted({*waiting, *rt.jobs(collection).redo_runs_due(now)}):
             send(run_id, collection)
             sent += 1
     return sent

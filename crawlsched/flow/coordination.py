@@ -5,23 +5,27 @@ last outcome was written by its dispatch, with an outcome of its phase. A report
 that still holds jobs, that finished no job of that run, or for a run that does not exist is
 refused (dead-lettered by the actor), so a forged or foreign report changes nothing.
 
-A run ends exactly once (a compare-and-set): finished, failed (jobs ran and none succeeded)
-or stopped. Its end is an event (`emit`); a child run's end counts one child off its parent;
-a schedule that asks for webhook notifications of that end gets a delivery queued.
+A run ends exactly once (a compare-and-set): finished (succeeded, failed when jobs ran and none
+succeeded, or incomplete when the machinery made it give pages up) or stopped. The write that
+ends it also marks it to be announced; the announcement — its event, a webhook delivery when
+its schedule asks for one, one child off its parent — goes to outboxes that relays drain until
+delivered, and is repeated by the relay if a crash cut it short (`relay_announcements`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from crawlsched import metrics
 from crawlsched.errors import ReportRejected
 from crawlsched.events import emit
 from crawlsched.flow.notifying import plan_webhook
+from crawlsched.flow.views import given_up_of
 from crawlsched.logs import get_logger
 from crawlsched.messages import ReportMessage
-from crawlsched.planning.outcomes import PHASE_OUTCOMES
+from crawlsched.planning.outcomes import PHASE_OUTCOMES, Outcome
 from crawlsched.planning.run_end import run_end
 from crawlsched.runtime import Runtime
 from crawlsched.store.children import MongoChildStore
@@ -46,22 +50,53 @@ def finish_if_done(rt: Runtime, run: dict[str, Any], notify: Notify = _no_notify
         return False
     metrics.run_finished()
     log.info("run_ended", run_id=run["_id"], result=end.result, planned=run.get("planned"))
+    announce(rt, {**run, "state": end.state, "result": end.result}, notify)
+    return True
+
+
+# A run whose end was not announced this long after it ended is announced by the relay.
+ANNOUNCE_AFTER_S = 10.0
+
+
+def announce(rt: Runtime, run: dict[str, Any], notify: Notify = _no_notify) -> None:
+    """Put a run's end in every outbox: its event, its webhook delivery, its parent's count.
+
+    Each part is idempotent (the event and the delivery have ids derived from the run, a child
+    counts off its parent once), so the relay may repeat all of it after a crash that cut it
+    short; the run's `announce` mark, set by the write that ended it, is cleared last."""
+    counts = run.get("counts", {})
+    end = run_end(counts, bool(run.get("stop_requested")))
+    given_up = given_up_of(rt, run) if counts.get(Outcome.EXPIRED) else []
+    event_id = f"{run['_id']}:{end.event}"
     emit(
         rt,
         end.event,
+        event_id=event_id,
         run_id=run["_id"],
         schedule_id=run.get("schedule_id"),
         parent_id=run.get("parent_id"),
+        result=end.result,
         planned=run.get("planned", 0),
         counts=counts,
         discovered=run.get("discovered", 0),
         items=run.get("items", {}),
         cut=run.get("cut", {}),
+        given_up=given_up,
     )
-    if (delivery_id := plan_webhook(rt, run, end)) is not None:
+    if (delivery_id := plan_webhook(rt, run, end, event_id, given_up)) is not None:
         notify(delivery_id)
     _count_child_ended(rt, run, notify)
-    return True
+    rt.runs.announced(run["_id"])
+
+
+def relay_announcements(rt: Runtime, notify: Notify = _no_notify) -> int:
+    """Announce the ends a crash cut short (their `announce` mark is still set)."""
+    before = rt.now() - timedelta(seconds=ANNOUNCE_AFTER_S)
+    runs = rt.runs.unannounced(before)
+    for run in runs:
+        log.warning("run_end_announced_late", run_id=run["_id"])
+        announce(rt, run, notify)
+    return len(runs)
 
 
 def _count_child_ended(rt: Runtime, run: dict[str, Any], notify: Notify) -> None:

@@ -18,7 +18,7 @@ from crawlsched.drivers import registry
 from crawlsched.drivers.base import CrawlJob, LoginRejected, RateLimited, task_method
 from crawlsched.drivers.browser_session import is_session_lost
 from crawlsched.drivers.context import CrawlContext
-from crawlsched.flow.crawl_resources import Leases, ResourceLost, node_lost
+from crawlsched.flow.crawl_resources import DispatchLease, Leases, ResourceLost, node_lost
 from crawlsched.flow.stopping import StopWatch
 from crawlsched.ids import encode_id
 from crawlsched.logs import get_logger
@@ -62,6 +62,7 @@ def crawl_jobs(
     context: CrawlContext,
     leases: Leases,
     stop: StopWatch,
+    dispatch: DispatchLease | None = None,
 ) -> Progress:
     driver = registry.create(message.driver_class)
     media = rt.media(message.media_name)
@@ -84,6 +85,8 @@ def crawl_jobs(
             progress.seed_urls.append(url)
         try:
             leases.keep()
+            if dispatch is not None:
+                dispatch.progress()
             task_method(driver, message.task)(job, context)
         except ResourceLost as e:
             progress.interruption = str(e)
@@ -102,6 +105,9 @@ def crawl_jobs(
             else:
                 _failed(rt, progress, doc, e, started_at)
                 continue
+        if progress.interruption is None and dispatch is not None and dispatch.lost:
+            # The driver swallowed the loss: what it did for this job cannot be recorded.
+            progress.interruption = f"dispatch {message.dispatch_id} was reclaimed"
         if progress.interruption:
             progress.unfinished = [d["_id"] for d in jobs[index:]]
             return progress

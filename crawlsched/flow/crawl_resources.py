@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 from crawlsched import metrics
@@ -19,6 +20,39 @@ log = get_logger(__name__)
 
 class ResourceLost(Exception):
     """What the batch runs on is gone; the jobs not yet crawled go back to wait."""
+
+
+class DispatchLost(ResourceLost):
+    """The batch's dispatch was reclaimed (this worker looked dead or stuck): its jobs are no
+    longer this crawl's, and nothing it records would count."""
+
+
+class DispatchLease:
+    """Keeps a live crawl's dispatch lease: renewed on every sign of progress (a job begun, a
+    request sent) once a third of the lease has passed, so only a dead or stuck worker's batch
+    outlives it and is reclaimed. Thread-safe enough: two renewals at once are harmless."""
+
+    def __init__(self, rt: Runtime, collection: str, dispatch_id: str) -> None:
+        self.rt = rt
+        self.collection = collection
+        self.dispatch_id = dispatch_id
+        self.lease_s = rt.settings.dispatch_lease_s
+        # Renewed on the first sign of progress: the message may have queued for a while.
+        self._renewed_at = float("-inf")
+        self.lost = False
+
+    def progress(self) -> None:
+        """Renew if due; raises DispatchLost once the dispatch holds no job any more."""
+        if self.lost:
+            raise DispatchLost(f"dispatch {self.dispatch_id} was reclaimed")
+        if time.monotonic() - self._renewed_at < self.lease_s / 3:
+            return
+        self._renewed_at = time.monotonic()
+        deadline = self.rt.now() + timedelta(seconds=self.lease_s)
+        if self.rt.jobs(self.collection).renew_dispatch(self.dispatch_id, deadline) == 0:
+            self.lost = True
+            log.warning("dispatch_lost", dispatch_id=self.dispatch_id)
+            raise DispatchLost(f"dispatch {self.dispatch_id} was reclaimed")
 
 
 class Leases:

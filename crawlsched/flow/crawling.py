@@ -26,7 +26,7 @@ from crawlsched.drivers.base import Account
 from crawlsched.drivers.context import CrawlBounds, CrawlContext
 from crawlsched.flow.admission import keys_of, requeue
 from crawlsched.flow.crawl_loop import Progress, crawl_jobs
-from crawlsched.flow.crawl_resources import Leases, ResourceLost, batch_browser
+from crawlsched.flow.crawl_resources import DispatchLease, Leases, ResourceLost, batch_browser
 from crawlsched.flow.stopping import StopWatch
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage, ReportMessage
@@ -74,7 +74,9 @@ def bounds_of(rt: Runtime, media: dict[str, Any]) -> CrawlBounds:
     )
 
 
-def _context(rt: Runtime, message: BatchMessage, leases: Leases) -> CrawlContext:
+def _context(
+    rt: Runtime, message: BatchMessage, leases: Leases, dispatch: DispatchLease
+) -> CrawlContext:
     media = rt.media(message.media_name) or {}
     account = None
     if account_lease := leases.of_pool(ACCOUNT_POOL):
@@ -86,7 +88,7 @@ def _context(rt: Runtime, message: BatchMessage, leases: Leases) -> CrawlContext
         rt.media_tasks(message.media_name)
     )
     return CrawlContext(
-        open_http=lambda: rt.polite_http(account, secret_hosts),
+        open_http=lambda: rt.polite_http(account, secret_hosts, on_request=dispatch.progress),
         account=account,
         secret_hosts=secret_hosts,
         allowed_networks=rt.allowed_networks,
@@ -100,11 +102,12 @@ def _context(rt: Runtime, message: BatchMessage, leases: Leases) -> CrawlContext
 def _run(
     rt: Runtime, message: BatchMessage, jobs: list[dict], leases: Leases, stop: StopWatch
 ) -> tuple[Progress, CrawlContext | None]:
+    dispatch = DispatchLease(rt, message.collection, message.dispatch_id)
     try:
         leases.keep()
-        context = _context(rt, message, leases)
+        context = _context(rt, message, leases, dispatch)
         with batch_browser(rt, leases, context):
-            return crawl_jobs(rt, message, jobs, context, leases, stop), context
+            return crawl_jobs(rt, message, jobs, context, leases, stop, dispatch), context
     except ResourceLost as e:
         return Progress(unfinished=[doc["_id"] for doc in jobs], interruption=str(e)), None
 

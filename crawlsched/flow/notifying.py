@@ -3,14 +3,18 @@
 A schedule document may carry `notify: {"webhook": "https://…", "on": ["finished", "failed"]}`.
 When a top-level run of it ends with one of those results, a delivery record is created and
 the `deliver_webhook` actor POSTs the event. Failures raise, and dramatiq's Retries send the
-message again with exponential backoff. The record makes it at most once per event: a copy of
-the message that arrives after a success finds the record delivered and sends nothing; the
-`Idempotency-Key` header lets a receiver drop the one duplicate no sender can rule out (a
-crash after the POST succeeded and before it was recorded).
+message again with exponential backoff. The record is the outbox: a delivery still pending
+when its next try is due (its message died with a killed process, or its retries ran out
+while the receiver was down) is sent again by the relay (`relay_webhooks`, every tick), with
+backoff, until the receiver answers 2xx. A copy of the message that arrives after a success
+finds the record delivered and sends nothing; the `Idempotency-Key` header (and the body's
+`event_id`) lets a receiver drop the one duplicate no sender can rule out (a crash after the
+POST succeeded and before it was recorded).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -19,6 +23,7 @@ from crawlsched.errors import WebhookFailed
 from crawlsched.logs import get_logger
 from crawlsched.planning.run_end import RunEnd
 from crawlsched.runtime import Runtime
+from crawlsched.schedules.spec import DEFAULT_NOTIFY_ON
 from crawlsched.store.deliveries import MongoDeliveryStore
 
 log = get_logger(__name__)
@@ -29,7 +34,9 @@ def webhook_of(schedule: dict[str, Any] | None, result_word: str) -> str | None:
     notify = (schedule or {}).get("notify")
     if not isinstance(notify, dict):
         return None
-    url, on = notify.get("webhook"), notify.get("on", ["finished", "failed"])
+    url, on = notify.get("webhook"), notify.get("on", list(DEFAULT_NOTIFY_ON))
+    if result_word == "incomplete" and isinstance(on, list) and "failed" in on:
+        on = [*on, "incomplete"]  # asked before runs could end incomplete: the worse end too
     if not isinstance(url, str) or not isinstance(on, list) or result_word not in on:
         return None
     try:
@@ -42,7 +49,13 @@ def webhook_of(schedule: dict[str, Any] | None, result_word: str) -> str | None:
     return url
 
 
-def plan_webhook(rt: Runtime, run: dict[str, Any], end: RunEnd) -> str | None:
+def plan_webhook(
+    rt: Runtime,
+    run: dict[str, Any],
+    end: RunEnd,
+    event_id: str | None = None,
+    given_up: list[dict[str, Any]] | None = None,
+) -> str | None:
     """Create the delivery of this run's end if its schedule asks for one; its id, or None.
 
     Child runs of a multi-process run do not notify: their parent's end does, once.
@@ -56,11 +69,14 @@ def plan_webhook(rt: Runtime, run: dict[str, Any], end: RunEnd) -> str | None:
     delivery_id = f"{run['_id']}:{end.event}"
     body = {
         "event": end.event,
+        "event_id": event_id or delivery_id,
         "run_id": run["_id"],
         "schedule_id": run.get("schedule_id"),
         "result": end.result,
         "planned": run.get("planned", 0),
         "counts": run.get("counts", {}),
+        "cut": run.get("cut", {}),
+        "given_up": given_up or [],
     }
     MongoDeliveryStore(rt.db).create(
         delivery_id,
@@ -68,6 +84,17 @@ def plan_webhook(rt: Runtime, run: dict[str, Any], end: RunEnd) -> str | None:
         rt.now(),
     )
     return delivery_id
+
+
+def relay_webhooks(rt: Runtime, notify: Callable[[str], None]) -> int:
+    """Send again every delivery still pending whose next try is due: its message was lost
+    (a process killed) or its retries ran out while the receiver was down."""
+    due = MongoDeliveryStore(rt.db).due(rt.now())
+    for delivery_id in due:
+        notify(delivery_id)
+    if due:
+        log.info("webhooks_relayed", deliveries=len(due))
+    return len(due)
 
 
 def deliver(rt: Runtime, delivery_id: str, client: httpx.Client) -> str:
@@ -91,10 +118,10 @@ def deliver(rt: Runtime, delivery_id: str, client: httpx.Client) -> str:
             timeout=timeout_s,
         )
     except httpx.HTTPError as e:
-        store.attempt_failed(delivery_id, f"{type(e).__name__}: {e}")
+        store.attempt_failed(delivery_id, f"{type(e).__name__}: {e}", rt.now())
         raise WebhookFailed(delivery_id, type(e).__name__) from None
     if not response.is_success:
-        store.attempt_failed(delivery_id, f"HTTP {response.status_code}")
+        store.attempt_failed(delivery_id, f"HTTP {response.status_code}", rt.now())
         raise WebhookFailed(delivery_id, f"HTTP {response.status_code}")
     store.delivered(delivery_id, response.status_code, rt.now())
     log.info("webhook_delivered", delivery_id=delivery_id, attempts=taken["attempts"])

@@ -4,7 +4,8 @@ Its broker lived in its own process, so every message not yet processed died wit
 those messages carried is re-driven here, on the next start, instead of after the timeouts
 that cover a worker lost on a shared broker:
 - batches that were running: their dispatch leases end now, so the first tick reclaims their
-  jobs as `expired` (one failed attempt each, counted once) and reports them to their runs;
+  jobs and gives them back to their runs to be crawled again (work to redo, not an ending:
+  no attempt is counted, `ticking.reclaim_expired`);
 - resource leases: every holder is gone, so every lease is dropped;
 - runs whose planning was cut off: planning is sent again (it repeats safely);
 - reports of dispatches that ended jobs of a run still open are sent again: one the

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from crawlsched import metrics
-from crawlsched.catalog import JOB_COLLECTIONS
+from crawlsched.catalog import JOB_COLLECTIONS, JobState
+from crawlsched.ids import encode_id
 from crawlsched.logs import get_logger
 from crawlsched.messages import ReportMessage
-from crawlsched.planning.outcomes import PHASE_OUTCOMES, Outcome, after_failure
+from crawlsched.planning.outcomes import PHASE_OUTCOMES, REDO, Outcome, after_machinery_failure
 from crawlsched.runtime import Runtime
 from crawlsched.schedules.policies import FirePlan, Misfire, Overlap, plan_fires
 from crawlsched.schedules.triggers import trigger_of
+from crawlsched.store.jobs import ExpiredDispatch, MongoJobStore
+from crawlsched.store.runs import schedule_id_of
 
 log = get_logger(__name__)
 
@@ -100,39 +104,102 @@ def _apply(
     return len(plan.fire)
 
 
+# Why a reclaimed try ended, as history rows and given-up jobs record it.
+RECLAIMED = "dispatch lease expired: the worker died, hung or lost the store"
+
+
 def reclaim_expired(rt: Runtime, report: Callable[[ReportMessage], None]) -> int:
-    """Jobs whose dispatch lease ran out count one failed attempt (so a job that kills its
-    worker every time ends exhausted instead of looping) and are reported to their run."""
+    """Running jobs whose dispatch lease ran out: the machinery failed them, not the page.
+
+    Each goes back to its run for another try after a backoff (the run keeps counting it
+    outstanding), until its tries in the run are used up; then it is given up as `expired`
+    with the reason and reported to its run, which ends `incomplete`. The dispatch is noted
+    on the run first, so a later crawl of the same pages adopts what the dead one discovered
+    but never reported (`MongoChildStore.register`). Every reclaimed try gets a history row.
+    """
     now = rt.now()
     reclaimed = 0
     for collection in JOB_COLLECTIONS:
         store = rt.jobs(collection)
         for expired in store.expired(now):
-            updates = [
-                after_failure(
-                    job["_id"],
-                    job.get("attempt_count") or 0,
-                    now,
-                    rt.retry_policy,
-                    "dispatch lease expired (worker died or hung)",
-                    outcome=Outcome.EXPIRED,
-                )
-                for job in expired.jobs
-            ]
-            reclaimed += store.record(expired.dispatch_id, updates, now)
-            counts = store.outcomes_of(expired.dispatch_id, PHASE_OUTCOMES["expire"])
-            first = expired.jobs[0]
-            metrics.jobs_finished(first.get("task", ""), first.get("media_name", ""), counts)
-            if counts and expired.run_id and not expired.dispatch_id.startswith("orphan-"):
-                report(
-                    ReportMessage(
-                        run_id=expired.run_id,
-                        dispatch_id=expired.dispatch_id,
-                        collection=collection,
-                        phase="expire",
-                    )
-                )
+            reclaimed += _reclaim(rt, store, collection, expired, now, report)
     cleared = rt.leases.expire(now)
     if reclaimed or cleared:
         log.warning("expired_reclaimed", jobs=reclaimed, resource_leases=cleared)
     return reclaimed
+
+
+def _reclaim(
+    rt: Runtime,
+    store: MongoJobStore,
+    collection: str,
+    expired: ExpiredDispatch,
+    now: datetime,
+    report: Callable[[ReportMessage], None],
+) -> int:
+    run_id = expired.run_id
+    orphan = expired.dispatch_id.startswith("orphan-") or not run_id
+    if not orphan:
+        rt.runs.note_reclaimed(run_id, expired.dispatch_id)
+    updates = [
+        after_machinery_failure(
+            job["_id"],
+            run_id or "",
+            job.get("attempt_count") or 0,
+            # Tries counted in this run only: a job planned again by a later run starts afresh.
+            (job.get("redo_tries") or 0) if job.get("redo_run") == run_id else 0,
+            now,
+            rt.redo_policy,
+            RECLAIMED,
+        )
+        for job in expired.jobs
+    ]
+    if orphan:
+        # No run to go back to (a document left running by hand or an old version).
+        updates = [replace(u, outcome=Outcome.EXPIRED, state=JobState.FAILED, execution_date=None,
+                           redo_run=None, redo_tries=0) for u in updates]  # fmt: skip
+    recorded = store.record(expired.dispatch_id, updates, now)
+    if not recorded:
+        return 0  # its crawl recorded first: nothing was lost
+    first = expired.jobs[0]
+    rt.history.add(
+        [
+            {
+                "job_id": encode_id(u.job_id),
+                "run_id": run_id,
+                "schedule_id": schedule_id_of(run_id or ""),
+                "dispatch_id": expired.dispatch_id,
+                "collection": collection,
+                "task": first.get("task"),
+                "media_name": first.get("media_name"),
+                "started_at": None,
+                "ended_at": now,
+                "outcome": Outcome.EXPIRED,
+                "error": RECLAIMED,
+                "retried": u.outcome == REDO,
+                "items_stored": 0,
+            }
+            for u in updates
+        ]
+    )
+    retried = sum(1 for u in updates if u.outcome == REDO)
+    metrics.jobs_finished(first.get("task", ""), first.get("media_name", ""), {REDO: retried})
+    counts = store.outcomes_of(expired.dispatch_id, PHASE_OUTCOMES["expire"])
+    metrics.jobs_finished(first.get("task", ""), first.get("media_name", ""), counts)
+    log.warning(
+        "dispatch_reclaimed",
+        dispatch_id=expired.dispatch_id,
+        run_id=run_id,
+        retried=retried,
+        given_up=sum(counts.values()),
+    )
+    if counts and not orphan:
+        report(
+            ReportMessage(
+                run_id=run_id,
+                dispatch_id=expired.dispatch_id,
+                collection=collection,
+                phase="expire",
+            )
+        )
+    return recorded

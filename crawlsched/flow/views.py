@@ -13,6 +13,7 @@ from pymongo import DESCENDING
 
 from crawlsched.catalog import JOB_COLLECTIONS, STATE_NAMES
 from crawlsched.ids import encode_id
+from crawlsched.planning.outcomes import Outcome
 from crawlsched.resources import rules
 from crawlsched.resources.queueing import describe_keys
 from crawlsched.runtime import Runtime
@@ -156,7 +157,32 @@ def run_details(rt: Runtime, run: dict[str, Any]) -> dict[str, Any]:
         "waiting": {"batches": len(waiting), "jobs": sum(d.get("jobs", 0) for d in waiting)},
         "child_runs": [{"_id": c["_id"], "state": c["state"]} for c in children],
         "by_depth": by_depth(rt, run),
+        "given_up": given_up_of(rt, run) if run.get("counts", {}).get("expired") else [],
     }
+
+
+# How many given-up pages a run's end names (the rest are counted, and listed by the run).
+GIVEN_UP_NAMED = 20
+
+
+def given_up_of(rt: Runtime, run: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pages the machinery failed on every try of this run, with why (the first few)."""
+    rows: list[dict[str, Any]] = []
+    for collection in JOB_COLLECTIONS:
+        query = {"run_id": run["_id"], "last_outcome": Outcome.EXPIRED}
+        fields = {"url": 1, "target": 1, "task": 1, "last_error": 1}
+        for doc in rt.db[collection].find(query, fields).limit(GIVEN_UP_NAMED - len(rows)):
+            rows.append(
+                {
+                    "job_id": encode_id(doc["_id"]),
+                    "url": doc.get("url") or doc.get("target"),
+                    "task": doc.get("task"),
+                    "reason": doc.get("last_error"),
+                }
+            )
+        if len(rows) >= GIVEN_UP_NAMED:
+            break
+    return rows
 
 
 def when(value: datetime | None) -> str:

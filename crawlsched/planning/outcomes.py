@@ -40,12 +40,41 @@ class RetryPolicy:
         return min(self.backoff_max_s, self.backoff_base_s * 2.0**exponent)
 
 
+@dataclass(frozen=True)
+class RedoPolicy:
+    """How often one run starts a page again when the machinery (not the page) failed it: a
+    worker killed, a dispatch reclaimed, a store or broker lost. Separate from `RetryPolicy`,
+    which counts the page's own failures across runs: a machinery failure is no attempt."""
+
+    tries_per_run: int = 3
+    backoff_base_s: float = 5.0
+    backoff_max_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        if self.tries_per_run < 1:
+            raise ValueError(f"tries_per_run must be >= 1, got {self.tries_per_run}")
+        RetryPolicy(self.tries_per_run, self.backoff_base_s, self.backoff_max_s)  # same checks
+
+    def delay_s(self, tries: int) -> float:
+        return RetryPolicy(self.tries_per_run, self.backoff_base_s, self.backoff_max_s).delay_s(
+            tries
+        )
+
+
 class Outcome:
     SUCCEEDED = "succeeded"
     FAILED = "failed"  # will be retried
     EXHAUSTED = "exhausted"  # failed for the last time: final
-    EXPIRED = "expired"  # its dispatch lease ran out (worker died or hung): counts as a failure
+    # The machinery failed the page on every try the run allows (its worker died or hung past
+    # the dispatch lease each time): given up for this run, with the reason. Not the page's
+    # fault: its attempt count is untouched, and the next firing plans it as usual.
+    EXPIRED = "expired"
     STARVED = "starved"  # no free resource: released untouched, not a failure
+
+
+# A job the machinery failed, given back to its run to be crawled again after a backoff. Not
+# an end: no report counts it, the run keeps waiting for it.
+REDO = "redo"
 
 
 # A job whose run (or task) was stopped before it ran: given back untouched, not a failure.
@@ -66,7 +95,7 @@ OUTCOME_MEANINGS: dict[str, str] = {
     Outcome.SUCCEEDED: "crawled; results stored; the job is due again after its interval",
     Outcome.FAILED: "the crawl failed; retried later with exponential backoff",
     Outcome.EXHAUSTED: "failed for the last allowed time; left failed and flagged",
-    Outcome.EXPIRED: "its worker died or hung past the dispatch lease; counts as a failed try",
+    Outcome.EXPIRED: "its worker died or hung on every try the run allows; given up (incomplete)",
     Outcome.STARVED: "waited past the bound for an account or node; given back untouched",
 }
 
@@ -83,6 +112,10 @@ class JobUpdate:
     discovered: int = 0  # URLs the crawl found (the coordinator sums them from the jobs)
     items: Mapping[str, int] = field(default_factory=dict)  # new / changed / unchanged results
     cut: Mapping[str, int] = field(default_factory=dict)  # discoveries a bound refused
+    # Set: the job goes back to this run for another try (`REDO`); `redo_tries` counts the
+    # tries of this run the machinery failed so far.
+    redo_run: str | None = None
+    redo_tries: int = 0
 
 
 def after_success(
@@ -105,22 +138,46 @@ def after_success(
 
 
 def after_failure(
-    job_id: Any,
-    attempt_count: int,
-    now: datetime,
-    policy: RetryPolicy,
-    error: str,
-    outcome: str = Outcome.FAILED,
+    job_id: Any, attempt_count: int, now: datetime, policy: RetryPolicy, error: str
 ) -> JobUpdate:
-    """One more failed attempt: retry after a backoff, or stay failed and flagged exhausted."""
+    """One more failed attempt of the page itself: retry after a backoff, or stay failed and
+    flagged exhausted."""
     attempts = max(attempt_count, 0) + 1
     if attempts >= policy.max_attempts:
-        # A crawl failure's last attempt is reported as "exhausted"; other labels (expired) keep
-        # theirs, so each reporter can read back exactly the outcomes it wrote.
-        final = Outcome.EXHAUSTED if outcome == Outcome.FAILED else outcome
-        return JobUpdate(job_id, final, JobState.FAILED, attempts, True, None, error)
+        return JobUpdate(job_id, Outcome.EXHAUSTED, JobState.FAILED, attempts, True, None, error)
     retry_at = now + timedelta(seconds=policy.delay_s(attempts))
-    return JobUpdate(job_id, outcome, JobState.FAILED, attempts, False, retry_at, error)
+    return JobUpdate(job_id, Outcome.FAILED, JobState.FAILED, attempts, False, retry_at, error)
+
+
+def after_machinery_failure(
+    job_id: Any,
+    run_id: str,
+    attempt_count: int,
+    tries_in_run: int,
+    now: datetime,
+    policy: RedoPolicy,
+    reason: str,
+) -> JobUpdate:
+    """The machinery failed this try of the job (not the page): back to its run after a
+    backoff, or — its tries in this run used up — given up as `expired` with the reason. The
+    attempt count (the page's own failures) is left as it was either way."""
+    tries = max(tries_in_run, 0) + 1
+    attempts = max(attempt_count, 0)
+    if tries >= policy.tries_per_run:
+        # Failed state, execution date untouched: the next firing plans it again at once.
+        return JobUpdate(job_id, Outcome.EXPIRED, JobState.FAILED, attempts, False, None, reason)
+    retry_at = now + timedelta(seconds=policy.delay_s(tries))
+    return JobUpdate(
+        job_id,
+        REDO,
+        JobState.PENDING,
+        attempts,
+        False,
+        retry_at,
+        reason,
+        redo_run=run_id,
+        redo_tries=tries,
+    )
 
 
 def all_outcomes() -> list[str]:

@@ -27,7 +27,9 @@ TRIGGER_FIELDS = ("interval_s", "cron", "at")
 # A firing may fan out into at most this many child runs (a "multi-process run").
 MAX_SHARDS = 64
 # Run ends a webhook may be told of.
-NOTIFY_EVENTS = ("finished", "failed", "stopped")
+NOTIFY_EVENTS = ("finished", "failed", "incomplete", "stopped")
+# What a webhook hears of when `notify_on` is not given: every end but a stop.
+DEFAULT_NOTIFY_ON = ("finished", "failed", "incomplete")
 MAX_URL_CHARS = 2000
 # Fields an update may change; the rest (id, created_at, state) belong to the operations.
 EDITABLE = (
@@ -142,7 +144,7 @@ def _notify(given: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError(f"webhook: an http:// or https:// URL with a host, got {webhook[:100]!r}")
     if parts.username or parts.password:
         raise ValueError("webhook: no user:password@ in the URL (it would be logged and stored)")
-    on = list(given.get("notify_on") or ["finished", "failed"])
+    on = list(given.get("notify_on") or DEFAULT_NOTIFY_ON)
     unknown = [event for event in on if event not in NOTIFY_EVENTS]
     if unknown:
         raise ValueError(f"notify_on: unknown {unknown}; one or more of {list(NOTIFY_EVENTS)}")

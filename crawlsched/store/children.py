@@ -74,9 +74,15 @@ class MongoChildStore:
         # Markers are upserts that insert only what is missing: they need no read. The read
         # is for discoveries, which must not be counted new when they exist already.
         existing: set[str] = set()
+        unreported: dict[str, str] = {}  # child id -> the other dispatch that registered it
         if by_id:
             asked = [*by_id, *markers]
-            existing = {d["_id"] for d in self._jobs.find({"_id": {"$in": asked}}, {"_id": 1})}
+            fields = {"_id": 1, "released": 1, "found_by": 1}
+            for doc in self._jobs.find({"_id": {"$in": asked}}, fields):
+                existing.add(doc["_id"])
+                if doc.get("released") is False and doc.get("found_by") != dispatch_id:
+                    unreported[doc["_id"]] = doc.get("found_by")
+        adopted = self._adopt(run_id, dispatch_id, unreported)
         fresh = [(cid, f) for cid, f in by_id.items() if cid not in existing | set(markers)]
         cut: dict[Any, int] = {}
         if fresh:
@@ -104,6 +110,9 @@ class MongoChildStore:
         ]
         ops += [op for cid, op in self._marker_ops(markers, run_id, now) if cid not in existing]
         new: dict[Any, int] = {}
+        for cid in adopted:
+            parent = by_id[cid].parent_id
+            new[parent] = new.get(parent, 0) + 1
         if ops:
             result = self._jobs.bulk_write(ops, ordered=False)
             for index in result.upserted_ids:
@@ -112,6 +121,28 @@ class MongoChildStore:
                 parent = fresh[index][1].parent_id
                 new[parent] = new.get(parent, 0) + 1
         return Registered(new, cut)
+
+    def _adopt(self, run_id: str, dispatch_id: str, unreported: dict[str, str]) -> list[str]:
+        """Take over children that a reclaimed dispatch of this run registered and never
+        reported (its worker died after registering them): no report will ever count them in,
+        so this dispatch's report does. Children of a dispatch still alive are left to it."""
+        if not unreported:
+            return []
+        dead = self._reclaimed(run_id) & set(unreported.values())
+        ids = [cid for cid, by in unreported.items() if by in dead]
+        if not ids:
+            return []
+        self._jobs.update_many(
+            {"_id": {"$in": ids}, "released": False, "found_by": {"$in": sorted(dead)}},
+            {"$set": {"found_by": dispatch_id}},
+        )
+        # Read back: another crawl of the same pages may have adopted some first.
+        query = {"_id": {"$in": ids}, "found_by": dispatch_id}
+        return [d["_id"] for d in self._jobs.find(query, {"_id": 1})]
+
+    def _reclaimed(self, run_id: str) -> set[str]:
+        doc = self._runs.find_one({"_id": run_id}, {"reclaimed": 1}) or {}
+        return {d for d in doc.get("reclaimed") or [] if isinstance(d, str)}
 
     def marker_ops(
         self, run_id: str, seeds: Sequence[tuple[str, str]], now: datetime

@@ -16,6 +16,10 @@ from pymongo import ReturnDocument
 from crawlsched.store.counting import CountingDatabase
 
 PENDING, DELIVERED = "pending", "delivered"
+# The relay leaves a delivery to its message this long (the message's own retries come
+# sooner); after that, or past a failed try's backoff, the relay sends it again.
+RELAY_AFTER_S = 30.0
+RELAY_BACKOFF_MAX_S = 600.0
 
 
 class MongoDeliveryStore:
@@ -24,6 +28,7 @@ class MongoDeliveryStore:
 
     def create_indexes(self) -> None:
         self._deliveries.create_index([("run_id", 1)], name="run")
+        self._deliveries.create_index([("state", 1), ("next_try_at", 1)], name="due")
 
     def create(self, delivery_id: str, doc: dict[str, Any], now: datetime) -> None:
         self._deliveries.update_one(
@@ -35,6 +40,7 @@ class MongoDeliveryStore:
                     "attempts": 0,
                     "created_at": now,
                     "sending_until": None,
+                    "next_try_at": now + timedelta(seconds=RELAY_AFTER_S),
                 }
             },
             upsert=True,
@@ -64,8 +70,26 @@ class MongoDeliveryStore:
             {"$set": {"state": DELIVERED, "status": status, "delivered_at": now}},
         )
 
-    def attempt_failed(self, delivery_id: str, error: str) -> None:
+    def attempt_failed(self, delivery_id: str, error: str, now: datetime) -> None:
+        doc = self._deliveries.find_one({"_id": delivery_id}, {"attempts": 1}) or {}
+        tries = int(doc.get("attempts") or 1)
+        backoff = min(RELAY_BACKOFF_MAX_S, RELAY_AFTER_S * 2.0 ** min(tries - 1, 16))
         self._deliveries.update_one(
             {"_id": delivery_id, "state": PENDING},
-            {"$set": {"sending_until": None, "last_error": error[:300]}},
+            {
+                "$set": {
+                    "sending_until": None,
+                    "last_error": error[:300],
+                    "next_try_at": now + timedelta(seconds=backoff),
+                }
+            },
         )
+
+    def due(self, now: datetime, limit: int = 100) -> list[str]:
+        """Pending deliveries whose next try is due and that nobody is sending."""
+        query = {
+            "state": PENDING,
+            "next_try_at": {"$lte": now},
+            "$or": [{"sending_until": None}, {"sending_until": {"$lte": now}}],
+        }
+        return [d["_id"] for d in self._deliveries.find(query, {"_id": 1}).limit(limit)]

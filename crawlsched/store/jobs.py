@@ -54,6 +54,8 @@ JOB_INDEXES: list[tuple[list[tuple[str, int]], dict[str, Any]]] = [
     ),
     ([("found_by", ASCENDING)], {"name": "found_by", "sparse": True}),
     ([("state", ASCENDING), ("lease_deadline", ASCENDING)], {"name": "running_by_deadline"}),
+    # Jobs the machinery failed, waiting for another try in their run (the ticker's sweep).
+    ([("redo_run", ASCENDING), ("execution_date", ASCENDING)], {"name": "redo", "sparse": True}),
     # One job per (media, target, task) among the jobs we write; the old system's jobs carry
     # no `target` and are left out of the index rather than rejected by it.
     (
@@ -278,7 +280,8 @@ class MongoJobStore:
                     "last_dispatch_id": dispatch_id,
                     "last_outcome": outcome,
                 },
-                "$unset": {"dispatch_id": "", "lease_deadline": ""},
+                # Counted ended in its run: no longer waiting there for another try.
+                "$unset": {"dispatch_id": "", "lease_deadline": "", **REDO_FIELDS},
             },
         ).modified_count
 
@@ -296,6 +299,24 @@ class MongoJobStore:
                 "$unset": {"dispatch_id": "", "lease_deadline": "", "run_id": ""},
             },
         ).modified_count
+
+    def redo_runs_due(self, now: datetime) -> list[str]:
+        """Runs with jobs the machinery failed whose backoff has passed: each needs a pass
+        (`flow.children.plan_discovered`) to crawl them again."""
+        query = {
+            "redo_run": {"$ne": None},
+            "state": int(JobState.PENDING),
+            "execution_date": {"$lte": now},
+        }
+        return sorted(r for r in self._jobs.distinct("redo_run", query) if isinstance(r, str))
+
+    def renew_dispatch(self, dispatch_id: str, lease_deadline: datetime) -> int:
+        """Move a live dispatch's lease on; returns how many jobs it still holds (0: it was
+        reclaimed). Matched, not modified: a renewal to the same instant still holds."""
+        return self._jobs.update_many(
+            {"dispatch_id": dispatch_id, "state": int(JobState.RUNNING)},
+            {"$set": {"lease_deadline": lease_deadline}},
+        ).matched_count
 
     def extend_lease(self, dispatch_id: str, lease_deadline: datetime) -> int:
         return self._jobs.update_many(
@@ -343,10 +364,14 @@ class MongoJobStore:
             }
             if u.execution_date is not None:
                 fields["execution_date"] = u.execution_date
+            unset = {"dispatch_id": "", "lease_deadline": ""}
+            if u.redo_run is not None:
+                fields.update(redo_run=u.redo_run, redo_tries=u.redo_tries)
+            else:
+                unset.update(REDO_FIELDS)
             ops.append(
                 UpdateOne(
-                    {"_id": u.job_id, "dispatch_id": dispatch_id},
-                    {"$set": fields, "$unset": {"dispatch_id": "", "lease_deadline": ""}},
+                    {"_id": u.job_id, "dispatch_id": dispatch_id}, {"$set": fields, "$unset": unset}
                 )
             )
         if not ops:
@@ -433,6 +458,8 @@ class MongoJobStore:
                 "attempt_count": 1,
                 "task": 1,
                 "media_name": 1,
+                "redo_run": 1,
+                "redo_tries": 1,
             },
         ).limit(limit)
         for doc in cursor:
@@ -544,6 +571,9 @@ class MongoJobStore:
             {"$set": {"dispatch_id": new_dispatch_id}},
         ).modified_count
 
+
+# A job waiting in its run for another try after a machinery failure (`outcomes.REDO`).
+REDO_FIELDS = {"redo_run": "", "redo_tries": ""}
 
 # Labels a job's item and cut counts may carry (anything else in a document is ignored).
 COUNT_LABELS = frozenset(

@@ -59,6 +59,8 @@ def due_filter(
         # Jobs discovered while crawling belong to the run that found them: only that run's
         # children pass (`children_filter`) plans them, never a sweep.
         "scope_run": None,
+        # A job the machinery failed waits for another try in its run (`run_work_filter`).
+        "redo_run": None,
     }
     if task is not None:
         match["task"] = task
@@ -102,8 +104,8 @@ def _task_join(into: str) -> list[dict[str, Any]]:
 
 def children_filter(run_id: str, task: str | None = None) -> dict[str, Any]:
     """A run's discovered jobs that may be dispatched now: released (the report of the crawl
-    that found them was applied, so the run counts them), never tried (a child gets one
-    attempt per run: its outcome is final), pending."""
+    that found them was applied, so the run counts them), never tried (a child's own failure
+    is final for the run), pending."""
     match: dict[str, Any] = {
         "scope_run": run_id,
         "released": True,
@@ -113,6 +115,18 @@ def children_filter(run_id: str, task: str | None = None) -> dict[str, Any]:
     if task is not None:
         match["task"] = task
     return match
+
+
+def redo_filter(run_id: str, now: datetime) -> dict[str, Any]:
+    """A run's jobs the machinery failed (a worker died, a dispatch was reclaimed) whose
+    backoff has passed: the run still counts them outstanding and crawls them again."""
+    return {"redo_run": run_id, "state": 1, "execution_date": {"$lte": now}}
+
+
+def run_work_filter(run_id: str, now: datetime) -> dict[str, Any]:
+    """What a run's own pass dispatches: its released, never-tried children and its jobs due
+    for another try after a machinery failure."""
+    return {"$or": [children_filter(run_id), redo_filter(run_id, now)]}
 
 
 def planning_pipeline(

@@ -51,6 +51,7 @@ class MongoRunStore:
         self._runs.create_index([("created_at", DESCENDING)], name="recent")
         self._runs.create_index([("state", 1)], name="state")
         self._runs.create_index([("parent_id", 1)], name="parent", sparse=True)
+        self._runs.create_index([("announce", 1)], name="announce", sparse=True)
 
     def open(
         self,
@@ -167,6 +168,11 @@ class MongoRunStore:
             },
         )
 
+    def note_reclaimed(self, run_id: str, dispatch_id: str) -> None:
+        """A dispatch of this run was reclaimed (its worker died or hung): the children it
+        registered but never reported may be adopted by the crawl that tries its pages again."""
+        self._runs.update_one({"_id": run_id}, {"$addToSet": {"reclaimed": dispatch_id}})
+
     def add_stage_time(self, run_id: str, stage: str, ms: float) -> None:
         self._runs.update_one({"_id": run_id}, {"$inc": {f"stages_ms.{stage}": ms}})
 
@@ -187,9 +193,27 @@ class MongoRunStore:
         """True for exactly one caller: the one whose compare-and-set ended the run."""
         update = self._runs.update_one(
             {"_id": run_id, "state": RUNNING, "planning": False, "outstanding": {"$lte": 0}},
-            {"$set": {"state": state, "result": result or state, "finished_at": now}},
+            {
+                "$set": {
+                    "state": state,
+                    "result": result or state,
+                    "finished_at": now,
+                    # The outbox mark, in the same write as the end: until `announced` clears
+                    # it, the relay knows the end event, webhook and parent count may be owed.
+                    "announce": "pending",
+                }
+            },
         )
         return update.modified_count == 1
+
+    def announced(self, run_id: str) -> None:
+        """Everyone who must hear of this run's end has it in their outbox."""
+        self._runs.update_one({"_id": run_id}, {"$unset": {"announce": ""}})
+
+    def unannounced(self, ended_before: datetime, limit: int = 100) -> list[dict]:
+        """Ended runs whose announcement a crash may have cut short."""
+        query = {"announce": "pending", "finished_at": {"$lt": ended_before}}
+        return list(self._runs.find(query, {"reports": 0, "reclaimed": 0}).limit(limit))
 
     def request_stop(self, run_id: str, now: datetime, task: str | None = None) -> dict | None:
         """Mark a run (or one task of it) stopping; None if it has ended or does not exist.
@@ -225,7 +249,7 @@ class MongoRunStore:
         return list(self._runs.find({"parent_id": run_id}, {"reports": 0}).sort("_id", 1))
 
     def get(self, run_id: str) -> dict | None:
-        return self._runs.find_one({"_id": run_id}, {"reports": 0})
+        return self._runs.find_one({"_id": run_id}, {"reports": 0, "reclaimed": 0})
 
     def recent(self, limit: int = 20) -> list[dict]:
         return self.page(limit=limit)

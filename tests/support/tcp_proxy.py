@@ -28,6 +28,10 @@ class TcpProxy:
     def cut(self) -> None:
         """Stop listening and drop every open connection (new ones are refused)."""
         if self._listener is not None:
+            # shutdown first: a close alone leaves a socket another thread is blocked in
+            # accept() on listening (Linux), and new connections would still get through.
+            with contextlib.suppress(OSError):
+                self._listener.shutdown(socket.SHUT_RDWR)
             self._listener.close()
             self._listener = None
         with self._lock:

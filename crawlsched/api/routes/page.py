@@ -99,6 +99,7 @@ def status(caller: Reader) -> dict[str, Any]:
                 "discovered": run.get("discovered", 0),
                 "outstanding": max(run.get("outstanding", 0), 0),
                 "counts": run.get("counts", {}),
+                "cut": run.get("cut", {}),
                 "waiting_batches": len(waiting),
                 "starved_batches": len(run.get("shortages", [])),
                 "created_at": run.get("created_at"),
