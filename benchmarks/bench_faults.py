@@ -180,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         f"graph: {len(reachable)} reachable URLs ({len(graph.stored())} pages, "
         f"{sum(p.startswith('/d/') for p in reachable)} dead links, "
         f"{sum(p.startswith('/r/') for p in reachable)} redirects), {depth_of(graph)} levels "
-        f"deep, {args.delay} s per page; seed {args.seed}"
+        f"deep, {args.delay} s per page; seed {args.seed}",
+        flush=True,
     )
     root = Path(tempfile.mkdtemp(prefix="bench-faults-"))
     bench = Bench(args, graph, root)
@@ -201,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
             if backend not in baselines:
                 base = run(None, None)
                 baselines[backend] = base.duration_s
+                print(f"  baseline ({backend}): {base.duration_s:.1f} s", flush=True)
                 if problems := base.check.problems():
                     print(f"baseline of {kind} has problems: {problems}")
             baseline_s = baselines[backend]
@@ -213,6 +215,12 @@ def main(argv: list[str] | None = None) -> int:
                     rows.append(trial_figures(kind, run(fault, after_s), baseline_s))
                 except (AssertionError, RuntimeError) as e:  # a run that never ended, say
                     rows.append(failed_trial(kind, after_s, f"{type(e).__name__}: {e}"))
+                r = rows[-1]
+                print(
+                    f"  {kind} trial {len(rows)}: fault at {r['fault_after_s']:.1f} s, "
+                    f"{len(r['problems'])} problems",
+                    flush=True,
+                )
             print_table(kind, rows, baseline_s)
             figures["by_fault"][kind] = {
                 "baseline_s": round(baseline_s, 1),
