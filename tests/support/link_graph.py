@@ -109,7 +109,10 @@ def depth_of(graph: LinkGraph) -> int:
             out = graph.links.get(int(number), []) if kind == "p" else []
             if kind == "r":
                 out = [f"/p/{graph.redirects[int(number)]}"]
-            following += [t for t in out if t not in seen and not seen.add(t)]
+            for target in out:
+                if target not in seen:
+                    seen.add(target)
+                    following.append(target)
         if not following:
             return level
         level, frontier = level + 1, following
