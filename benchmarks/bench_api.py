@@ -49,6 +49,14 @@ finished, stopped or running, with counts, created over the past weeks) and R ta
                          start adds beyond importing and loading its data (reference data,
                          default sweeps, worker threads, uvicorn)
 
+(4) an unauthenticated huge body, on the same `crawlsched standalone` subprocess once it
+    answers: `POST /v1/cli` with `Content-Length: 200 MB` and no token, its body sent in 1 MiB
+    blocks on a raw socket until the server answers and closes (or all of it is sent), while
+    the server's VmRSS (/proc/<pid>/status) is read every few milliseconds.
+      unauth_body_growth_mb  its peak RSS over its RSS before the request, in MB (target ≤ 10:
+                             the token is checked before a byte of the body is read)
+      unauth_body_status     the status the server answered (401)
+
 Absolute seconds are printed as context; the headlines are the ratios.
 
     .venv/bin/python benchmarks/bench_api.py [--schedules 10000] [--runs 100000] [--jobs 100000]
@@ -65,6 +73,7 @@ import json
 import os
 import random
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -387,7 +396,52 @@ def bench_queries(args: argparse.Namespace, figures: dict[str, Any]) -> None:
 # -- (3): standalone data directory -----------------------------------------------------------
 
 
-def start_standalone(root: Path, timeout_s: float) -> tuple[float, float, int, int]:
+UNAUTH_BODY_BYTES = 200 * 1024 * 1024
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+def _send_unauth_body(url: str, answer: list[str]) -> None:
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=60) as sock:
+        sock.sendall(
+            f"POST /v1/cli HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {UNAUTH_BODY_BYTES}\r\n\r\n".encode()
+        )
+        block = b"x" * (1024 * 1024)
+        try:
+            for _ in range(UNAUTH_BODY_BYTES // len(block)):
+                sock.sendall(block)
+        except OSError:
+            pass  # answered and closed: the rest was never read
+        try:
+            answer.append(sock.recv(200).decode(errors="replace").split("\r\n")[0])
+        except OSError:
+            answer.append("")
+
+
+def unauth_body_growth(url: str, pid: int) -> tuple[float, int | None]:
+    """The server's RSS growth in MB (peak over start) under one unauthenticated 200 MB body,
+    and the status it answered."""
+    start = peak = rss_bytes(pid)
+    answer: list[str] = []
+    sender = threading.Thread(target=_send_unauth_body, args=(url, answer))
+    sender.start()
+    while sender.is_alive():
+        peak = max(peak, rss_bytes(pid))
+        sender.join(timeout=0.005)
+    peak = max(peak, rss_bytes(pid))
+    words = (answer[0] if answer else "").split()
+    status = int(words[1]) if len(words) > 1 and words[1].isdigit() else None
+    return round((peak - start) / 1e6, 1), status
+
+
+def start_standalone(root: Path, timeout_s: float) -> tuple[float, float, int, int, tuple]:
     """Seconds from spawn to the API answering GET /health (its URL read from api.json, which
     is written once uvicorn listens, after the snapshot was loaded), with any status: the
     /health check of the store answers 503 whatever its state, see the README. Then seconds
@@ -407,7 +461,7 @@ def start_standalone(root: Path, timeout_s: float) -> tuple[float, float, int, i
     command = (
         [str(crawlsched)]
         if crawlsched.exists()
-        else [sys.executable, "-c", "from crawlsched.cli import main; main()"]
+        else [sys.executable, "-c", "from crawlsched.main import main; main()"]
     )
     log_path = root.parent / "standalone.log"  # a file: a full pipe would block the server
     log = log_path.open("wb")
@@ -442,10 +496,11 @@ def start_standalone(root: Path, timeout_s: float) -> tuple[float, float, int, i
             headers={"Authorization": f"Bearer {api['token']}"},
             timeout=30,
         ).status_code
+        unauth = unauth_body_growth(api["url"], process.pid)
         stopping = time.perf_counter()
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=timeout_s)
-        return up, time.perf_counter() - stopping, health_status, runs_status
+        return up, time.perf_counter() - stopping, health_status, runs_status, unauth
     finally:
         if process.poll() is None:
             process.kill()
@@ -490,9 +545,11 @@ def bench_datadir(args: argparse.Namespace, figures: dict[str, Any]) -> None:
         _, python_start_s = clock(
             subprocess.run, [sys.executable, "-c", "import crawlsched.api"], check=True
         )
-        start_s = stop_s = health_status = runs_status = None
+        start_s = stop_s = health_status = runs_status = unauth = None
         if args.standalone_process:
-            start_s, stop_s, health_status, runs_status = start_standalone(root, args.timeout)
+            start_s, stop_s, health_status, runs_status, unauth = start_standalone(
+                root, args.timeout
+            )
 
     figures.update(
         {
@@ -518,6 +575,7 @@ def bench_datadir(args: argparse.Namespace, figures: dict[str, Any]) -> None:
         figures["standalone_health_status"] = health_status
         figures["standalone_local_token_status"] = runs_status
         figures["start_ratio"] = round(start_s / (python_start_s + load_s), 2)
+        figures["unauth_body_growth_mb"], figures["unauth_body_status"] = unauth
     print_table(
         f"standalone data directory ({args.jobs} jobs in profiles)",
         [
@@ -539,6 +597,8 @@ def bench_datadir(args: argparse.Namespace, figures: dict[str, Any]) -> None:
                 "start_ratio",
                 "standalone_health_status",
                 "standalone_local_token_status",
+                "unauth_body_growth_mb",
+                "unauth_body_status",
             )
             if k in figures
         ],

@@ -98,15 +98,18 @@ class RabbitmqEventPublisher:
                     self._channel_for_use().basic_publish(EXCHANGE, key, body, properties)
                     self._used_at = time.monotonic()
                     return
-                except Exception:
+                except Exception as e:
                     # A connection that died unseen (a node killed, a reset): one fresh try.
                     self.close_quietly()
                     if last_try:
                         raise
+                    log.info("event_connection_reopened", reason=f"publish failed: {e!r}"[:200])
 
     def _channel_for_use(self) -> Any:
         idle = time.monotonic() - self._used_at
         if self._channel is not None and (not self._channel.is_open or idle > IDLE_REOPEN_S):
+            reason = f"idle {idle:.0f} s" if idle > IDLE_REOPEN_S else "closed"
+            log.info("event_connection_reopened", reason=reason)
             self.close_quietly()
         return self._channel if self._channel is not None else self._open()
 

@@ -297,6 +297,19 @@ class Settings(BaseSettings):
         "through it instead of reaching MongoDB itself.",
     )
     api_token: SecretStr | None = Field(None, description="The bearer token for api_url.")
+    api_max_body_bytes: int = Field(
+        1024 * 1024,
+        ge=1024,
+        le=1024**3,
+        description="The largest request body the API reads (JSON routes and the login form); "
+        "a larger one is answered 413, an unauthenticated one 401 before any of it is read.",
+    )
+    api_max_upload_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=1024,
+        le=4 * 1024**3,
+        description="The largest body of `POST /v1/cli` (a command with the files it reads).",
+    )
 
     @property
     def misfire_grace(self) -> timedelta:

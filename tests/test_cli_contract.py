@@ -15,8 +15,8 @@ from bson import ObjectId
 from typer.testing import CliRunner
 
 from crawlsched import __version__
-from crawlsched.api.cli_runner import READ_COMMANDS
 from crawlsched.cli import run
+from crawlsched.commands import READ_COMMANDS
 from crawlsched.reference import load_reference
 from crawlsched.resources.rules import AccountLimits
 from crawlsched.runtime import Runtime

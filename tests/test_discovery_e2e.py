@@ -8,6 +8,9 @@ waiting.
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 from datetime import timedelta
 
 import pytest
@@ -144,3 +147,84 @@ def test_discovered_graph_survives_sigkill_of_a_worker(graph_env):
     assert set(fetched) == graph.reachable() and min(fetched.values()) >= 1
     print(f"pages fetched twice after the SIGKILL: {sum(n - 1 for n in fetched.values())}")
     _assert_run_matches(rt, run, graph, site.base_url, probe)
+
+
+class Ticks:
+    """The clock, played by the test: a `tick` every `period_s` while the block runs (the
+    ticker reclaims expired dispatches and asks for the passes of runs with work to redo)."""
+
+    def __init__(self, period_s: float = 0.5) -> None:
+        self.period_s = period_s
+        self._halt = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        from crawlsched.actors.ticker import tick
+
+        while not self._halt.wait(self.period_s):
+            tick.send()
+
+    def __enter__(self) -> Ticks:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._halt.set()
+        self._thread.join(10)
+
+
+def _reclaims(output: str) -> int:
+    return output.count('"dispatch_reclaimed"')
+
+
+def test_a_batch_that_crawls_longer_than_its_dispatch_lease_keeps_it(graph_env):
+    rt, env, probe = graph_env
+    # Given a 2 s dispatch lease, and a slow site whose batches of 8 pages take 8 x 0.5 s: each
+    # batch lives twice its lease, while the ticker looks for expired ones every half second
+    env = {**env, "CRAWLSCHED_DISPATCH_LEASE_S": "2"}
+    links = {i: [f"/p/{c}" for c in range(8 * i + 1, 8 * i + 9) if c < 17] for i in range(17)}
+    graph = LinkGraph(links)
+    with DramatiqWorkers(env, processes=1, threads=2) as workers, Ticks():
+        with GraphSite(graph, delay_s=0.5) as site:
+            run_id = _start_run(rt, site.base_url, "lease-outlived")
+            run = wait_for(lambda: _ended(rt, run_id), 180, "the run to end")
+            fetched = {p: n for p, n in site.fetches.items() if p != "/robots.txt"}
+        output = workers.output()
+    # Then no live batch was reclaimed: every page fetched once, the run succeeded, once
+    assert _reclaims(output) == 0, output[-3000:]
+    assert fetched == dict.fromkeys(graph.reachable(), 1)
+    assert (run["result"], run["counts"]) == ("succeeded", {"succeeded": len(graph.reachable())})
+    _assert_run_matches(rt, run, graph, site.base_url, probe)
+
+
+def test_a_stuck_worker_s_batch_is_reclaimed_and_its_pages_crawled_again(graph_env):
+    rt, env, probe = graph_env
+    # Given a 3 s dispatch lease, a 0.5 s redo backoff, and a worker group that crawls alone
+    env = {**env, "CRAWLSCHED_DISPATCH_LEASE_S": "3", "CRAWLSCHED_REDO_BACKOFF_S": "0.5"}
+    links = {i: [f"/p/{c}" for c in (3 * i + 1, 3 * i + 2, 3 * i + 3) if c < 30] for i in range(30)}
+    graph = LinkGraph(links)
+    stuck = DramatiqWorkers(env, processes=1, threads=2).start()
+    rescuer = None
+    try:
+        with GraphSite(graph, delay_s=0.3) as site, Ticks():
+            run_id = _start_run(rt, site.base_url, "stuck-worker")
+            # When it is stopped (SIGSTOP: alive to RabbitMQ, no progress) in the middle
+            wait_for(lambda: sum(site.fetches.values()) >= 3, 120, "the crawl to be under way")
+            assert _ended(rt, run_id) is None, "too fast to stop anything mid-run"
+            os.killpg(stuck.process.pid, signal.SIGSTOP)
+            rescuer = DramatiqWorkers(env, processes=1, threads=2).start()
+            run = wait_for(lambda: _ended(rt, run_id), 180, "the run to end without the stuck one")
+            fetched = {p: n for p, n in site.fetches.items() if p != "/robots.txt"}
+    finally:
+        if stuck.process and stuck.process.poll() is None:
+            os.killpg(stuck.process.pid, signal.SIGCONT)
+        stuck.kill()
+        if rescuer is not None:
+            rescuer.stop()
+    # Then its batch was reclaimed and given back to the run, the other group crawled its
+    # pages again, and the run ended once, succeeded, with every page stored and counted once
+    assert _reclaims(rescuer.output()) >= 1
+    assert set(fetched) == graph.reachable()
+    assert (run["result"], sum(run["counts"].values())) == ("succeeded", len(graph.reachable()))
+    _assert_run_matches(rt, run, graph, site.base_url, probe)
+    print(f"pages fetched twice after the stop: {sum(n - 1 for n in fetched.values())}")

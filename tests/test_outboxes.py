@@ -15,6 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pytest
+from structlog.testing import capture_logs
 
 from crawlsched import events
 from crawlsched.errors import WebhookFailed
@@ -61,11 +62,18 @@ def _our_connections() -> list[str]:
 
 
 @pytest.mark.rabbitmq
+@pytest.mark.parametrize("noticed_by", ["idle_reopen", "failed_publish"])
 def test_an_event_still_arrives_after_the_broker_closed_the_idle_publishing_connection(
-    rabbitmq_url, embedded_mongo_url, consumer
+    rabbitmq_url, embedded_mongo_url, consumer, monkeypatch, noticed_by
 ):
     # Given a process that published one event, whose connection RabbitMQ then closed while
-    # it sat idle (as an idle connection without heartbeats is closed)
+    # it sat idle (as an idle connection without heartbeats is closed). The publisher finds
+    # out either because it was idle long enough to reopen before use, or — idle for less
+    # than that — because the publish on the dead connection fails and it tries once afresh.
+    if noticed_by == "failed_publish":
+        monkeypatch.setattr(events, "IDLE_REOPEN_S", 1e9)
+    else:
+        monkeypatch.setattr(events, "IDLE_REOPEN_S", 0.0)
     rt = _runtime(embedded_mongo_url, rabbitmq_url)
     emit(rt, "ScheduleCreated", schedule_id="s1")
     assert [key for key, _ in _received(consumer, 1)] == ["schedule.created"]
@@ -77,7 +85,12 @@ def test_an_event_still_arrives_after_the_broker_closed_the_idle_publishing_conn
     wait_for(lambda: not _our_connections(), 30, "the connection to be closed")
 
     # When the next event is emitted
-    emit(rt, "RunFinished", event_id="r1:RunFinished", run_id="r1")
+    with capture_logs() as logs:
+        emit(rt, "RunFinished", event_id="r1:RunFinished", run_id="r1")
+    (reopened,) = [e["reason"] for e in logs if e["event"] == "event_connection_reopened"]
+    # (pika may also have seen the close frame already: "closed")
+    expected = ("idle",) if noticed_by == "idle_reopen" else ("publish failed", "closed")
+    assert reopened.startswith(expected)
 
     # Then it arrives, once, with its stable id, and its outbox row says it was confirmed
     received = _received(consumer, 2)

@@ -259,3 +259,33 @@ def test_planner_send_that_fails_gives_its_batches_back_at_once(rt, stub_broker,
     run = rt.runs.get(run_id)
     assert run["state"] == FINISHED
     assert run["counts"] == {"succeeded": 120}
+
+
+def test_a_run_counts_machinery_tries_per_job_and_gives_up_after_the_last(
+    rt, stub_broker, stub_worker
+):
+    from crawlsched.actors.coordinator import send_report
+    from crawlsched.flow.children import plan_discovered
+
+    # Given a run that allows two tries per page, and a dispatch whose worker died
+    rt.__dict__["redo_policy"] = RedoPolicy(tries_per_run=2)
+    ids, run_id, _gone, alive = _two_dispatches(rt)
+    assert reclaim_expired(rt, send_report) == 2  # first try lost: back to the run
+
+    # When the run tries them again and that worker dies too
+    rt.db.websites.update_many({"redo_run": run_id}, {"$set": {"execution_date": rt.now()}})
+    sent: list = []
+    plan_discovered(rt, run_id, "websites", sent.append)
+    (again,) = sent
+    rt.jobs("websites").extend_lease(again.dispatch_id, rt.now() - timedelta(seconds=1))
+    assert reclaim_expired(rt, send_report) == 2
+
+    # Then their second try was their last: given up, and the run ends incomplete
+    _crawl_and_report(rt, run_id, alive, ids[2:])
+    _drain(stub_broker, stub_worker)
+    outcomes = {d["last_outcome"] for d in rt.db.websites.find({"_id": {"$in": ids[:2]}})}
+    assert outcomes == {Outcome.EXPIRED}
+    run = rt.runs.get(run_id)
+    assert (run["result"], run["counts"]) == ("incomplete", {"expired": 2, "succeeded": 1})
+    history = [r for r in rt.history.for_run(run_id) if r["outcome"] == "expired"]
+    assert sorted(r["retried"] for r in history) == [False, False, True, True]

@@ -209,7 +209,8 @@ SWEEP = {"collections": ["profiles"], "interval_s": 60}
         ({**SWEEP, "webhook": "https://ops@h.example/x"}, "webhook: no user:password@"),
         (
             {**SWEEP, "webhook": "https://h.example/x", "notify_on": ["finished", "paused"]},
-            "notify_on: unknown ['paused']; one or more of ['finished', 'failed', 'stopped']",
+            "notify_on: unknown ['paused']; one or more of "
+            "['finished', 'failed', 'incomplete', 'stopped']",
         ),
         # Who owns it.
         ({**SWEEP, "owner": "o" * 101}, "owner: a string of at most 100 characters"),
@@ -323,11 +324,11 @@ def test_build_schedule_of_a_target_set_with_every_option():
         ({"interval_s": 60, "webhook": ""}, {"notify": None}),
         (
             {"interval_s": 60, "webhook": "http://h.example"},
-            {"notify": {"webhook": "http://h.example", "on": ["finished", "failed"]}},
+            {"notify": {"webhook": "http://h.example", "on": ["finished", "failed", "incomplete"]}},
         ),
         (
             {"interval_s": 60, "webhook": "http://h.example", "notify_on": []},
-            {"notify": {"webhook": "http://h.example", "on": ["finished", "failed"]}},
+            {"notify": {"webhook": "http://h.example", "on": ["finished", "failed", "incomplete"]}},
         ),
     ],
 )

@@ -132,6 +132,6 @@ def test_the_data_directory_loads_into_a_mongodb_server_and_plans_the_same_jobs(
 
 @pytest.mark.parametrize("command", [["demo"], ["clock", "--count", "1"]])
 def test_commands_that_start_processes_run_here_not_on_the_server(tmp_path: Path, command):
-    from crawlsched.api.cli_runner import refusal
+    from crawlsched.commands import refusal
 
     assert refusal(command) is not None

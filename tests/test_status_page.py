@@ -89,7 +89,9 @@ def test_the_status_page_follows_a_run_and_shows_a_starved_batch(tmp_path: Path)
 
             def starved() -> bool:
                 row = run_row(browser, profiles)
-                return row is not None and row[8] not in ("", "0")
+                # run, state, planned, found, left, ok, failed, exhausted, expired, cut,
+                # waiting, starved
+                return row is not None and row[11] not in ("", "0")
 
             wait_for(starved, 90, "a starved batch on the page", interval=0.2)
             assert "account" in browser.find_element(By.ID, "pools").text

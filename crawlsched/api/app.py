@@ -9,6 +9,8 @@ from fastapi import FastAPI
 
 from crawlsched import __version__
 from crawlsched.api import problems
+from crawlsched.api.body_guard import BodyGuard
+from crawlsched.api.cli_runner import CommandRunner
 from crawlsched.api.routes import cli, history, jobs, page, runs, schedules, system
 from crawlsched.runtime import Runtime
 
@@ -55,10 +57,12 @@ def create_app(
     runtime: Runtime,
     delivers: bool = False,
     health_checks: dict[str, HealthCheck] | None = None,
+    run_command: CommandRunner | None = None,
 ) -> FastAPI:
     """The API over `runtime`. `delivers`: messages sent from this process reach workers (a
     real broker, or the standalone's in-process worker); without it, starting and stopping
-    runs answers 503."""
+    runs answers 503. `run_command`: how `POST /v1/cli` runs a command (the command line's
+    `run`, handed in by the process that composes both); without it, 503."""
     app = FastAPI(
         title="crawlsched",
         version=__version__,
@@ -67,8 +71,19 @@ def create_app(
     )
     app.state.runtime = runtime
     app.state.delivers = delivers
+    app.state.run_command = run_command
     app.state.health_checks = health_checks or default_health_checks(runtime)
     problems.install(app)
+
+    def verify(token: str) -> dict[str, Any] | None:
+        return runtime.tokens.verify(token)  # the store opens on the first request, not here
+
+    app.add_middleware(
+        BodyGuard,
+        verify=verify,
+        max_body_bytes=runtime.settings.api_max_body_bytes,
+        max_upload_bytes=runtime.settings.api_max_upload_bytes,
+    )
     for module in (system, schedules, runs, jobs, history, cli, page):
         app.include_router(module.router)
     return app

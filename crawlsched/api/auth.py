@@ -1,8 +1,10 @@
 """Bearer tokens: every route but `/health` needs one; changing routes need the admin role.
 
 The token comes from `Authorization: Bearer …` or, for the status page in a browser, from the
-`crawlsched_token` cookie its login form sets. A missing, unknown or revoked token is 401; a
-read token on an admin route is 403.
+`crawlsched_token` cookie its login form sets. The cookie reads, it never writes: it counts on
+GET and HEAD only (a form another page auto-submits carries it, an `Authorization` header it
+cannot), and only read tokens may log in to the page. A missing, unknown or revoked token is
+401; a read token on an admin route is 403.
 """
 
 from __future__ import annotations
@@ -18,6 +20,10 @@ from crawlsched.runtime import Runtime
 from crawlsched.store.tokens import allows
 
 COOKIE = "crawlsched_token"
+COOKIE_METHODS = frozenset({"GET", "HEAD"})
+CHALLENGE = {"WWW-Authenticate": 'Bearer realm="crawlsched"'}
+UNKNOWN_TOKEN = "the token is unknown or revoked"
+VERIFIED = "verified_token"  # (token, row) the body guard already verified, in request.state
 bearer = HTTPBearer(auto_error=False, description="A token from `crawlsched tokens create`.")
 
 
@@ -34,28 +40,39 @@ def runtime_of(request: Request) -> Runtime:
     return request.app.state.runtime
 
 
-def _token(request: Request, credentials: HTTPAuthorizationCredentials | None) -> str | None:
-    if credentials is not None and credentials.scheme.lower() == "bearer":
-        return credentials.credentials
-    return request.cookies.get(COOKIE)
+def token_of(request: Request) -> str | None:
+    """The bearer token of `Authorization`, else the cookie on a GET or HEAD."""
+    scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and credentials.strip():
+        return credentials.strip()
+    if request.method in COOKIE_METHODS:
+        return request.cookies.get(COOKIE)
+    return None
+
+
+def _verified(request: Request, token: str) -> dict[str, Any] | None:
+    """The token's row: the body guard's check of this very request, or a check now."""
+    done = getattr(request.state, VERIFIED, None)
+    if done is not None and done[0] == token:
+        return done[1]
+    return runtime_of(request).tokens.verify(token)
 
 
 def _caller(needed: str) -> Any:
     def dependency(
         request: Request,
+        # Declares the bearer scheme in the OpenAPI schema; `token_of` reads the header itself.
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
     ) -> Caller:
-        rt = runtime_of(request)
-        token = _token(request, credentials)
-        challenge = {"WWW-Authenticate": 'Bearer realm="crawlsched"'}
+        token = token_of(request)
         if not token:
-            raise ApiProblem(401, "a bearer token is required", headers=challenge)
-        row = rt.tokens.verify(token)
+            raise ApiProblem(401, "a bearer token is required", headers=CHALLENGE)
+        row = _verified(request, token)
         if row is None:
-            raise ApiProblem(401, "the token is unknown or revoked", headers=challenge)
+            raise ApiProblem(401, UNKNOWN_TOKEN, headers=CHALLENGE)
         if not allows(row["role"], needed):
             raise ApiProblem(403, f"this needs an {needed} token; yours is {row['role']}")
-        return Caller(rt, row["_id"], row["role"])
+        return Caller(runtime_of(request), row["_id"], row["role"])
 
     return dependency
 

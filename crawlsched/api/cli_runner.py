@@ -5,9 +5,11 @@ implementation: the remote CLI sends its arguments, the server runs the very sam
 its own runtime and sends back what it printed and its exit code. The output is therefore the
 same whether the CLI reads MongoDB directly or goes through the API.
 
-Commands that only read need a read token; every other command needs an admin token.
-Commands that start processes of their own (demo, standalone, clock, api serve) are refused.
-Files the command reads or writes travel with the request (`uploads`, `downloads`).
+The API does not know the command line: the process that serves it hands `create_app` a
+`CommandRunner` (the command line's `run`). The command runs with a remote `Invocation`: files
+it reads come with the request (`uploads`), files and folders it writes go back
+(`downloads`), and anything else that would reach the server's disk, environment or network
+is refused (`RemoteRefused`, answered 400).
 """
 
 from __future__ import annotations
@@ -16,38 +18,17 @@ import re
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 
+from crawlsched.invocation import Invocation, RemoteRefused, pack_folder
 from crawlsched.logs import get_logger
 
 log = get_logger(__name__)
 
-READ_COMMANDS = {
-    ("runs",),
-    ("run", "status"),
-    ("run", "children"),
-    ("run", "history"),
-    ("run", "resources"),
-    ("schedules", "list"),
-    ("schedules", "show"),
-    ("schedules", "next"),
-    ("schedules", "missed"),
-    ("jobs", "problems"),
-    ("jobs", "summary"),
-    ("accounts", "list"),
-    ("nodes", "list"),
-    ("pools",),
-    ("activity",),
-    ("stats",),
-    ("results",),
-    ("doctor",),
-    ("drivers",),
-}
-LOCAL_ONLY = {"demo", "standalone", "clock", "api"}
-UPLOAD_PREFIX = "@upload:"
-MAX_ARGS = 200
-MAX_FILE_BYTES = 64 * 1024 * 1024
+CommandRunner = Callable[[list[str], Invocation], int]
 
 # Commands print through module-level consoles onto sys.stdout: one command at a time.
 _running = threading.Lock()
@@ -59,35 +40,7 @@ class Outcome:
     stdout: str
     stderr: str
     downloads: dict[str, str] = field(default_factory=dict)
-
-
-def command_path(argv: list[str]) -> tuple[str, ...]:
-    """The command's names (`("run", "status")`), from the words before the first option."""
-    words = []
-    for arg in argv:
-        if arg.startswith("-"):
-            break
-        words.append(arg)
-        if len(words) == 2:
-            break
-    return tuple(words)
-
-
-def needed_role(argv: list[str]) -> str:
-    path = command_path(argv)
-    return "read" if path[:1] in READ_COMMANDS or path[:2] in READ_COMMANDS else "admin"
-
-
-def refusal(argv: list[str]) -> str | None:
-    """Why this command cannot run through the API, or None."""
-    if len(argv) > MAX_ARGS:
-        return f"at most {MAX_ARGS} arguments"
-    path = command_path(argv)
-    if not path:
-        return "no command given"
-    if path[0] in LOCAL_ONLY:
-        return f"`crawlsched {path[0]}` starts processes of its own: run it on the server"
-    return None
+    refused: str | None = None  # why the command was refused (it changed nothing)
 
 
 def _safe_suffix(name: str) -> str:
@@ -95,12 +48,13 @@ def _safe_suffix(name: str) -> str:
     return suffix if re.fullmatch(r"\.[A-Za-z0-9]{1,10}", suffix) else ""
 
 
-def run_command(argv: list[str], uploads: dict[str, str], download_names: list[str]) -> Outcome:
-    """Run `crawlsched ARGV` here; `@upload:NAME` arguments become files holding `uploads[NAME]`,
-    and the files named in `download_names` (also `@upload:NAME`) are sent back after."""
+def run_command(
+    run: CommandRunner, argv: list[str], uploads: dict[str, str], download_names: list[str]
+) -> Outcome:
+    """Run `crawlsched ARGV` here for a remote caller: `@upload:NAME` arguments are the files
+    holding `uploads[NAME]`, and the files (or folders) named in `download_names` are sent back
+    after."""
     from typer.testing import CliRunner
-
-    from crawlsched.cli import run
 
     with tempfile.TemporaryDirectory(prefix="crawlsched-cli-") as folder:
         paths: dict[str, Path] = {}
@@ -110,21 +64,22 @@ def run_command(argv: list[str], uploads: dict[str, str], download_names: list[s
             if name in uploads:
                 path.write_text(uploads[name])
             paths[name] = path
-        args = [
-            str(paths[a.removeprefix(UPLOAD_PREFIX)])
-            if a.startswith(UPLOAD_PREFIX) and a.removeprefix(UPLOAD_PREFIX) in paths
-            else a
-            for a in argv
-        ]
+        invocation = Invocation(remote=True, files=MappingProxyType(paths))
         with _running, CliRunner().isolation() as (stdout, stderr, _):
             try:
-                code = run(args)
+                code = run(argv, invocation)
+            except RemoteRefused as e:
+                return Outcome(2, "", "", refused=str(e))
             except Exception as e:  # a bug in a command: reported, the server goes on
-                log.error("cli_command_failed", argv=args[:3], exc_info=e)
+                log.error("cli_command_failed", argv=argv[:3], exc_info=e)
                 print(f"error: internal error in this command: {type(e).__name__}", file=sys.stderr)
                 code = 1
             sys.stdout.flush()
             sys.stderr.flush()
             out, err = stdout.getvalue().decode(), stderr.getvalue().decode()
-        downloads = {n: paths[n].read_text() for n in download_names if paths[n].exists()}
+        downloads = {n: _download(paths[n]) for n in download_names if paths[n].exists()}
     return Outcome(code, out, err, downloads)
+
+
+def _download(path: Path) -> str:
+    return pack_folder(path) if path.is_dir() else path.read_text()

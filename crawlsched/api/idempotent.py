@@ -14,8 +14,8 @@ from fastapi import Header, Request
 from fastapi.responses import JSONResponse
 
 from crawlsched.api.auth import Caller
-from crawlsched.api.encoding import plain
 from crawlsched.api.problems import ApiProblem
+from crawlsched.encoding import plain
 from crawlsched.store.idempotency import Claimed, Conflict, Replay, fingerprint
 
 MAX_KEY = 200

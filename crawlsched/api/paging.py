@@ -23,7 +23,7 @@ class Page(BaseModel):
 def page_of(items: list[dict[str, Any]], limit: int, offset: int) -> dict[str, Any]:
     """A page of `items`, which the store read with `limit + 1`: the extra one only tells
     whether there is a next page."""
-    from crawlsched.api.encoding import plain
+    from crawlsched.encoding import plain
 
     more = len(items) > limit
     return {

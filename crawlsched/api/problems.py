@@ -30,6 +30,7 @@ TITLES = {
     404: "Not found",
     405: "Method not allowed",
     409: "Conflict",
+    413: "Content too large",
     422: "Invalid request",
     500: "Internal error",
     503: "Service unavailable",
@@ -41,6 +42,7 @@ KINDS = {
     404: "not-found",
     405: "method-not-allowed",
     409: "conflict",
+    413: "too-large",
     422: "invalid-request",
     500: "internal-error",
     503: "unavailable",
@@ -91,10 +93,15 @@ def problem_response(
     return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE, headers=headers)
 
 
-# Declared on every route so that the OpenAPI schema names the errors it may answer.
+def problem_doc(status: int) -> dict[str, Any]:
+    """The OpenAPI description of a problem answer with this status."""
+    return {"model": Problem, "content": {MEDIA_TYPE: {}}, "description": TITLES[status]}
+
+
+# Declared on every route so that the OpenAPI schema names the errors it may answer (413: any
+# request may carry a body over the limit, `api.body_guard`).
 PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
-    status: {"model": Problem, "content": {MEDIA_TYPE: {}}, "description": TITLES[status]}
-    for status in (400, 401, 403, 404, 409, 422)
+    status: problem_doc(status) for status in (400, 401, 403, 404, 409, 413, 422)
 }
 
 

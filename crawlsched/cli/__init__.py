@@ -20,6 +20,7 @@ from crawlsched.cli import (
     schedules,
     server,
 )
+from crawlsched.invocation import LOCAL, Invocation
 
 app = typer.Typer(
     help="crawlsched: plan, admit, run and watch crawl jobs (dramatiq over RabbitMQ, MongoDB).",
@@ -55,11 +56,13 @@ app.add_typer(jobs.app, name="jobs", help="Add, import and inspect crawl jobs.")
 app.add_typer(schedules.app, name="schedules", help="Create, change and inspect schedules.")
 
 
-def run(args: list[str]) -> int:
-    """Run one command here; its exit code. Every error is one line on stderr: 2 for a usage
-    error or bad input, 1 for an operation that failed (see the README's exit codes)."""
+def run(args: list[str], invocation: Invocation = LOCAL) -> int:
+    """Run one command here for `invocation` (the local user, or a caller of the API); its
+    exit code. Every error is one line on stderr: 2 for a usage error or bad input, 1 for an
+    operation that failed (see the README's exit codes). What a remote caller may not do
+    raises `RemoteRefused`."""
     try:
-        result = app(args=args, prog_name="crawlsched", standalone_mode=False)
+        result = app(args=args, prog_name="crawlsched", standalone_mode=False, obj=invocation)
     except typer.Abort:
         print("error: aborted", file=sys.stderr)
         return 1
@@ -72,13 +75,3 @@ def run(args: list[str]) -> int:
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else 1
     return result if isinstance(result, int) else 0
-
-
-def main() -> None:
-    """The `crawlsched` command: through a running API when one applies, else here."""
-    from crawlsched.cli.remote import main_argv
-
-    code = main_argv(sys.argv[1:])
-    if code is None:
-        code = run(sys.argv[1:])
-    raise SystemExit(code)

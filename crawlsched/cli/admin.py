@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import signal
 import threading
-from pathlib import Path
 
 import typer
 
@@ -14,6 +13,7 @@ from crawlsched.cli.common import (
     err_console,
     load_settings,
     print_json,
+    read_file,
     unanswered_writes,
 )
 from crawlsched.drivers import registry
@@ -28,17 +28,17 @@ log = get_logger(__name__)
 def register(app: typer.Typer) -> None:
     @app.command("init-db")
     def init_db(
-        reference: Path | None = typer.Option(
+        ctx: typer.Context,
+        reference: str | None = typer.Option(
             None,
-            exists=True,
-            dir_okay=False,
             help="Reference YAML (models, media, tasks); default: settings, then the packaged one.",
         ),
     ) -> None:
         """Create every index, load reference data and the two default sweeps. Safe to re-run."""
         settings = load_settings()
+        given = read_file(ctx, reference, "--reference") if reference is not None else None
         with cli_runtime(settings) as rt:
-            data = load_reference(reference or settings.reference_file)
+            data = load_reference(given or settings.reference_file)
             with unanswered_writes("init-db's writes", "init-db is safe to run again."):
                 rt.create_indexes()
                 loaded = rt.reference.load(data)

@@ -6,14 +6,16 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NoReturn
 
 import pymongo.errors
 import typer
 from rich.console import Console
 
-from crawlsched.api.encoding import plain
+from crawlsched.encoding import plain
 from crawlsched.errors import CrawlschedError, WriteOutcomeUnknown
+from crawlsched.invocation import LOCAL, Invocation
 from crawlsched.runtime import Runtime
 from crawlsched.services import services_or_exit
 from crawlsched.settings import Settings, load_settings_or_exit
@@ -92,6 +94,21 @@ def cli_runtime(settings: Settings | None = None) -> Iterator[Runtime]:
         err_console.print(f"[red]error:[/red] {e}", soft_wrap=True, markup=True, highlight=False)
         # Bad input and unknown names are the caller's to fix (2); the rest failed (1).
         raise typer.Exit(2 if isinstance(e, ValueError | LookupError) else 1) from None
+
+
+def invocation(ctx: typer.Context) -> Invocation:
+    """Who this command runs for (`crawlsched.cli.run`'s `invocation`; here: the local user)."""
+    found = ctx.obj
+    return found if isinstance(found, Invocation) else LOCAL
+
+
+def read_file(ctx: typer.Context, value: str, what: str) -> Path:
+    """The file a command reads for the argument `value`, which must exist: a local file, or
+    a remote caller's upload (`RemoteRefused` for any other path)."""
+    path = invocation(ctx).reads(value, what)
+    if not path.is_file():
+        bad_input(f"{what}: no file {value}")
+    return path
 
 
 def print_json(doc: Any) -> None:

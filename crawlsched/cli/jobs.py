@@ -21,6 +21,7 @@ from crawlsched.cli.common import (
     cli_runtime,
     console,
     err_console,
+    invocation,
     print_json,
 )
 from crawlsched.errors import BadJobInput, WriteOutcomeUnknown
@@ -335,9 +336,12 @@ def _stopped_note(imp: _Importer) -> str:
 
 @app.command("import")
 def import_jobs(
-    file: Path = typer.Argument(..., help="JSON lines (.jsonl, .ndjson) or CSV (.csv)."),
+    ctx: typer.Context,
+    given: str = typer.Argument(
+        ..., metavar="FILE", help="JSON lines (.jsonl, .ndjson) or CSV (.csv)."
+    ),
     kind: Kind | None = typer.Option(None, help="Kind of rows that don't say (column `kind`)."),
-    rejects: Path | None = typer.Option(
+    rejects: str | None = typer.Option(
         None, help="Write every rejected line and its reason here, as JSON lines."
     ),
     preserve: bool = typer.Option(
@@ -355,6 +359,9 @@ def import_jobs(
     (or --kind), media_name, task, and the document's own fields. Exit 0 if any row was valid,
     1 if none, 2 if the file can't be read.
     """
+    caller = invocation(ctx)
+    file = caller.reads(given, "FILE")
+    rejects_path = caller.writes(rejects, "--rejects") if rejects is not None else None
     if preserve and file.suffix.lower() not in JSON_LINES_SUFFIXES:
         err_console.print("[red]error:[/red] --preserve reads JSON lines (.jsonl, .ndjson) only")
         raise typer.Exit(2)
@@ -362,9 +369,9 @@ def import_jobs(
         rows = parse_import_file(file)
         total = _count_lines(file)
     except (OSError, BadJobInput) as e:
-        err_console.print(f"[red]error:[/red] cannot read {file}: {e}")
+        err_console.print(f"[red]error:[/red] cannot read {given}: {e}")
         raise typer.Exit(2) from None
-    rejects_out = rejects.open("w", encoding="utf-8") if rejects else None
+    rejects_out = rejects_path.open("w", encoding="utf-8") if rejects_path else None
     imp: _Importer | None = None
     try:
         with cli_runtime() as rt:

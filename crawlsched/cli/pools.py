@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
-import os
 import sys
-from pathlib import Path
 from typing import Any
 
-import httpx
 import typer
 from rich.table import Table
 
-from crawlsched.cli.common import cli_runtime, console, load_settings, print_json
+from crawlsched.cli.common import (
+    bad_input,
+    cli_runtime,
+    console,
+    invocation,
+    load_settings,
+    print_json,
+    read_file,
+)
+from crawlsched.drivers.targets import parse_networks
 from crawlsched.errors import UnknownMedia
 from crawlsched.flow import views
 from crawlsched.resources import rules
@@ -27,13 +33,13 @@ def _when(value: Any) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S") if value else "-"
 
 
-def _read_secret(secret_file: Path | None, secret_env: str | None) -> str:
+def _read_secret(ctx: typer.Context, secret_file: str | None, secret_env: str | None) -> str:
     if secret_file is not None and secret_env is not None:
         raise typer.BadParameter("give --secret-file or --secret-env, not both")
     if secret_file is not None:
-        secret = secret_file.read_text().strip()
+        secret = read_file(ctx, secret_file, "--secret-file").read_text().strip()
     elif secret_env is not None:
-        secret = os.environ.get(secret_env, "")
+        secret = invocation(ctx).environment(secret_env, "--secret-env")
         if not secret:
             raise typer.BadParameter(f"environment variable {secret_env} is empty or unset")
     elif sys.stdin.isatty():
@@ -49,11 +55,10 @@ def _read_secret(secret_file: Path | None, secret_env: str | None) -> str:
 
 @accounts_app.command("add")
 def accounts_add(
+    ctx: typer.Context,
     media: str = typer.Argument(..., help="Media name, e.g. twitter."),
     username: str = typer.Argument(...),
-    secret_file: Path | None = typer.Option(
-        None, exists=True, dir_okay=False, help="Read the secret from this file."
-    ),
+    secret_file: str | None = typer.Option(None, help="Read the secret from this file."),
     secret_env: str | None = typer.Option(
         None, help="Read the secret from this environment variable."
     ),
@@ -69,7 +74,7 @@ def accounts_add(
         limits = AccountLimits(max_concurrent, cooldown_s, rate_uses, rate_window_s)
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
-    secret = _read_secret(secret_file, secret_env)
+    secret = _read_secret(ctx, secret_file, secret_env)
     with cli_runtime() as rt:
         if rt.reference.media_by_name(media) is None:
             raise UnknownMedia(media, sorted(m["media_name"] for m in rt.reference.media()))
@@ -138,6 +143,7 @@ def accounts_keygen() -> None:
 
 @nodes_app.command("add")
 def nodes_add(
+    ctx: typer.Context,
     url: str = typer.Argument(..., help="e.g. http://127.0.0.1:4444 (Grid) or :9515 (driver)"),
     slots: int | None = typer.Option(
         None, min=1, max=1000, help="Browsers at once (a plain chromedriver: default 1)."
@@ -146,11 +152,17 @@ def nodes_add(
     """Probe a node's /status and add it. A Grid's capacity comes from its slots."""
     settings = load_settings()
     url = url.rstrip("/")
+    caller = invocation(ctx)
+    allowed = parse_networks(settings.target_allow_networks)
+    caller.outbound(url, allowed)  # for a caller of the API: only where a crawl may go
     with (
-        httpx.Client(timeout=settings.node_probe_timeout_s) as http,
+        caller.http_client(allowed, settings.node_probe_timeout_s) as http,
         cli_runtime(settings) as rt,
     ):
-        status = probe_node(url, http)
+        try:
+            status = probe_node(url, http)
+        except ValueError as e:  # not a node URL, or not a WebDriver's answer
+            bad_input(str(e))
         if not status.ready:
             raise typer.BadParameter(f"{url} is not ready: {status.message}")
         capacity = slots or status.capacity or 1

@@ -4,7 +4,9 @@ or the server named by CRAWLSCHED_API_URL and CRAWLSCHED_API_TOKEN.
 The command runs on the server (`POST /v1/cli`); what it printed and its exit code come back
 unchanged. Files move with it: a file a command reads (`jobs import FILE`, `--reference`,
 `--secret-file`, or the secret of `--secret-env`, read here) is sent along, and a file it
-writes (`--rejects`) is written here afterwards.
+writes (`--rejects`) is written here afterwards; the folder of `store load` is sent as an
+archive, and the one `store dump` writes comes back as one. The server runs the command for a
+remote caller (`crawlsched.invocation`): it never reads or writes its own paths for it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from pathlib import Path
 
 import httpx
 
-from crawlsched.api.cli_runner import LOCAL_ONLY, UPLOAD_PREFIX, command_path
+from crawlsched.commands import LOCAL_ONLY, command_path
+from crawlsched.invocation import UPLOAD_PREFIX, pack_folder, unpack_folder
 from crawlsched.settings import Settings, load_settings_or_exit
 from crawlsched.standalone.datadir import read_api
 
@@ -40,6 +43,7 @@ class Prepared:
     argv: list[str]
     uploads: dict[str, str] = field(default_factory=dict)
     downloads: dict[str, Path] = field(default_factory=dict)
+    folders: set[str] = field(default_factory=set)  # downloads that are folders
 
 
 def _pid_alive(pid: object) -> bool:
@@ -136,11 +140,8 @@ def prepare(argv: list[str]) -> Prepared:
 
         out.uploads["prompted"] = typer.prompt("secret", hide_input=True, confirmation_prompt=True)
         args += ["--secret-file", f"{UPLOAD_PREFIX}prompted"]
-    if path[:1] == ("store",):
-        # Folders are the server's, which is this machine for a standalone server.
-        for j in range(2, len(args)):
-            if not args[j].startswith("-") and not args[j].startswith(UPLOAD_PREFIX):
-                args[j] = str(Path(args[j]).absolute())
+    if path in (("store", "dump"), ("store", "load")):
+        _store_folder(out, path[1])
     return out
 
 
@@ -158,6 +159,26 @@ def _import_file(out: Prepared) -> None:
             args[i] = f"{UPLOAD_PREFIX}{key}"
             return
         i += 1
+
+
+def _store_folder(out: Prepared, verb: str) -> None:
+    """`store dump DIR` gets its dump back as an archive; `store load DIR` sends one (of
+    DIR/current for a standalone data directory: never the rest of it)."""
+    args = out.argv
+    for j in range(2, len(args)):
+        if args[j].startswith("-") or args[j].startswith(UPLOAD_PREFIX):
+            continue
+        folder = Path(args[j])
+        if verb == "dump":
+            out.downloads["dump"] = folder
+            out.folders.add("dump")
+        else:
+            source = folder / "current" if (folder / "current").is_dir() else folder
+            if not source.is_dir():
+                raise SystemExit(_fail(f"no folder {folder}", 2))
+            out.uploads["load"] = pack_folder(source)
+        args[j] = f"{UPLOAD_PREFIX}{verb}"
+        return
 
 
 def _read(path: Path) -> str:
@@ -203,7 +224,11 @@ def run(target: Target, argv: list[str]) -> int:
     sys.stdout.write(result["stdout"])
     sys.stderr.write(result["stderr"])
     for key, local in prepared.downloads.items():
-        if key in result["downloads"]:
+        if key not in result["downloads"]:
+            continue
+        if key in prepared.folders:
+            unpack_folder(result["downloads"][key], local)
+        else:
             local.write_text(result["downloads"][key])
     return int(result["exit_code"])
 

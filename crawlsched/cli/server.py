@@ -1,93 +1,32 @@
-"""`crawlsched standalone`, `crawlsched api serve`, `crawlsched tokens …` and
-`crawlsched store dump|load`."""
+"""`crawlsched tokens …` and `crawlsched store dump|load` (the commands that serve the API,
+`standalone` and `api serve`, are added by `crawlsched.main`, which composes the command line
+and the API)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import typer
 from rich.table import Table
 
-from crawlsched.api.encoding import plain
 from crawlsched.cli.common import (
     bad_input,
     cli_runtime,
     console,
-    err_console,
-    load_settings,
+    invocation,
     print_json,
     unanswered_writes,
 )
-from crawlsched.errors import CrawlschedError
+from crawlsched.encoding import plain
 from crawlsched.store.tokens import ROLES
 
-api_app = typer.Typer(help="Serve the HTTP API.", no_args_is_help=True)
 tokens_app = typer.Typer(help="API tokens: create, list, revoke.", no_args_is_help=True)
 store_app = typer.Typer(
     help="Dump the store, or load a dump (mongodump format).", no_args_is_help=True
 )
 
-HOST = typer.Option(None, help="Address to listen on (default: CRAWLSCHED_API_HOST, 127.0.0.1).")
-PORT = typer.Option(None, min=0, max=65535, help="Port (default: CRAWLSCHED_API_PORT, 8080).")
-
-
-@api_app.command("serve")
-def api_serve(host: str | None = HOST, port: int | None = PORT) -> None:
-    """Serve the API on the configured MongoDB and broker (other processes run the workers)."""
-    import uvicorn
-
-    from crawlsched.api import create_app
-    from crawlsched.cli.common import run_inside
-
-    settings = load_settings()
-    delivers = not settings.broker_url.startswith("stub://")
-    if delivers:
-        from crawlsched.brokers import setup_broker
-
-        setup_broker(settings)
-    with cli_runtime(settings) as rt:
-        rt.create_indexes()
-    run_inside(rt, delivers)
-    app = create_app(rt, delivers=delivers)
-    where = f"{host or settings.api_host}:{settings.api_port if port is None else port}"
-    console.print(f"crawlsched API on http://{where} (docs at /docs)")
-    uvicorn.run(
-        app,
-        host=host or settings.api_host,
-        port=settings.api_port if port is None else port,
-        log_level="warning",
-        lifespan="off",
-    )
-
 
 def register(app: typer.Typer) -> None:
-    app.add_typer(api_app, name="api")
     app.add_typer(tokens_app, name="tokens")
     app.add_typer(store_app, name="store")
-
-    @app.command("standalone")
-    def standalone(
-        host: str | None = HOST,
-        port: int | None = PORT,
-        threads: int = typer.Option(4, min=1, max=64, help="In-process worker threads."),
-    ) -> None:
-        """API, status page, clock and workers in one process on the embedded store, keeping
-        its data in CRAWLSCHED_DATA_DIR across restarts (no MongoDB or RabbitMQ needed)."""
-        from crawlsched.services import services_or_exit
-        from crawlsched.standalone.server import serve
-
-        settings = load_settings()
-        try:
-            with services_or_exit(settings):
-                serve(
-                    settings,
-                    host or settings.api_host,
-                    settings.api_port if port is None else port,
-                    threads,
-                )
-        except (CrawlschedError, OSError) as e:
-            err_console.print(f"[red]error:[/red] {e}", soft_wrap=True)
-            raise typer.Exit(1) from None
 
 
 @tokens_app.command("create")
@@ -144,28 +83,34 @@ def tokens_revoke(token_id: str = typer.Argument(..., help="As shown by `tokens 
 
 
 @store_app.command("dump")
-def store_dump(folder: Path = typer.Argument(..., help="Where to write it (mongodump layout).")):
+def store_dump(
+    ctx: typer.Context,
+    folder: str = typer.Argument(..., help="Where to write it (mongodump layout)."),
+) -> None:
     """Write every collection as <folder>/<db>/<collection>.bson and .metadata.json."""
     from crawlsched.store.dump import dump_database
 
+    where = invocation(ctx).writes(folder, "FOLDER")
     with cli_runtime() as rt:
-        written = dump_database(rt.db, folder / rt.settings.mongo_db)
+        written = dump_database(rt.db, where / rt.settings.mongo_db)
     total = sum(written.values())
     console.print(f"{total} documents in {len(written)} collections written to {folder}")
 
 
 @store_app.command("load")
 def store_load(
-    folder: Path = typer.Argument(
-        ..., exists=True, file_okay=False, help="A mongodump folder, or a standalone data dir."
-    ),
+    ctx: typer.Context,
+    folder: str = typer.Argument(..., help="A mongodump folder, or a standalone data dir."),
     drop: bool = typer.Option(False, "--drop", help="Replace collections that hold documents."),
 ) -> None:
     """Load a dump (mongodump's, or a standalone data directory's `current`) into the store."""
     from crawlsched.store.dump import database_folder, load_dump
 
+    where = invocation(ctx).reads_folder(folder, "FOLDER")
+    if not where.is_dir():
+        bad_input(f"FOLDER: no folder {folder}")
     with cli_runtime() as rt:
-        source = folder / "current" if (folder / "current").is_dir() else folder
+        source = where / "current" if (where / "current").is_dir() else where
         again = "Load it again with --drop: it replaces the collections, whatever was written."
         try:
             with unanswered_writes("a write of the load", again):

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from crawlsched import metrics
+from crawlsched.drivers.targets import check_literal
 from crawlsched.events import emit
 from crawlsched.runtime import Runtime
 from crawlsched.schedules.policies import MissedReason, due_times
@@ -25,8 +26,16 @@ from crawlsched.schedules.upcoming import UPCOMING_LIMIT, upcoming_rows
 LIVE = ("active", "paused")
 
 
+def _check_webhook(rt: Runtime, notify: Mapping[str, Any] | None) -> None:
+    """A webhook goes only where a crawl may (UnsafeTarget, a ValueError): the address is
+    checked here when it is literal, and every address again when it is delivered."""
+    if notify and notify.get("webhook"):
+        check_literal(notify["webhook"], rt.allowed_networks)
+
+
 def create(rt: Runtime, schedule_id: str, given: Mapping[str, Any]) -> dict[str, Any]:
     doc = build_schedule(schedule_id, given, rt.now())
+    _check_webhook(rt, doc.get("notify"))
     rt.schedules.insert(doc)
     emit(rt, "ScheduleCreated", schedule_id=schedule_id, owner=doc["owner"])
     return doc
@@ -35,6 +44,8 @@ def create(rt: Runtime, schedule_id: str, given: Mapping[str, Any]) -> dict[str,
 def update(rt: Runtime, schedule_id: str, changes: Mapping[str, Any]) -> dict[str, Any]:
     doc = rt.schedules.require(schedule_id, "update", LIVE)
     fields = apply_update(doc, changes, rt.now())
+    if changes.get("webhook"):
+        _check_webhook(rt, fields.get("notify"))
     fields["updated_at"] = rt.now()
     if doc.get("state", "active") == "paused":
         fields["enabled"] = False

@@ -15,6 +15,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,10 +70,22 @@ class Periodic(threading.Thread):
         self.join(timeout=60)
 
 
+# Make the commands of this process use a runtime (None: their own again), and whether the
+# messages they send reach workers: the command line's `run_inside`, handed in by the entry point.
+AttachCommands = Callable[[Any, bool], None]
+
+
+def _no_commands(runtime: Any, delivers: bool) -> None:
+    """The server runs no commands in its process."""
+
+
 class StandaloneServer:
-    def __init__(self, settings: Settings, threads: int = 4) -> None:
+    def __init__(
+        self, settings: Settings, threads: int = 4, attach: AttachCommands = _no_commands
+    ) -> None:
         self.settings = standalone_settings(settings)
         self.threads = threads
+        self.attach = attach
         self.data = DataDir(self.settings.data_dir, self.settings.mongo_db)
         self._snapshot_lock = threading.Lock()
         self.runtime: Any = None
@@ -88,7 +101,6 @@ class StandaloneServer:
 
         from crawlsched import runtime as runtime_module
         from crawlsched.brokers import setup_broker
-        from crawlsched.cli.common import run_inside
         from crawlsched.reference import load_reference
         from crawlsched.standalone.broker import InProcessBroker
         from crawlsched.store.client import drop_embedded
@@ -116,7 +128,7 @@ class StandaloneServer:
             recovered = recover_lost_messages(
                 rt, lambda sid, at: planner.plan_crawls.send(sid, at.isoformat()), send_report
             )
-        run_inside(rt, delivers=True)
+        self.attach(rt, True)
         self.worker = Worker(self.broker, worker_threads=self.threads)
         self.worker.start()
         self._clock = Periodic("clock", self.settings.clock_interval_s, ticker.tick.send)
@@ -147,8 +159,6 @@ class StandaloneServer:
 
     def stop(self) -> Any:
         """Stop everything and write the last snapshot, with the messages not yet processed."""
-        from crawlsched.cli.common import run_inside
-
         started = time.perf_counter()
         if self._snapshots:
             self._snapshots.stop()
@@ -156,7 +166,7 @@ class StandaloneServer:
             self._clock.stop()
         if self.worker:
             self.worker.stop(timeout=int(self.settings.crawl_time_limit_s * 1000))
-        run_inside(None)
+        self.attach(None, False)
         messages = self.broker.pending() if self.broker else []
         stats = self.snapshot(messages, clean=True)
         self.data.remove_api()
@@ -169,15 +179,23 @@ class StandaloneServer:
         return stats
 
 
-def serve(settings: Settings, host: str, port: int, threads: int) -> None:
-    """Run the standalone server until SIGTERM or Ctrl-C."""
+def serve(
+    settings: Settings,
+    host: str,
+    port: int,
+    threads: int,
+    run_command: Any = None,
+    attach: AttachCommands = _no_commands,
+) -> None:
+    """Run the standalone server until SIGTERM or Ctrl-C. `run_command` and `attach`: the
+    command line, for `POST /v1/cli` (`crawlsched.main` hands them in)."""
     import uvicorn
 
     from crawlsched.api import create_app
 
-    server = StandaloneServer(settings, threads)
+    server = StandaloneServer(settings, threads, attach)
     report = server.start()
-    app = create_app(server.runtime, delivers=True)
+    app = create_app(server.runtime, delivers=True, run_command=run_command)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off")
     web = uvicorn.Server(config)
     announcer = threading.Thread(target=_announce, args=(server, web, host, report), daemon=True)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field
 
+from crawlsched import commands
 from crawlsched.api import cli_runner
 from crawlsched.api.auth import Reader
-from crawlsched.api.problems import PROBLEM_RESPONSES, ApiProblem
+from crawlsched.api.problems import PROBLEM_RESPONSES, ApiProblem, problem_doc
 from crawlsched.store.tokens import allows
 
 router = APIRouter(prefix="/v1", tags=["cli"], responses=PROBLEM_RESPONSES)
@@ -19,9 +20,18 @@ router = APIRouter(prefix="/v1", tags=["cli"], responses=PROBLEM_RESPONSES)
 
 class CommandLine(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    argv: list[str] = Field(..., max_length=cli_runner.MAX_ARGS)
-    uploads: dict[str, str] = Field(default_factory=dict, max_length=8)
-    downloads: list[str] = Field(default_factory=list, max_length=8)
+    argv: list[str] = Field(..., max_length=commands.MAX_ARGS)
+    uploads: dict[str, str] = Field(
+        default_factory=dict,
+        max_length=8,
+        description="The files the command reads, by the NAME of its `@upload:NAME` arguments "
+        "(a folder: base64 of a gzipped tar).",
+    )
+    downloads: list[str] = Field(
+        default_factory=list,
+        max_length=8,
+        description="The `@upload:NAME` arguments the command writes, to send back.",
+    )
 
 
 class CommandResult(BaseModel):
@@ -31,16 +41,29 @@ class CommandResult(BaseModel):
     downloads: dict[str, str]
 
 
-@router.post("/cli", response_model=CommandResult, summary="Run a crawlsched command here")
-async def run_cli(caller: Reader, body: CommandLine) -> Any:
-    if why := cli_runner.refusal(body.argv):
+@router.post(
+    "/cli",
+    response_model=CommandResult,
+    summary="Run a crawlsched command here",
+    responses={503: problem_doc(503)},
+)
+async def run_cli(caller: Reader, body: CommandLine, request: Request) -> Any:
+    if why := commands.refusal(body.argv):
         raise ApiProblem(400, why)
-    if sum(len(v) for v in body.uploads.values()) > cli_runner.MAX_FILE_BYTES:
-        raise ApiProblem(400, f"uploads: at most {cli_runner.MAX_FILE_BYTES} bytes in all")
-    needed = cli_runner.needed_role(body.argv)
+    needed = commands.needed_role(body.argv)
     if not allows(caller.role, needed):
         raise ApiProblem(403, f"`crawlsched {' '.join(body.argv[:2])}` needs an {needed} token")
+    run = request.app.state.run_command
+    if run is None:
+        raise ApiProblem(503, "this server runs no commands")
     outcome = await run_in_threadpool(
-        cli_runner.run_command, body.argv, body.uploads, body.downloads
+        cli_runner.run_command, run, body.argv, body.uploads, body.downloads
     )
-    return CommandResult(**vars(outcome))
+    if outcome.refused is not None:
+        raise ApiProblem(400, outcome.refused, kind="remote-refused")
+    return CommandResult(
+        exit_code=outcome.exit_code,
+        stdout=outcome.stdout,
+        stderr=outcome.stderr,
+        downloads=outcome.downloads,
+    )

@@ -9,9 +9,9 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from crawlsched.api.auth import Admin, Reader
-from crawlsched.api.encoding import plain
 from crawlsched.api.paging import Limit, Offset, Page, page_of
 from crawlsched.api.problems import PROBLEM_RESPONSES
+from crawlsched.encoding import plain
 from crawlsched.planning.outcomes import all_outcomes
 from crawlsched.store.history import row_id
 

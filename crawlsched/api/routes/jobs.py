@@ -9,10 +9,10 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from crawlsched.api.auth import Admin, Reader
-from crawlsched.api.encoding import plain
 from crawlsched.api.idempotent import IdempotencyKey, once
 from crawlsched.api.paging import Limit, Offset, Page, page_of
 from crawlsched.api.problems import PROBLEM_RESPONSES
+from crawlsched.encoding import plain
 from crawlsched.flow import job_ops
 
 router = APIRouter(prefix="/v1", tags=["jobs"], responses=PROBLEM_RESPONSES)

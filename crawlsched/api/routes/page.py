@@ -2,7 +2,9 @@
 
 Server-rendered shell plus a few lines of plain JavaScript that fetch `/v1/status` every two
 seconds (no build step). It needs a read token like the API: the login form keeps it in an
-HttpOnly, SameSite=Strict cookie.
+HttpOnly, SameSite=Strict cookie. The form takes read tokens only, and the cookie counts on GET
+and HEAD only (`auth.token_of`): a page on another port of the same host (SameSite does not
+tell ports apart) may submit a form to a changing route, but it is refused.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from crawlsched.api.auth import COOKIE, Reader, runtime_of
-from crawlsched.api.encoding import plain
 from crawlsched.api.problems import PROBLEM_RESPONSES
+from crawlsched.encoding import plain
 from crawlsched.flow import views
 from crawlsched.resources import rules
 
@@ -34,23 +36,35 @@ def _asset(name: str) -> str:
     "/", response_class=HTMLResponse, summary="The status page (a login form without a token)"
 )
 def status_page(request: Request) -> HTMLResponse:
-    token = request.cookies.get(COOKIE)
-    if not token or runtime_of(request).tokens.verify(token) is None:
-        failed = "failed" in request.query_params
-        return HTMLResponse(_asset("login.html").replace("{{message}}", _login_message(failed)))
+    if _page_token_row(request, request.cookies.get(COOKIE)) is None:
+        message = next((m for key, m in LOGIN_MESSAGES.items() if key in request.query_params), "")
+        return HTMLResponse(_asset("login.html").replace("{{message}}", message))
     return HTMLResponse(_asset("status.html"))
 
 
-def _login_message(failed: bool) -> str:
-    return '<p class="bad">That token is unknown or revoked.</p>' if failed else ""
+LOGIN_MESSAGES = {
+    "failed": '<p class="bad">That token is unknown or revoked.</p>',
+    "admin": '<p class="bad">That is an admin token: the page takes read tokens only '
+    "(<code>crawlsched tokens create --role read --name page</code>).</p>",
+}
+
+
+def _page_token_row(request: Request, token: str | None) -> dict[str, Any] | None:
+    """The row of a read token the page may be shown with (an admin token never)."""
+    row = runtime_of(request).tokens.verify(token) if token else None
+    return row if row is not None and row["role"] == "read" else None
 
 
 @router.post("/login", include_in_schema=False)
 async def login(request: Request) -> RedirectResponse:
+    # The body guard has already capped the form (CRAWLSCHED_API_MAX_BODY_BYTES).
     form = parse_qs((await request.body()).decode(errors="replace"))
     token = (form.get("token") or [""])[0].strip()
-    if not token or runtime_of(request).tokens.verify(token) is None:
+    row = runtime_of(request).tokens.verify(token) if token else None
+    if row is None:
         return RedirectResponse("/?failed", status_code=303)
+    if row["role"] != "read":
+        return RedirectResponse("/?admin", status_code=303)
     response = RedirectResponse("/", status_code=303)
     response.set_cookie(COOKIE, token, httponly=True, samesite="strict", max_age=30 * 86400)
     return response

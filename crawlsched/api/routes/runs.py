@@ -9,10 +9,10 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from crawlsched.api.auth import Admin, Caller, Reader
-from crawlsched.api.encoding import plain
 from crawlsched.api.idempotent import IdempotencyKey, once
 from crawlsched.api.paging import Limit, Offset, Page, page_of
 from crawlsched.api.problems import PROBLEM_RESPONSES, ApiProblem
+from crawlsched.encoding import plain
 from crawlsched.errors import RunAlreadyEnded, RunNotFound
 from crawlsched.flow import views
 from crawlsched.store.runs import run_id_for

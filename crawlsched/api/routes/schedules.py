@@ -10,10 +10,10 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from crawlsched.api.auth import Admin, Reader
-from crawlsched.api.encoding import plain
 from crawlsched.api.idempotent import IdempotencyKey, once
 from crawlsched.api.paging import Limit, Offset, Page, page_of
 from crawlsched.api.problems import PROBLEM_RESPONSES
+from crawlsched.encoding import plain
 from crawlsched.flow import schedule_ops
 from crawlsched.schedules.spec import horizon
 

@@ -8,9 +8,9 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
 from crawlsched.api.auth import Reader
-from crawlsched.api.encoding import plain
 from crawlsched.api.paging import Limit, Offset, Page, page_of
 from crawlsched.api.problems import PROBLEM_RESPONSES
+from crawlsched.encoding import plain
 from crawlsched.flow import views
 
 router = APIRouter(tags=["system"], responses=PROBLEM_RESPONSES)
