@@ -33,7 +33,7 @@ from crawlsched.events import EXCHANGE
 from crawlsched.runtime import Runtime
 from crawlsched.schedules.spec import NOTIFY_EVENTS
 from crawlsched.settings import Settings, split_broker_urls
-from tests.support.fault_checks import check_run, unix_time
+from tests.support.fault_checks import END_EVENTS, check_run, unix_time
 from tests.support.fault_standalone import Moment, TrialOutcome
 from tests.support.graph_run import add_graph_schedule, prepare
 from tests.support.link_graph import GraphSite, LinkGraph
@@ -226,10 +226,7 @@ def distributed_trial(
             while time.monotonic() < deadline:
                 delivered = any(p["body"].get("run_id") == run_id for p in hook.delivered())
                 seen = any(
-                    e.get("run_id") == run_id
-                    and e.get("event", "").startswith("Run")
-                    and e.get("event") != "RunStarted"
-                    for e in tap.drain()
+                    e.get("run_id") == run_id and e.get("event") in END_EVENTS for e in tap.drain()
                 )
                 if delivered and seen:
                     break
