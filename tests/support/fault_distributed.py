@@ -167,6 +167,8 @@ def distributed_trial(
             broker_url="stub://",
             secret_key=TEST_SECRET_KEY,
             connect_timeout_s=60,
+            # The webhook receiver is on loopback: the schedule's URL is checked against this.
+            target_allow_networks=["127.0.0.1/32"],
         )
     )
     prepare(rt)
