@@ -216,9 +216,13 @@ def main(argv: list[str] | None = None) -> int:
                 except (AssertionError, RuntimeError) as e:  # a run that never ended, say
                     rows.append(failed_trial(kind, after_s, f"{type(e).__name__}: {e}"))
                 r = rows[-1]
+                at = (
+                    "none (ended first)"
+                    if r["fault_after_s"] is None
+                    else f"{r['fault_after_s']:.1f} s"
+                )
                 print(
-                    f"  {kind} trial {len(rows)}: fault at {r['fault_after_s']:.1f} s, "
-                    f"{len(r['problems'])} problems",
+                    f"  {kind} trial {len(rows)}: fault at {at}, {len(r['problems'])} problems",
                     flush=True,
                 )
             print_table(kind, rows, baseline_s)
