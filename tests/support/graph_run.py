@@ -34,8 +34,9 @@ def prepare(rt: Runtime, max_depth: int | None = None) -> None:
     rt.reference.load(REFERENCE.model_copy(update={"media": [media]}))
 
 
-def add_graph_schedule(rt: Runtime, base_url: str, schedule_id: str) -> str:
-    """A seed job on the graph's start page and a schedule of just that target."""
+def add_graph_schedule(rt: Runtime, base_url: str, schedule_id: str, **given: object) -> str:
+    """A seed job on the graph's start page and a schedule of just that target (with the
+    schedule fields `given`, e.g. webhook=URL, notify_on=[…])."""
     now = rt.now()
     target = f"{base_url}/p/0"
     job = {
@@ -52,7 +53,7 @@ def add_graph_schedule(rt: Runtime, base_url: str, schedule_id: str) -> str:
         "interval_s": 3600,
     }
     rt.jobs("websites").insert_new([job])
-    given = {"interval_s": 3600, "target_collection": "websites", "targets": [target]}
+    given = {"interval_s": 3600, "target_collection": "websites", "targets": [target], **given}
     schedule_ops.create(rt, schedule_id, given)
     return target
 

@@ -2,12 +2,14 @@
 
 A graph has pages `/p/<i>` (HTML, linking to other URLs), redirects `/r/<k>` (302 to a page),
 dead links `/d/<k>` (404) and, on one page, a fan-out of hundreds of leaves `/l/<k>`. The
-server counts every request per path, so a test can tell that each URL was fetched once.
+server counts every request per path, so a test can tell that each URL was fetched once, and
+keeps an access log (arrival time and path of every GET).
 """
 
 from __future__ import annotations
 
 import contextlib
+import random
 import threading
 import time
 from collections import Counter
@@ -77,12 +79,52 @@ def link_graphs(draw, max_pages: int = 12, max_leaves: int = 300) -> LinkGraph:
     return LinkGraph(links, redirects, leaves)
 
 
+def layered_graph(pages: int, seed: int, fan_out: int = 4, dead: int = 0, redirects: int = 0):
+    """A tree of `pages` pages (`fan_out` children each, so several levels deep), each page
+    also linking back to a random earlier one; `dead` links to 404s and `redirects` links
+    through a 302, spread over random pages. Deterministic in `seed`."""
+    if pages < 1:
+        raise ValueError(f"pages must be >= 1, got {pages}")
+    rng = random.Random(seed)
+    links = {
+        i: [f"/p/{c}" for c in range(fan_out * i + 1, min(fan_out * i + fan_out + 1, pages))]
+        + [f"/p/{rng.randrange(i + 1)}"]
+        for i in range(pages)
+    }
+    for k in range(dead):
+        links[rng.randrange(pages)].append(f"/d/{k}")
+    targets = {k: rng.randrange(pages) for k in range(redirects)}
+    for k in targets:
+        links[rng.randrange(pages)].append(f"/r/{k}")
+    return LinkGraph(links, targets)
+
+
+def depth_of(graph: LinkGraph) -> int:
+    """Levels below the start page (breadth-first over links and redirects)."""
+    level, seen, frontier = 0, {"/p/0"}, ["/p/0"]
+    while True:
+        following = []
+        for path in frontier:
+            kind, _, number = path[1:].partition("/")
+            out = graph.links.get(int(number), []) if kind == "p" else []
+            if kind == "r":
+                out = [f"/p/{graph.redirects[int(number)]}"]
+            for target in out:
+                if target not in seen:
+                    seen.add(target)
+                    following.append(target)
+        if not following:
+            return level
+        level, frontier = level + 1, following
+
+
 class GraphSite(LocalSite):
     """Serve a LinkGraph on an ephemeral loopback port; `with GraphSite(graph) as site:`."""
 
     def __init__(self, graph: LinkGraph, delay_s: float = 0.0) -> None:
         self.graph = graph
         self.fetches: Counter[str] = Counter()
+        self.access_log: list[tuple[float, str]] = []  # (unix time of arrival, path) per GET
         lock = threading.Lock()
         site = self
 
@@ -90,6 +132,7 @@ class GraphSite(LocalSite):
             def do_GET(self) -> None:
                 with lock:
                     site.fetches[self.path] += 1
+                    site.access_log.append((time.time(), self.path))
                 if delay_s:
                     time.sleep(delay_s)  # a slow site: a batch is in flight long enough to kill
                 status, body, headers = site.graph.page(self.path)

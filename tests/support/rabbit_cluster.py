@@ -159,6 +159,15 @@ class RabbitCluster:
             raise RuntimeError(f"no pid file for {node.name}")
         os.kill(pid, signal.SIGKILL)
 
+    def restart(self, node: Node) -> None:
+        """Start a node that died again, on its own data: it rejoins the cluster."""
+        if (pid := node.pid()) is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, 0)
+                return  # still running
+        self._launch(node)
+        self._await_startup(node)
+
     def remove(self) -> None:
         """Stop every node (best effort, then SIGKILL), and delete their folders."""
         for node in self.nodes:

@@ -1,0 +1,137 @@
+"""One crawl of a served link graph on `crawlsched standalone`, with a `kill -9` of the server
+at a chosen moment and a restart on the same data directory; then the checks of
+`fault_checks` on what the data directory holds after a clean stop.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from crawlsched.runtime import Runtime
+from crawlsched.schedules.spec import NOTIFY_EVENTS
+from crawlsched.settings import Settings
+from crawlsched.standalone.datadir import DataDir
+from crawlsched.store.client import drop_embedded
+from tests.support.fault_checks import RunCheck, check_run, unix_time
+from tests.support.link_graph import GraphSite, LinkGraph
+from tests.support.standalone import Standalone, standalone_env
+from tests.support.waiting import wait_for
+from tests.support.webhook_receiver import WebhookReceiver
+
+SCHEDULE = "faults"
+# Links followed to any depth, quick tries again after a machinery failure, and enough
+# requests at once to the one host.
+FAST_RECOVERY = {
+    "CRAWLSCHED_CRAWL_MAX_DEPTH": "100",
+    "CRAWLSCHED_REDO_BACKOFF_S": "0.5",
+    "CRAWLSCHED_HOST_CONCURRENCY": "4",
+    "CRAWLSCHED_LOG_LEVEL": "ERROR",
+}
+
+# When to kill: asked with the site and the seconds since `run now`; True means now.
+Moment = Callable[[GraphSite, float], bool]
+
+
+@dataclass
+class TrialOutcome:
+    check: RunCheck
+    started_at: float  # unix time of `run now`
+    fault_at: float | None  # unix time of the kill, None for an uninterrupted run
+    ended_at: float  # the run's finished_at
+
+    @property
+    def duration_s(self) -> float:
+        return self.ended_at - self.started_at
+
+    @property
+    def recovery_s(self) -> float | None:
+        return None if self.fault_at is None else self.ended_at - self.fault_at
+
+
+def after_fetches(n: int) -> Moment:
+    return lambda site, _elapsed: len([p for _, p in site.access_log if p != "/robots.txt"]) >= n
+
+
+def after_seconds(s: float) -> Moment:
+    return lambda _site, elapsed: elapsed >= s
+
+
+def _ended(server: Standalone, run_id: str) -> dict | None:
+    try:
+        run = server.get(f"/v1/runs/{run_id}")
+    except Exception:  # a restart under way: ask again
+        return None
+    return run if run.get("state") in ("finished", "stopped") else None
+
+
+def _delivered(hook: WebhookReceiver, run_id: str) -> bool:
+    return any(p["body"].get("run_id") == run_id for p in hook.delivered())
+
+
+def standalone_trial(
+    workdir: Path,
+    graph: LinkGraph,
+    delay_s: float,
+    kill_when: Moment | None,
+    end_within_s: float = 600,
+    **env: str,
+) -> TrialOutcome:
+    """Crawl `graph` from its start page; kill -9 the server once `kill_when` says so (never,
+    when None), start it again, and check the run once it ended and its webhook arrived."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    data = workdir / "data"
+    settings_env = standalone_env(data, **{**FAST_RECOVERY, **env})
+    fault_at = None
+    with GraphSite(graph, delay_s=delay_s) as site, WebhookReceiver() as hook:
+        server = Standalone(settings_env).start()
+        try:
+            start = f"{site.base_url}/p/0"
+            server.cli("jobs", "add", "website", start)
+            notify = [a for event in NOTIFY_EVENTS for a in ("--notify-on", event)]
+            server.cli(
+                "schedules", "add", SCHEDULE, "--every", "86400",
+                "--target-collection", "websites", "--target", start,
+                "--webhook", hook.url, *notify,
+            )  # fmt: skip
+            started_at = time.time()
+            run_id = server.json_lines("run", "now", SCHEDULE)[0]["run_id"]
+            if kill_when is not None:
+                wait_for(
+                    lambda: kill_when(site, time.time() - started_at) or _ended(server, run_id),
+                    end_within_s,
+                    "the moment to kill",
+                    interval=0.02,
+                )
+                if _ended(server, run_id) is None:
+                    fault_at = time.time()
+                    server.kill()
+                    server.start()
+            wait_for(lambda: _ended(server, run_id), end_within_s, f"run {run_id} to end", 0.2)
+            # The webhook may take a few tries; bounded, and a miss is reported, not raised.
+            deadline = time.monotonic() + 60
+            while not _delivered(hook, run_id) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            server.stop()
+        finally:
+            server.kill()
+        access_log = list(site.access_log)
+        posts = list(hook.posts)
+    check, ended_at = _check_data_dir(data, run_id, graph, site.base_url, access_log, posts)
+    return TrialOutcome(check, started_at, fault_at, ended_at)
+
+
+def _check_data_dir(data: Path, run_id: str, graph, base_url, access_log, posts):
+    """Load the stopped server's data directory into an embedded store and check the run."""
+    url = f"mongomock://fault-check-{uuid.uuid4().hex[:8]}"
+    rt = Runtime(Settings(mongo_url=url))
+    try:
+        DataDir(data, Settings.model_fields["mongo_db"].default).load_into(rt.db)
+        check = check_run(rt.db, run_id, graph, base_url, access_log, None, posts)
+        run = rt.db.runs.find_one({"_id": run_id}) or {}
+        return check, unix_time(run.get("finished_at")) or time.time()
+    finally:
+        drop_embedded(url)
