@@ -18,7 +18,13 @@ finished, stopped or running, with counts, created over the past weeks) and R ta
       upcoming  rt.schedules.get(id) then schedule_ops.upcoming_runs(rt, [doc], horizon)
     Both sides get a few untimed warm-up calls first.
 
-    `api_ratio_runs_p50`, `api_ratio_upcoming_p50` (and _p99) = API ÷ direct (target ≤ 1.5).
+(2b) the framework's floor: the API's own answers (bytes), served again by a bare FastAPI app
+    (one sync route each, no token, no store, no validation) on a second uvicorn in this
+    process, through the same client, interleaved with the others.
+
+    `api_over_floor_runs_p50`, `api_over_floor_upcoming_p50` (and _p99) = API ÷ floor
+    (target ≤ 1.5): what the app adds over routing, the thread-pool hop and HTTP.
+    `api_ratio_runs_p50`, `api_ratio_upcoming_p50` (and _p99) = API ÷ direct, for context.
     What the API adds and the ratio therefore includes: HTTP parsing in uvicorn (one loopback
     round trip; the client's own parsing too), FastAPI routing and query validation, the bearer
     token check (one `tokens` lookup and a SHA-256), `plain()` of the 100 items, the
