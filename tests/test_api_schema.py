@@ -124,7 +124,12 @@ def test_the_live_api_keeps_its_links(live):
             return {"base_url": live["url"], "headers": _auth(live)}
 
         def validate_response(self, response: Any, case: Any, **kwargs: Any) -> None:
-            assert response.status_code < 500, (case.method, case.path, response.text[:500])
+            assert response.status_code < 500, (
+                case.method,
+                case.path,
+                case.body,
+                response.text[:300],
+            )
             case.validate_response(response, checks=CHECKS)
 
     Workflow.run(settings=STATEFUL)

@@ -35,8 +35,6 @@ PROFILE_HANDLE = r"^@?[!-.0-?A-~]{1,100}$"
 SCHEDULE = {"schedule_id": "$response.body#/_id"}
 RUN = {"run_id": "$response.body#/run_id"}
 JOB = {"collection": "$response.body#/collection", "job_id": "$response.body#/jobs/0/job_id"}
-FIRST_SCHEDULE = {"schedule_id": "$response.body#/items/0/_id"}
-FIRST_RUN = {"run_id": "$response.body#/items/0/_id"}
 
 # (path, method, status) of the producer → link name → (path, method of the consumer, params).
 LINKS: dict[tuple[str, str, str], dict[str, tuple[str, str, dict[str, str]]]] = {
@@ -54,19 +52,12 @@ LINKS: dict[tuple[str, str, str], dict[str, tuple[str, str, dict[str, str]]]] = 
     ("/v1/schedules/{schedule_id}/pause", "post", "200"): {
         "UnpausePaused": ("/v1/schedules/{schedule_id}/unpause", "post", SCHEDULE),
     },
-    ("/v1/schedules", "get", "200"): {
-        "GetListedSchedule": ("/v1/schedules/{schedule_id}", "get", FIRST_SCHEDULE),
-        "ListedUpcoming": ("/v1/schedules/{schedule_id}/upcoming", "get", FIRST_SCHEDULE),
-    },
     ("/v1/runs", "post", "202"): {
         "GetRun": ("/v1/runs/{run_id}", "get", RUN),
         "StopRun": ("/v1/runs/{run_id}/stop", "post", RUN),
         "StopRunChildren": ("/v1/runs/{run_id}/children/stop", "post", RUN),
         "RunChildren": ("/v1/runs/{run_id}/children", "get", RUN),
         "RunHistory": ("/v1/runs/{run_id}/history", "get", RUN),
-    },
-    ("/v1/runs", "get", "200"): {
-        "GetListedRun": ("/v1/runs/{run_id}", "get", FIRST_RUN),
     },
     ("/v1/jobs", "post", "201"): {
         "GetJob": ("/v1/jobs/{collection}/{job_id}", "get", JOB),

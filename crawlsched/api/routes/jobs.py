@@ -65,7 +65,19 @@ class MetaChanges(BaseModel):
         ...,
         min_length=1,
         max_length=job_ops.META_MAX_KEYS,
-        json_schema_extra={"propertyNames": {"pattern": META_KEY}},
+        json_schema_extra={
+            "propertyNames": {"pattern": META_KEY},
+            # A part of what the route takes (nested documents too): what MongoDB stores.
+            "additionalProperties": {
+                "anyOf": [
+                    {"type": "string"},
+                    {"type": "integer", "minimum": -(2**63), "maximum": 2**63 - 1},
+                    {"type": "number"},
+                    {"type": "boolean"},
+                    {"type": "null"},
+                ]
+            },
+        },
     )
 
 
