@@ -18,7 +18,13 @@ finished, stopped or running, with counts, created over the past weeks) and R ta
       upcoming  rt.schedules.get(id) then schedule_ops.upcoming_runs(rt, [doc], horizon)
     Both sides get a few untimed warm-up calls first.
 
-    `api_ratio_runs_p50`, `api_ratio_upcoming_p50` (and _p99) = API ÷ direct (target ≤ 1.5).
+(2b) the framework's floor: the API's own answers (bytes), served again by a bare FastAPI app
+    (one sync route each, no token, no store, no validation) on a second uvicorn in this
+    process, through the same client, interleaved with the others.
+
+    `api_over_floor_runs_p50`, `api_over_floor_upcoming_p50` (and _p99) = API ÷ floor
+    (target ≤ 1.5): what the app adds over routing, the thread-pool hop and HTTP.
+    `api_ratio_runs_p50`, `api_ratio_upcoming_p50` (and _p99) = API ÷ direct, for context.
     What the API adds and the ratio therefore includes: HTTP parsing in uvicorn (one loopback
     round trip; the client's own parsing too), FastAPI routing and query validation, the bearer
     token check (one `tokens` lookup and a SHA-256), `plain()` of the 100 items, the
@@ -299,6 +305,8 @@ def bench_queries(args: argparse.Namespace, figures: dict[str, Any]) -> None:
     # (The default checks are not used: see the README, the mongodb check fails.)
     app = create_app(rt, delivers=False, health_checks={"none": lambda: {"ok": True}})
     served = Served(app)
+    answers: dict[str, bytes] = {}  # the API's own answers, served again by the floor
+    floor = Served(floor_app(answers))
     headers = {"Authorization": f"Bearer {token}"}
     with httpx.Client(base_url=served.url, headers=headers, timeout=120) as client:
 
@@ -324,25 +332,49 @@ def bench_queries(args: argparse.Namespace, figures: dict[str, Any]) -> None:
         for _ in range(WARMUP):
             api_runs(None), direct_runs(None), api_upcoming(ids[0]), direct_upcoming(ids[0])
 
+        # The floor: the same bytes, from a bare FastAPI route (same process, same client).
+        answers["runs"] = client.get("/v1/runs", params={"limit": 100}).content
+        for schedule_id in set(ids):
+            answers[schedule_id] = client.get(f"/v1/schedules/{schedule_id}/upcoming").content
+
+        def floor_runs(_: Any) -> Any:
+            response = client.get(f"{floor.url}/runs")
+            response.raise_for_status()
+            return response.json()
+
+        def floor_upcoming(schedule_id: str) -> Any:
+            response = client.get(f"{floor.url}/upcoming/{schedule_id}")
+            response.raise_for_status()
+            return response.json()
+
+        same_floor = floor_runs(None) == page and floor_upcoming(ids[0]) == up
+        for _ in range(WARMUP):
+            floor_runs(None), floor_upcoming(ids[0])
+
         def health(_: Any) -> Any:
             client.get("/health").raise_for_status()
 
         # Interleaved in blocks so that a slow spell of the machine hits both sides.
+        sides = ("api", "direct", "floor")
         samples: dict[str, list[float]] = {
-            k: [] for k in ("api_runs", "direct_runs", "api_up", "direct_up", "health")
+            f"{side}_{name}": [] for side in sides for name in ("runs", "up")
         }
+        samples["health"] = []
         block = 5
         for i in range(0, args.runs_requests, block):
             chunk = runs_rounds[i : i + block]
             samples["api_runs"] += timed_calls(api_runs, chunk)
             samples["direct_runs"] += timed_calls(direct_runs, chunk)
+            samples["floor_runs"] += timed_calls(floor_runs, chunk)
         for i in range(0, args.requests, block):
             chunk = ids[i : i + block]
             samples["api_up"] += timed_calls(api_upcoming, chunk)
             samples["direct_up"] += timed_calls(direct_upcoming, chunk)
+            samples["floor_up"] += timed_calls(floor_upcoming, chunk)
             samples["health"] += timed_calls(health, chunk)
         fire_times = statistics.median(len(direct_upcoming(i)) for i in ids[:20])
     served.stop()
+    floor.stop()
     drop_embedded(url)
 
     q = {k: quantiles(v) for k, v in samples.items()}
@@ -356,14 +388,17 @@ def bench_queries(args: argparse.Namespace, figures: dict[str, Any]) -> None:
             "health_p50_ms": round(q["health"]["p50_ms"], 2),
             "seed_s": round(seed_s, 2),
             "upcoming_fire_times_median": fire_times,
-            "same_answers": same_runs and same_upcoming,
+            "same_answers": same_runs and same_upcoming and same_floor,
         }
     )
     for name, key in (("runs", "runs"), ("upcoming", "up")):
-        for side in ("api", "direct"):
+        for side in ("api", "direct", "floor"):
             for stat in ("p50_ms", "p99_ms"):
-                figures[f"{side}_{name}_{stat}"] = round(q[f"{side}_{key}"][stat], 2)
+                figures[f"{side}_{name}_{stat}"] = round(q[f"{side}_{key}"][stat], 3)
         for stat in ("p50", "p99"):
+            figures[f"api_over_floor_{name}_{stat}"] = round(
+                q[f"api_{key}"][f"{stat}_ms"] / q[f"floor_{key}"][f"{stat}_ms"], 2
+            )
             figures[f"api_ratio_{name}_{stat}"] = round(
                 q[f"api_{key}"][f"{stat}_ms"] / q[f"direct_{key}"][f"{stat}_ms"], 2
             )
@@ -375,22 +410,41 @@ def bench_queries(args: argparse.Namespace, figures: dict[str, Any]) -> None:
                 f"{figures[f'{side}_{name}_p50_ms']:.2f} / {figures[f'{side}_{name}_p99_ms']:.2f}",
             )
             for name in ("runs", "upcoming")
-            for side in ("api", "direct")
+            for side in ("api", "floor", "direct")
         ]
         + [
             (
-                "ratio runs p50 / p99",
-                f"{figures['api_ratio_runs_p50']} / {figures['api_ratio_runs_p99']}",
-            ),
-            (
-                "ratio upcoming p50 / p99",
-                f"{figures['api_ratio_upcoming_p50']} / {figures['api_ratio_upcoming_p99']}",
-            ),
+                f"{name} API ÷ {over} p50 / p99",
+                f"{figures[f'api_{key}_{name}_p50']} / {figures[f'api_{key}_{name}_p99']}",
+            )
+            for name in ("runs", "upcoming")
+            for key, over in (("over_floor", "floor (target ≤ 1.5)"), ("ratio", "direct"))
+        ]
+        + [
             ("GET /health p50 (HTTP floor)", figures["health_p50_ms"]),
             ("same answers", figures["same_answers"]),
             ("seeding (s)", figures["seed_s"]),
         ],
     )
+
+
+def floor_app(answers: dict[str, bytes]) -> Any:
+    """The framework's floor: a bare FastAPI app whose sync routes (sync as the API's are, so
+    the thread-pool hop counts on both sides) answer bytes computed beforehand. No token, no
+    store, no validation, no encoding: routing, the hop and HTTP only."""
+    from fastapi import FastAPI, Response
+
+    app = FastAPI()
+
+    @app.get("/runs")
+    def runs() -> Response:
+        return Response(answers["runs"], media_type="application/json")
+
+    @app.get("/upcoming/{schedule_id}")
+    def upcoming(schedule_id: str) -> Response:
+        return Response(answers[schedule_id], media_type="application/json")
+
+    return app
 
 
 # -- (3): standalone data directory -----------------------------------------------------------

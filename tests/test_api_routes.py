@@ -99,7 +99,7 @@ def test_schedule_errors(api):
             api.admin.post(
                 "/v1/schedules", json={"id": "dup", "interval_s": 60, "collections": ["websites"]}
             ),
-            400,
+            409,  # a conflict with what the store holds, not a malformed request
         )["detail"]
     )
     problem(api.reader.get("/v1/schedules/nope"), 404)
@@ -119,7 +119,7 @@ def test_idempotency_key_replays_the_first_answer_and_refuses_reuse(api):
     assert again.headers["Idempotent-Replayed"] == "true"
     assert "Idempotent-Replayed" not in first.headers
     # Without the key, the same request is a second create: refused, nothing doubled.
-    problem(api.admin.post("/v1/schedules", json=body), 400)
+    problem(api.admin.post("/v1/schedules", json=body), 409)
     other = api.admin.post(
         "/v1/schedules",
         json={"id": "other", "interval_s": 60, "collections": ["websites"]},
@@ -179,9 +179,9 @@ def test_job_errors(api):
         ),
         400,
     )
-    problem(api.reader.get("/v1/jobs/nope"), 400)
-    problem(api.reader.get("/v1/jobs/websites", params={"state": "sleeping"}), 400)
-    problem(api.reader.get("/v1/jobs/websites/not-an-id"), 400)
+    problem(api.reader.get("/v1/jobs/nope"), 422)  # the schema lists the collections
+    problem(api.reader.get("/v1/jobs/websites", params={"state": "sleeping"}), 422)
+    problem(api.reader.get("/v1/jobs/websites/not-an-id"), 422)  # the schema says what an id is
     problem(api.reader.get(f"/v1/jobs/websites/oid:{ObjectId()}"), 404)
     problem(
         api.admin.patch(f"/v1/jobs/websites/oid:{ObjectId()}/meta", json={"meta": {"a": 1}}), 404
@@ -237,7 +237,7 @@ def test_history_and_its_three_corrections(api):
     problem(api.admin.patch(f"/v1/history/{ids[0]}", json={"reason": "nothing set"}), 400)
     problem(api.admin.patch(f"/v1/history/{ids[0]}", json={"outcome": "great", "reason": "r"}), 400)
     problem(api.admin.patch(f"/v1/history/{ObjectId()}", json={"note": "n", "reason": "r"}), 404)
-    problem(api.reader.get("/v1/history/zzz"), 400)
+    problem(api.reader.get("/v1/history/zzz"), 404)  # no route: a row id is 24 hex digits
 
 
 def test_runs_listing_and_one_run(api):

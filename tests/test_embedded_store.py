@@ -149,6 +149,36 @@ def test_distinct_and_cursor_pages_answer_as_mongomock(docs, key, spec, skip, li
     assert first + list(cursor) == expected
 
 
+@settings(max_examples=150)
+@given(
+    docs=_docs(12),
+    spec=st.one_of(st.none(), filters),
+    sort=st.lists(
+        st.tuples(st.sampled_from([*FIELDS, "a.n", "_id"]), st.sampled_from([1, -1])),
+        min_size=0,
+        max_size=2,
+        unique_by=lambda s: s[0],
+    ),
+    projection=st.sampled_from([None, {"k": 0}, {"a": 1}]),
+    skip=st.integers(0, 4),
+    limit=st.integers(0, 4),
+)
+def test_sorted_cursor_pages_answer_as_mongomock(docs, spec, sort, projection, skip, limit):
+    # A limited find copies only the page it returns; its answer is still mongomock's.
+    _, indexed, plain = _pair()
+    for collection in (indexed, plain):
+        if docs:
+            collection.insert_many([dict(d, _id=i) for i, d in enumerate(docs)])
+
+    def page(collection):
+        cursor = collection.find(spec, projection)
+        if sort:
+            cursor = cursor.sort(sort)
+        return list(cursor.skip(skip).limit(limit))
+
+    assert _outcome(lambda: page(indexed)) == _outcome(lambda: page(plain))
+
+
 def test_reading_a_cursor_costs_the_same_per_document_at_any_size():
     # mongomock's cursor copied the rest of its result list for every document it returned.
     _, indexed, _ = _pair()

@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from crawlsched import __version__
-from crawlsched.api import problems
+from crawlsched.api import openapi, problems
 from crawlsched.api.body_guard import BodyGuard
 from crawlsched.api.cli_runner import CommandRunner
 from crawlsched.api.routes import cli, history, jobs, page, runs, schedules, system
@@ -86,4 +86,5 @@ def create_app(
     )
     for module in (system, schedules, runs, jobs, history, cli, page):
         app.include_router(module.router)
+    openapi.install(app, runtime)
     return app

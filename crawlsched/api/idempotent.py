@@ -25,6 +25,7 @@ IdempotencyKey = Annotated[
     Header(
         alias="Idempotency-Key",
         max_length=MAX_KEY,
+        pattern=r"^[!-~]+$",
         description="Any unique string; a retry with the same key is answered, not repeated.",
     ),
 ]

@@ -14,8 +14,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
-from crawlsched.errors import CrawlschedError
+from crawlsched.errors import CrawlschedError, ScheduleExists, ScheduleStateError
 from crawlsched.logs import get_logger
 
 log = get_logger(__name__)
@@ -126,7 +127,10 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return problem_response(request, exc.status_code, str(exc.detail), headers=exc.headers)
+        headers = exc.headers
+        if exc.status_code == 405:
+            headers = {**(headers or {}), "Allow": allowed_methods(request)}
+        return problem_response(request, exc.status_code, str(exc.detail), headers=headers)
 
     # Errors the flow and stores raise on purpose: unknown things are 404, bad input 400.
     # KeyError and IndexError are LookupErrors too, but raised by mistakes, not on purpose.
@@ -148,8 +152,26 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(CrawlschedError)
     async def _crawlsched(request: Request, exc: CrawlschedError) -> JSONResponse:
+        # A schedule that exists already, or whose state refuses the operation (pausing a
+        # stopped one): a conflict with what the store holds, not a malformed request.
         status = 404 if isinstance(exc, LookupError) else 400
+        if isinstance(exc, ScheduleExists | ScheduleStateError):
+            status = 409
         return problem_response(request, status, str(exc))
+
+
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+
+
+def allowed_methods(request: Request) -> str:
+    """Every method some route serves at this path. (Starlette's 405 names the methods of the
+    first route whose path matched: `GET` alone for `/v1/schedules`, which `POST` serves too.)"""
+    routes = request.app.router.routes
+    return ", ".join(
+        method
+        for method in METHODS
+        if any(r.matches({**request.scope, "method": method})[0] == Match.FULL for r in routes)
+    )
 
 
 def _internal(request: Request, exc: BaseException) -> JSONResponse:

@@ -11,6 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import bson
+import bson.errors
+
 from crawlsched.catalog import JOB_COLLECTIONS, STATE_NAMES, TARGET_KINDS
 from crawlsched.errors import BadJobInput
 from crawlsched.ids import decode_id, encode_id
@@ -148,6 +151,10 @@ def update_meta(
     for key in changes:
         if not key or "." in key or key.startswith("$") or len(key) > 100:
             raise BadJobInput(f"meta key {key!r}: 1-100 characters, no '.', not starting '$'")
+    try:
+        bson.encode({"meta": dict(changes)})  # what MongoDB can store: 64-bit ints, UTF-8
+    except (bson.errors.BSONError, OverflowError, UnicodeEncodeError) as e:
+        raise BadJobInput(f"meta: a value MongoDB cannot store ({type(e).__name__})") from None
     to_set = {f"meta.{k}": v for k, v in changes.items() if v is not None}
     to_unset = {f"meta.{k}": "" for k, v in changes.items() if v is None}
     update: dict[str, Any] = {"$currentDate": {"updated_at": True}}

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.json_schema import SkipJsonSchema
+from starlette.convertors import Convertor, register_url_convertor
 
 from crawlsched.api.auth import Admin, Reader
 from crawlsched.api.paging import Limit, Offset, Page, page_of
@@ -18,14 +20,43 @@ from crawlsched.store.history import row_id
 router = APIRouter(prefix="/v1", tags=["history"], responses=PROBLEM_RESPONSES)
 
 Filter = Annotated[str | None, Query(max_length=300)]
+ROW_ID = "[0-9a-fA-F]{24}"
+
+
+class RowIdConvertor(Convertor):
+    """A history row's id in a path: so `/v1/history/corrections` is never read as a row."""
+
+    regex = ROW_ID
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("row_id", RowIdConvertor())
+RowId = Annotated[str, Path(pattern=f"^{ROW_ID}$", description="A history row's id.")]
+# Optional fields whose schema admits no null: a null is read as not given.
+Outcome = Annotated[str, Field(json_schema_extra={"enum": all_outcomes()})] | SkipJsonSchema[None]
+RowIds = Annotated[
+    list[Annotated[str, Field(pattern=f"^{ROW_ID}$")]], Field(min_length=1, max_length=10_000)
+]
+Text = Annotated[str, Field(min_length=1, max_length=2000)] | SkipJsonSchema[None]
+
+
+# At least one of the three (an empty one counts as not given); none of them null.
+_SOME_CHANGE = {"anyOf": [{"required": [k]} for k in ("outcome", "error", "note")]}
 
 
 class Changes(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    outcome: str | None = Field(None, max_length=50)
-    error: str | None = Field(None, max_length=2000)
-    note: str | None = Field(None, max_length=2000)
-    reason: str = Field(..., min_length=1, max_length=2000, description="Why: kept in the audit.")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_SOME_CHANGE)
+    outcome: Outcome = None
+    error: Text = None
+    note: Text = None
+    reason: str = Field(
+        ..., min_length=1, max_length=2000, pattern=r"\S", description="Why: kept in the audit."
+    )
 
     def changes(self) -> dict[str, Any]:
         found = {k: v for k in ("outcome", "error", "note") if (v := getattr(self, k))}
@@ -39,8 +70,17 @@ class Changes(BaseModel):
 class Correction(Changes):
     """Rows by id (`rows`), or every row whose outcome is `status`."""
 
-    rows: list[str] | None = Field(None, min_length=1, max_length=10_000)
-    status: str | None = Field(None, max_length=50)
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "allOf": [
+                _SOME_CHANGE,
+                {"oneOf": [{"required": ["rows"]}, {"required": ["status"]}]},
+            ]
+        },
+    )
+    rows: RowIds | SkipJsonSchema[None] = None
+    status: Outcome = None
 
     @model_validator(mode="after")
     def _one_form(self) -> Correction:
@@ -73,8 +113,8 @@ def list_history(
     return page_of(caller.rt.history.page(filters, limit + 1, offset), limit, offset)
 
 
-@router.get("/history/{row}", summary="One history row (GetTaskHistoryInfo)")
-def get_row(caller: Reader, row: str) -> dict[str, Any]:
+@router.get("/history/{row:row_id}", summary="One history row (GetTaskHistoryInfo)")
+def get_row(caller: Reader, row: RowId) -> dict[str, Any]:
     doc = caller.rt.history.get(row_id(row))
     if doc is None:
         raise LookupError(f"no history row {row!r}")
@@ -93,8 +133,8 @@ def _correct(caller: Admin, body: Changes, ids: list | None, status: str | None)
     return {"corrected": changed, "set": changes}
 
 
-@router.patch("/history/{row}", summary="Correct one row (UpdateTaskHistory)")
-def correct_row(caller: Admin, row: str, body: Changes) -> dict[str, Any]:
+@router.patch("/history/{row:row_id}", summary="Correct one row (UpdateTaskHistory)")
+def correct_row(caller: Admin, row: RowId, body: Changes) -> dict[str, Any]:
     return _correct(caller, body, [row_id(row)], None)
 
 

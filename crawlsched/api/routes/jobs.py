@@ -5,40 +5,80 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import APIRouter, Path, Query, Request
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic.json_schema import SkipJsonSchema
 
 from crawlsched.api.auth import Admin, Reader
 from crawlsched.api.idempotent import IdempotencyKey, once
+from crawlsched.api.models import Given
 from crawlsched.api.paging import Limit, Offset, Page, page_of
 from crawlsched.api.problems import PROBLEM_RESPONSES
+from crawlsched.catalog import JOB_COLLECTIONS, STATE_NAMES
 from crawlsched.encoding import plain
 from crawlsched.flow import job_ops
+from crawlsched.jobs_input import MAX_INTERVAL_S
 
 router = APIRouter(prefix="/v1", tags=["jobs"], responses=PROBLEM_RESPONSES)
+
+# What `crawlsched.ids.decode_id` reads: an ObjectId, a 64-bit integer or any string.
+JOB_STATES = tuple(STATE_NAMES.values())
+JOB_ID = r"^(oid:[0-9a-fA-F]{24}|int:-?[0-9]{1,18}|str:.*)$"
+Collection = Annotated[Literal[JOB_COLLECTIONS], Path(description="A job collection.")]
+JobId = Annotated[str, Path(pattern=JOB_ID, description="An encoded job id (`oid:…`, …).")]
+# A meta key: 1-100 characters, no '.', not starting '$' (`job_ops.update_meta`).
+# (Said in the schema; the flow checks it with its own message.)
+META_KEY = r"^[^.$][^.]{0,99}$"
 
 
 class NewTarget(BaseModel):
     """One profile or website and the tasks to crawl it with (`crawlsched jobs add`)."""
 
-    model_config = ConfigDict(extra="forbid")
+    # A one-off crawl has no interval. (Which media, kinds and tasks go together is the
+    # store's reference data: `api.openapi` adds it to the schema.)
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "not": {
+                "required": ["interval_s", "one_off"],
+                "properties": {"one_off": {"const": True}},
+            }
+        },
+    )
     kind: Literal["profile", "website"]
     media: str = Field(..., min_length=1, max_length=100)
     target: str = Field(..., min_length=1, max_length=2000, description="Handle or site URL.")
-    url: str | None = Field(None, max_length=2000)
-    tasks: list[str] | None = Field(None, max_length=20)
-    interval_s: int | None = Field(None, ge=1, le=10 * 365 * 86400)
+    url: Given[str, Field(max_length=2000)] = None
+    tasks: Given[list[str], Field(max_length=20)] = None
+    interval_s: Given[int, Field(ge=1, le=MAX_INTERVAL_S)] = None
     one_off: bool = False
     human_validation: bool = False
     certitude: float = Field(0.5, ge=0, le=1)
-    start_at: datetime | None = None
+    start_at: datetime | SkipJsonSchema[None] = None
 
 
 class MetaChanges(BaseModel):
     """Keys to set; a null value removes the key."""
 
     model_config = ConfigDict(extra="forbid")
-    meta: dict[str, Any] = Field(..., min_length=1, max_length=job_ops.META_MAX_KEYS)
+    meta: dict[str, Any] = Field(
+        ...,
+        min_length=1,
+        max_length=job_ops.META_MAX_KEYS,
+        json_schema_extra={
+            "propertyNames": {"pattern": META_KEY},
+            # A part of what the route takes (nested documents too): what MongoDB stores.
+            "additionalProperties": {
+                "anyOf": [
+                    {"type": "string"},
+                    {"type": "integer", "minimum": -(2**63), "maximum": 2**63 - 1},
+                    {"type": "number"},
+                    {"type": "boolean"},
+                    {"type": "null"},
+                ]
+            },
+        },
+    )
 
 
 @router.post("/jobs", status_code=201, summary="Schedule a target's tasks (AddToTaskQueue)")
@@ -68,13 +108,16 @@ def add_jobs(
 )
 def list_jobs(
     caller: Reader,
-    collection: str,
+    collection: Collection,
     limit: Limit = 100,
     offset: Offset = 0,
-    state: Annotated[str | None, Query(max_length=20, description="pending, running, …")] = None,
+    state: Annotated[Literal[JOB_STATES] | None, Query()] = None,
     task: Annotated[str | None, Query(max_length=100)] = None,
     target: Annotated[str | None, Query(max_length=2000)] = None,
-    ids: Annotated[list[str] | None, Query(max_length=1000, description="Encoded job ids.")] = None,
+    ids: Annotated[
+        list[Annotated[str, StringConstraints(pattern=JOB_ID)]] | None,
+        Query(max_length=1000, description="Encoded job ids."),
+    ] = None,
 ) -> dict[str, Any]:
     rows = job_ops.find_jobs(caller.rt, collection, state, task, target, ids, limit + 1, offset)
     return page_of(rows, limit, offset)
@@ -84,10 +127,12 @@ def list_jobs(
     "/jobs/{collection}/{job_id}",
     summary="One job's status and details (GetTaskStatus, GetTaskInfo)",
 )
-def get_job(caller: Reader, collection: str, job_id: str) -> dict[str, Any]:
+def get_job(caller: Reader, collection: Collection, job_id: JobId) -> dict[str, Any]:
     return plain(job_ops.get_job(caller.rt, collection, job_id))
 
 
 @router.patch("/jobs/{collection}/{job_id}/meta", summary="Change a job's meta (UpdateMetaByJob)")
-def update_meta(caller: Admin, collection: str, job_id: str, body: MetaChanges) -> dict[str, Any]:
+def update_meta(
+    caller: Admin, collection: Collection, job_id: JobId, body: MetaChanges
+) -> dict[str, Any]:
     return plain(job_ops.update_meta(caller.rt, collection, job_id, body.meta))

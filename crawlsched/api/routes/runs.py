@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from crawlsched.api.auth import Admin, Caller, Reader
 from crawlsched.api.idempotent import IdempotencyKey, once
 from crawlsched.api.paging import Limit, Offset, Page, page_of
-from crawlsched.api.problems import PROBLEM_RESPONSES, ApiProblem
+from crawlsched.api.problems import PROBLEM_RESPONSES, ApiProblem, problem_doc
 from crawlsched.encoding import plain
 from crawlsched.errors import RunAlreadyEnded, RunNotFound
 from crawlsched.flow import views
@@ -63,7 +63,12 @@ def list_runs(
     return page_of(runs, limit, offset)
 
 
-@router.post("/runs", status_code=201, summary="Run a schedule once, now (OneTimeTestRun)")
+@router.post(
+    "/runs",
+    status_code=202,
+    summary="Run a schedule once, now (OneTimeTestRun)",
+    responses={503: problem_doc(503)},
+)
 def create_run(
     request: Request, caller: Admin, body: NewRun, idempotency_key: IdempotencyKey = None
 ) -> Any:
@@ -94,7 +99,11 @@ def _stop_result(summary: Any, task: str | None) -> dict[str, Any]:
     }
 
 
-@router.post("/runs/{run_id}/stop", summary="Stop a run, or one task of it (StopRun, StopTask)")
+@router.post(
+    "/runs/{run_id}/stop",
+    summary="Stop a run, or one task of it (StopRun, StopTask)",
+    responses={503: problem_doc(503)},
+)
 def stop_run(
     request: Request, caller: Admin, run_id: str, body: StopRequest | None = None
 ) -> dict[str, Any]:
@@ -109,7 +118,11 @@ def stop_run(
         raise ApiProblem(409, str(e)) from None
 
 
-@router.post("/runs/{run_id}/children/stop", summary="Stop a run's child runs (StopChildTasks)")
+@router.post(
+    "/runs/{run_id}/children/stop",
+    summary="Stop a run's child runs (StopChildTasks)",
+    responses={503: problem_doc(503)},
+)
 def stop_children(request: Request, caller: Admin, run_id: str) -> dict[str, Any]:
     from crawlsched.flow.stopping import stop_children as stop
 

@@ -4,18 +4,32 @@ runs and their task history."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
+from zoneinfo import available_timezones
 
 from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic.json_schema import SkipJsonSchema
 
 from crawlsched.api.auth import Admin, Reader
 from crawlsched.api.idempotent import IdempotencyKey, once
+from crawlsched.api.models import Given
+from crawlsched.api.openapi import NAMED_WEB_URL
 from crawlsched.api.paging import Limit, Offset, Page, page_of
-from crawlsched.api.problems import PROBLEM_RESPONSES
+from crawlsched.api.problems import PROBLEM_RESPONSES, ApiProblem
+from crawlsched.catalog import JOB_COLLECTIONS
 from crawlsched.encoding import plain
 from crawlsched.flow import schedule_ops
-from crawlsched.schedules.spec import horizon
+from crawlsched.schedules.policies import Misfire, Overlap
+from crawlsched.schedules.spec import (
+    MAX_CATCH_UP,
+    MAX_SHARDS,
+    MAX_URL_CHARS,
+    NOTIFY_EVENTS,
+    SCHEDULE_ID,
+    TRIGGER_FIELDS,
+    horizon,
+)
 
 router = APIRouter(prefix="/v1", tags=["schedules"], responses=PROBLEM_RESPONSES)
 
@@ -24,32 +38,86 @@ Days = Annotated[float | None, Query(gt=0, le=31, description="Horizon in days (
 Owner = Annotated[str | None, Query(max_length=200, description="Only this owner's schedules.")]
 
 
+# What `schedules.spec` accepts, said in the schema. Optional fields admit no null (a null is
+# read as not given). The schema's cron is a part of what the route takes: 5 fields, each
+# `*`, `*/N` or a number in its range (days of the month up to 28: a schedule that never
+# fires is refused); the route reads any cron its trigger can (ranges, lists, names).
+_STEP = r"\*(/[1-9])?"
+CRON = (
+    rf"^({_STEP}|[1-5]?[0-9]) ({_STEP}|1?[0-9]|2[0-3]) ({_STEP}|[1-9]|1[0-9]|2[0-8])"
+    rf" ({_STEP}|[1-9]|1[0-2]) ({_STEP}|[0-6])$"
+)
+NonBlank = Annotated[str, StringConstraints(min_length=1, max_length=2000, pattern=r"\S")]
+JobCollection = Literal[JOB_COLLECTIONS]
+
+
+def _zones() -> list[str]:
+    return sorted(available_timezones() - {"Factory", "localtime"})
+
+
 class ScheduleFields(BaseModel):
     """What a schedule is made of (the fields of `crawlsched schedules add`)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    interval_s: float | None = Field(None, gt=0, description="Interval trigger: seconds.")
-    cron: str | None = Field(None, max_length=200, description="Cron trigger, 5 fields.")
-    timezone: str | None = Field(None, max_length=64, description="IANA zone of `cron`.")
-    at: datetime | None = Field(None, description="One-time trigger, with a zone.")
-    collections: list[str] | None = Field(None, max_length=10)
-    target_collection: str | None = Field(None, max_length=64)
-    targets: list[str] | None = Field(None, max_length=10_000)
-    owner: str | None = Field(None, max_length=200)
-    misfire: str | None = Field(None, max_length=20)
-    catch_up_limit: int | None = Field(None, ge=0, le=10_000)
-    overlap: str | None = Field(None, max_length=20)
-    shards: int | None = Field(None, ge=1, le=64)
-    webhook: str | None = Field(None, max_length=2000)
-    notify_on: list[str] | None = Field(None, max_length=3)
+    interval_s: Given[float, Field(ge=0.001, le=10 * 365 * 86400)] = Field(
+        None, description="Interval trigger: seconds."
+    )
+    cron: Given[str, Field(max_length=200, json_schema_extra={"pattern": CRON})] = Field(
+        None, description="Cron trigger, 5 fields (ranges and lists too: `0 9 * * 1-5`)."
+    )
+    timezone: Given[str, Field(max_length=64, json_schema_extra={"enum": _zones()})] = Field(
+        None, description="IANA zone of `cron`."
+    )
+    at: datetime | SkipJsonSchema[None] = Field(
+        None, description="One-time trigger, with a zone, in the future."
+    )
+    collections: Given[list[JobCollection], Field(min_length=1, max_length=10)] = None
+    target_collection: JobCollection | SkipJsonSchema[None] = None
+    targets: Given[list[NonBlank], Field(min_length=1, max_length=10_000)] = None
+    owner: Given[str, Field(max_length=100)] = None
+    misfire: Misfire | SkipJsonSchema[None] = None
+    catch_up_limit: Given[int, Field(ge=0, le=MAX_CATCH_UP)] = None
+    overlap: Overlap | SkipJsonSchema[None] = None
+    shards: Given[int, Field(ge=1, le=MAX_SHARDS)] = None
+    webhook: Given[
+        str, Field(max_length=MAX_URL_CHARS, json_schema_extra={"pattern": NAMED_WEB_URL})
+    ] = Field(
+        None,
+        description="Told of each run's end. (An IP literal is also taken when an allowed "
+        "network admits it.)",
+    )
+    notify_on: Given[list[Literal[NOTIFY_EVENTS]], Field(min_length=1, max_length=4)] = None
 
     def given(self) -> dict[str, Any]:
         return {k: v for k, v in self.model_dump().items() if v not in (None, [])}
 
 
+class ScheduleChanges(ScheduleFields):
+    """Fields to change, one at least. Whether they fit the schedule as it is (a time zone for
+    an interval trigger does not) only the schedule can say: 409 when they do not."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
+
+
+# Exactly one trigger; a time zone only with a cron; a sweep of collections, or targets in one.
+_NEW_SCHEDULE_RULES = {
+    "allOf": [
+        {"oneOf": [{"required": [t]} for t in TRIGGER_FIELDS]},
+        {"anyOf": [{"not": {"required": ["timezone"]}}, {"required": ["cron"]}]},
+        {
+            "anyOf": [
+                {"required": ["targets", "target_collection"]},
+                {"required": ["collections"], "not": {"required": ["targets"]}},
+            ]
+        },
+    ]
+}
+
+
 class NewSchedule(ScheduleFields):
-    id: str = Field(..., min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][\w.:-]*$")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_NEW_SCHEDULE_RULES)
+    id: str = Field(..., min_length=1, max_length=100, pattern=SCHEDULE_ID.pattern)
 
 
 @router.get("/schedules", response_model=Page, summary="List schedules (GetSchedules)")
@@ -88,11 +156,14 @@ def get_schedule(caller: Reader, schedule_id: str) -> dict[str, Any]:
 
 
 @router.patch("/schedules/{schedule_id}", summary="Change a schedule (UpdateSchedule)")
-def update_schedule(caller: Admin, schedule_id: str, body: ScheduleFields) -> dict[str, Any]:
+def update_schedule(caller: Admin, schedule_id: str, body: ScheduleChanges) -> dict[str, Any]:
     changes = body.given()
     if not changes:
         raise ValueError("nothing to change: give at least one field")
-    return plain(schedule_ops.update(caller.rt, schedule_id, changes))
+    try:
+        return plain(schedule_ops.update(caller.rt, schedule_id, changes))
+    except ValueError as e:  # the changes are well formed: they do not fit this schedule
+        raise ApiProblem(409, str(e)) from None
 
 
 @router.post("/schedules/{schedule_id}/pause", summary="Pause a schedule")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -52,9 +53,41 @@ class _Cursor(Cursor):
             self._results = results
         return super()._compute_results(with_limit_and_skip)
 
+    def _window(self) -> list | None:
+        """The documents a `limit`ed find returns, read alone: the matches are found and sorted
+        as references and only the `skip + limit` the cursor returns are copied (mongomock
+        copies every match before sorting: 10,000 copies for a page of 100). None when the
+        cursor has no positive limit, or a sort this does not read."""
+        if not self._limit or self._limit < 0 or self._results:
+            return None
+        key = (self._factory, self._skip, self._limit)
+        cached = getattr(self, "_window_of", None)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        sort = list(self._sort.items() if isinstance(self._sort, Mapping) else self._sort or ())
+        if any(field.startswith("$") or not isinstance(d, int) for field, d in sort):
+            return None  # `$natural`, text scores: mongomock's own code
+        collection = self.collection
+        matched = collection._iter_documents(self._spec)
+        if sort:
+            wanted = self._skip + self._limit
+            matched = iter(sort_documents(list(matched), collection.database, dict(sort), wanted))
+        window = list(itertools.islice(matched, self._skip + self._limit))[self._skip :]
+        copies = [collection._copy_only_fields(d, self._projection, dict) for d in window]
+        if collection.codec_options.tz_aware:
+            copies = [make_aware(doc) for doc in copies]
+        self._window_of = (key, copies)
+        return copies
+
     def __next__(self) -> Any:
         if self._skip < 0:
             return super().__next__()
+        window = self._window()
+        if window is not None:
+            if self._emitted >= len(window):
+                raise StopIteration
+            self._emitted += 1
+            return window[self._emitted - 1]
         results = self._compute_results()
         if self._limit and self._emitted >= abs(self._limit):
             raise StopIteration

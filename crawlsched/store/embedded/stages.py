@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping
 from typing import Any
 
@@ -158,7 +159,10 @@ def _sort_key(field: str, doc: Mapping[str, Any]) -> tuple | None:
     mongomock compares two values by type order, then by value (`bson_compare`); a tuple of
     (type order, value) compares the same way, without a Python call per comparison.
     """
-    value = filtering.resolve_key(field, doc)
+    if "." in field or not isinstance(doc, dict):
+        value = filtering.resolve_key(field, doc)
+    else:
+        value = doc.get(field, filtering.NOTHING)  # what `resolve_key` reads, without its calls
     if value is filtering.NOTHING:
         return (1, (5, 0))
     if isinstance(value, list | tuple):
@@ -177,10 +181,21 @@ def plain_sort(options: Any) -> bool:
     )
 
 
-def sort_documents(docs: list[dict], database: Any, options: Mapping[str, int]) -> list[dict]:
+def sort_documents(
+    docs: list[dict], database: Any, options: Mapping[str, int], first: int | None = None
+) -> list[dict]:
     """mongomock's `$sort` (one stable sort per field, last field first), each pass on keys
-    computed once per document instead of compared through `bson_compare`."""
-    for field, direction in reversed(list(options.items())):
+    computed once per document instead of compared through `bson_compare`. `first`: only
+    that many documents are wanted (a single-field sort then keeps the `first` best in a heap,
+    which `heapq` documents as equal to the sorted list cut, ties in order)."""
+    fields = list(options.items())
+    if first is not None and len(fields) == 1 and first < len(docs):
+        ((field, direction),) = fields
+        keys = [_sort_key(field, doc) for doc in docs]
+        if None not in keys:
+            pick = heapq.nsmallest if direction > 0 else heapq.nlargest
+            return [docs[i] for i in pick(first, range(len(docs)), key=keys.__getitem__)]
+    for field, direction in reversed(fields):
         keys = [_sort_key(field, doc) for doc in docs]
         if None in keys:
             docs = sorted(
