@@ -36,6 +36,10 @@ CONNECT_TIMEOUT_S = 3.0
 IDLE_REOPEN_S = 20.0
 PENDING, SENT = "pending", "sent"
 RELAY_BATCH = 200
+# How long an event being published belongs to its publisher: the relay takes it up only after
+# this, so an event published inline (or by another relay) is not sent twice. Longer than a
+# publish can take (connect timeout, one retry, the confirm).
+PUBLISH_CLAIM_S = 30.0
 RELAY_BACKOFF_MAX_S = 300.0
 _WORD = re.compile(r"[A-Z][a-z0-9]*")
 
@@ -151,7 +155,10 @@ def emit(rt: Runtime, name: str, event_id: str | None = None, **fields: Any) -> 
     doc: dict[str, Any] = {"event": name, "event_id": event_id, "at": now, **fields}
     publisher = publisher_for(rt.settings.broker_url)
     if publisher is not None:
-        doc.update(outbox=PENDING, publish_after=now, publish_tries=0)
+        # Claimed by this call until PUBLISH_CLAIM_S: the relay then takes it up only if this
+        # publish never marked it sent (the process died, the broker was away).
+        claim_until = now + timedelta(seconds=PUBLISH_CLAIM_S)
+        doc.update(outbox=PENDING, publish_after=claim_until, publish_tries=0)
     written = rt.db.activity.update_one({"event_id": event_id}, {"$setOnInsert": doc}, upsert=True)
     if publisher is not None and written.upserted_id is not None:
         _publish(rt, publisher, {**doc, "_id": written.upserted_id})
@@ -164,10 +171,19 @@ def relay_events(rt: Runtime) -> int:
     publisher = publisher_for(rt.settings.broker_url)
     if publisher is None:
         return 0
-    query = {"outbox": PENDING, "publish_after": {"$lte": rt.now()}}
+    now = rt.now()
+    query = {"outbox": PENDING, "publish_after": {"$lte": now}}
     cursor = rt.db.activity.find(query).sort([("at", 1), ("_id", 1)]).limit(RELAY_BATCH)
     sent = 0
     for doc in list(cursor):
+        # Claim it first (compare-and-set on its due time), so two tickers relaying at once,
+        # or a relay racing a slow inline publish, send it once.
+        claimed = rt.db.activity.update_one(
+            {"_id": doc["_id"], "outbox": PENDING, "publish_after": doc["publish_after"]},
+            {"$set": {"publish_after": now + timedelta(seconds=PUBLISH_CLAIM_S)}},
+        )
+        if claimed.modified_count == 0:
+            continue
         if not _publish(rt, publisher, doc):
             break
         sent += 1

@@ -142,6 +142,33 @@ def test_an_event_written_while_the_broker_was_away_is_relayed_once_it_is_back(
         events.publisher_for(via_proxy).close_quietly()
 
 
+@pytest.mark.rabbitmq
+def test_an_event_being_published_inline_is_not_relayed_until_its_claim_has_passed(
+    rabbitmq_url, embedded_mongo_url, consumer, monkeypatch
+):
+    # Given an event whose writer died after storing it, before its inline publish
+    clock = Clock(NOW)
+    rt = _runtime(embedded_mongo_url, rabbitmq_url, clock)
+    with monkeypatch.context() as m:
+        m.setattr(events, "_publish", lambda *a, **k: True)
+        emit(rt, "RunStarted", event_id="r5:RunStarted", run_id="r5")
+
+    # When the relay runs at once (as a tick racing a slow inline publish would)
+    # Then it leaves the event to its publisher: nothing is sent twice
+    assert relay_events(rt) == 0
+    assert rt.db.activity.find_one({})["outbox"] == "pending"
+
+    # When the claim has passed with the event still pending
+    clock.advance(events.PUBLISH_CLAIM_S + 1)
+    # Then the relay sends it, once, and a second relay finds nothing to send
+    assert relay_events(rt) == 1
+    assert relay_events(rt) == 0
+    received = _received(consumer, 1)
+    assert [(k, b["event_id"]) for k, b in received] == [("run.started", "r5:RunStarted")]
+    assert rt.db.activity.find_one({})["outbox"] == "sent"
+    events.publisher_for(rabbitmq_url).close_quietly()
+
+
 def test_the_same_run_end_emitted_twice_is_one_event(embedded_mongo_url):
     rt = _runtime(embedded_mongo_url, "stub://")
     first = emit(rt, "RunFinished", event_id="r3:RunFinished", run_id="r3", planned=1)
