@@ -226,10 +226,18 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "browser: starts a real browser (chromedriver or Grid)")
 
 
+# Under pytest-xdist (--dist loadgroup) a test file runs in one process, so its module-scoped
+# fixtures start once; files marked `xdist_group(WHOLE_DEPLOYMENTS)` (a RabbitMQ cluster, a
+# crash of every process) run one after another, never two at once on two cores.
+WHOLE_DEPLOYMENTS = "whole_deployments"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if BROWSER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.browser)
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
 @pytest.fixture
