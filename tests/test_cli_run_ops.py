@@ -9,7 +9,6 @@ from collections.abc import Callable, Iterator
 from datetime import timedelta
 
 import pytest
-from bson import ObjectId
 from typer.testing import CliRunner, Result
 
 from crawlsched.cli import app
@@ -73,7 +72,7 @@ def one_line(result: Result) -> str:
     return " ".join(result.output.split())
 
 
-MISSING_ROW = str(ObjectId())
+MISSING_ROW = "6b0745000000000000000000"  # fixed: a test id must not change between collections
 BAD_INPUT = [
     (("run", "now", "no-such-schedule"), "no schedule with id 'no-such-schedule'"),
     (("run", "now", "sweep-profiles"), "set CRAWLSCHED_BROKER_URL=amqp://"),
