@@ -22,6 +22,8 @@ READ_COMMANDS = {
     ("jobs", "summary"),
     ("accounts", "list"),
     ("nodes", "list"),
+    ("hosts", "list"),
+    ("hosts", "show"),
     ("pools",),
     ("activity",),
     ("stats",),

@@ -19,6 +19,7 @@ from crawlsched.errors import CrawlschedError
 from crawlsched.ids import decode_id, encode_id
 from crawlsched.planning.batching import Batch
 from crawlsched.planning.due import Category
+from crawlsched.resources.host_rules import host_key
 
 
 class BadMessage(CrawlschedError, ValueError):
@@ -165,6 +166,14 @@ class ReportMessage(BaseModel):
         return self.model_dump(mode="json")
 
 
+def _is_host_key(text: str) -> bool:
+    """`scheme://host:port` exactly as `host_rules.host_key` writes it."""
+    try:
+        return len(text) <= 300 and host_key(text) == text
+    except ValueError:
+        return False
+
+
 class WakeMessage(BaseModel):
     """Pools whose leases were released: the waiting batches that need them get a pass."""
 
@@ -178,6 +187,8 @@ class WakeMessage(BaseModel):
         for key in value:
             pool, _, media = key.partition(":")
             if pool == "selenium" and not media:
+                continue
+            if pool == "host" and _is_host_key(media):
                 continue
             if pool == "account" and 0 < len(media) <= 100:
                 continue

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
@@ -21,11 +21,12 @@ from crawlsched.drivers import registry
 from crawlsched.drivers.browser_proxy import FilteringProxy
 from crawlsched.drivers.fetching import PoliteHttp
 from crawlsched.drivers.net import guarded_client
-from crawlsched.drivers.politeness import HostPacer
-from crawlsched.drivers.robots import RobotsCache
 from crawlsched.drivers.targets import parse_networks
+from crawlsched.flow.host_pacing import ClusterHostPacer
+from crawlsched.flow.shared_robots import SharedRobots
 from crawlsched.planning.outcomes import RedoPolicy, RetryPolicy
 from crawlsched.resources.backends.mongo import MongoLeaseBackend
+from crawlsched.resources.host_rules import HostPolicy, merge_policy
 from crawlsched.resources.inventory import MongoPoolInventory
 from crawlsched.resources.pools import ResourcePools
 from crawlsched.resources.secrets import SecretBox
@@ -35,6 +36,7 @@ from crawlsched.store.client import open_database
 from crawlsched.store.counting import CommandCounter, CountingDatabase
 from crawlsched.store.deliveries import MongoDeliveryStore
 from crawlsched.store.history import MongoHistoryStore
+from crawlsched.store.hosts import MongoHostStore
 from crawlsched.store.idempotency import MongoIdempotencyStore
 from crawlsched.store.jobs import MongoJobStore
 from crawlsched.store.missed_runs import MongoMissedRunStore
@@ -127,8 +129,10 @@ class Runtime:
         account: Any,
         secret_hosts: tuple[str, ...],
         on_request: Callable[[], None] | None = None,
+        politeness: Mapping[str, Any] | None = None,
     ) -> PoliteHttp:
-        """A batch's HTTP client for its drivers, on the process's shared connection pool."""
+        """A batch's HTTP client for its drivers, on the process's shared connection pool;
+        `politeness` is its media's (delay_s, concurrency, daily_pages) over the settings'."""
         settings = self.settings
         return PoliteHttp(
             self.http,
@@ -141,16 +145,36 @@ class Runtime:
             max_bytes=settings.max_page_bytes,
             deadline_s=settings.page_deadline_s,
             on_request=on_request,
+            host_policy=merge_policy(self.host_policy, dict(politeness or {})),
         )
 
     @cached_property
-    def pacer(self) -> HostPacer:
-        """Per-host politeness, shared by every thread of this process."""
-        return HostPacer(self.settings.host_delay_s, self.settings.host_concurrency)
+    def host_policy(self) -> HostPolicy:
+        """The settings' politeness: every host's unless its media or an operator says."""
+        s = self.settings
+        return HostPolicy(s.host_delay_s, s.host_concurrency, s.host_daily_pages)
 
     @cached_property
-    def robots(self) -> RobotsCache | None:
-        return RobotsCache() if self.settings.robots_txt else None
+    def hosts(self) -> MongoHostStore:
+        return MongoHostStore(self.db)
+
+    @cached_property
+    def pacer(self) -> ClusterHostPacer:
+        """Per-host politeness for the whole cluster, shared by every thread of this process."""
+        s = self.settings
+        return ClusterHostPacer(
+            self.hosts,
+            self.host_policy,
+            slice_s=s.host_lease_s,
+            max_sleep_s=s.host_max_sleep_s,
+            clock=self.now,
+        )
+
+    @cached_property
+    def robots(self) -> SharedRobots | None:
+        if not self.settings.robots_txt:
+            return None
+        return SharedRobots(self.hosts, self.pacer.holder, self.settings.robots_ttl_s, self.now)
 
     def browser_options(self) -> dict[str, Any]:
         """How a batch's browser session is opened (`browser_session.open_browser`)."""

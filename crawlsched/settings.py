@@ -157,13 +157,44 @@ class Settings(BaseSettings):
         ge=0,
         le=60,
         allow_inf_nan=False,
-        description="At least this long between the starts of two requests to one host, per "
-        "worker process (politeness).",
+        description="At least this long between the starts of two requests to one host, across "
+        "every worker of the cluster (a media's `politeness` or `crawlsched hosts set` may say "
+        "otherwise; a robots.txt Crawl-delay raises it).",
     )
     host_concurrency: int = Field(
-        2, ge=1, le=64, description="At most this many requests at once to one host, per process."
+        2,
+        ge=1,
+        le=64,
+        description="At most this many requests at once to one host, across the cluster.",
+    )
+    host_daily_pages: int = Field(
+        0, ge=0, description="At most this many requests to one host per UTC day (0: no cap)."
+    )
+    host_lease_s: float = Field(
+        10.0,
+        gt=0,
+        le=600,
+        allow_inf_nan=False,
+        description="A worker process holds a host for slices this long (renewed while it "
+        "crawls it and nobody else asks): its threads pace the host with no store round trip.",
+    )
+    host_max_sleep_s: float = Field(
+        5.0,
+        ge=0,
+        le=600,
+        allow_inf_nan=False,
+        description="A crawl thread waits at most this long for a host; a host not ready by then "
+        "(held elsewhere, blocked by a 429, paced slower) gets the rest of the batch back to "
+        "wait for it, and the thread takes other work.",
     )
     robots_txt: bool = Field(True, description="Honour each site's robots.txt.")
+    robots_ttl_s: float = Field(
+        3600.0,
+        gt=0,
+        le=7 * 86400,
+        allow_inf_nan=False,
+        description="A site's robots.txt is fetched once per this period for the whole cluster.",
+    )
     user_agent: str = Field(
         "crawlsched/1",
         min_length=1,

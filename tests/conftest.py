@@ -224,6 +224,8 @@ BROWSER_FIXTURES = {"chromedriver_node", "selenium_grid"}
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "browser: starts a real browser (chromedriver or Grid)")
+    # pytest-xdist's own marker, known also when a run switches xdist off (-p no:xdist)
+    config.addinivalue_line("markers", "xdist_group(name): run in one pytest-xdist process")
 
 
 # Under pytest-xdist (--dist loadgroup) a test file runs in one process, so its module-scoped

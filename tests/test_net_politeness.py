@@ -1,37 +1,74 @@
-"""Per-host politeness and robots.txt, judged by what a server on 127.0.0.1 saw: its own
-arrival times and its own request log, not the client's clock."""
+"""Per-host politeness for the whole cluster and robots.txt, judged by what a server on
+127.0.0.1 saw (its own arrival times and request log), or on an injected clock where two
+"processes" (two pacers on one store) share a host."""
 
 from __future__ import annotations
 
 import itertools
+import random
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler
 
 import httpx
+import mongomock
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawlsched.drivers import politeness
 from crawlsched.drivers.fetching import PoliteHttp, RobotsDisallowed
-from crawlsched.drivers.politeness import HostPacer
 from crawlsched.drivers.robots import RobotsCache
 from crawlsched.drivers.targets import parse_networks
+from crawlsched.flow.host_pacing import ClusterHostPacer, HostNotReady
+from crawlsched.flow.shared_robots import SharedRobots
+from crawlsched.resources.host_rules import HostPolicy
+from crawlsched.store.hosts import MongoHostStore
 from tests.support.serving import running
 
 LOOPBACK = parse_networks(["127.0.0.1/32"])
+A, B = "http://a.org:80", "http://b.org:80"
 
 
 class FakeClock:
     def __init__(self) -> None:
-        self.now = 0.0
+        self.now = datetime(2026, 3, 1, 12, tzinfo=UTC)
 
-    def __call__(self) -> float:
+    def __call__(self) -> datetime:
         return self.now
 
     def sleep(self, seconds: float) -> None:
-        self.now += seconds
+        self.now += timedelta(seconds=seconds)
+
+    def at(self) -> float:
+        return self.now.timestamp()
+
+
+def _store() -> MongoHostStore:
+    return MongoHostStore(mongomock.MongoClient(tz_aware=True).db)
+
+
+def _pacer(
+    clock,
+    delay: float,
+    concurrency: int = 1,
+    *,
+    store: MongoHostStore | None = None,
+    holder: str = "p1",
+    max_sleep_s: float = 600.0,
+    slice_s: float = 10.0,
+    daily_pages: int = 0,
+) -> ClusterHostPacer:
+    return ClusterHostPacer(
+        store or _store(),
+        HostPolicy(delay, concurrency, daily_pages),
+        slice_s=slice_s,
+        max_sleep_s=max_sleep_s,
+        clock=clock,
+        sleep=getattr(clock, "sleep", time.sleep),
+        holder=holder,
+        rng=random.Random(7),
+    )
 
 
 @given(
@@ -40,65 +77,167 @@ class FakeClock:
 )
 def test_pacer_spaces_request_starts_on_one_host(delay, work):
     clock = FakeClock()
-    pacer = HostPacer(delay, 1, clock=clock, sleep=clock.sleep)
+    pacer = _pacer(clock, delay)
     starts = []
     for seconds in work:
-        with pacer.slot("example.org"):
-            starts.append(clock.now)
+        with pacer.slot(A):
+            starts.append(clock.at())
             clock.sleep(seconds)  # the request itself
     gaps = [b - a for a, b in itertools.pairwise(starts)]
-    assert all(gap >= delay - 1e-9 for gap in gaps)
+    assert all(gap >= delay - 1e-6 for gap in gaps)
 
 
 @given(
     delay=st.floats(0, 5, allow_nan=False),
     requests=st.lists(
-        st.tuples(st.sampled_from(["a.org", "b.org", "A.org"]), st.floats(0, 3, allow_nan=False)),
+        st.tuples(st.sampled_from([A, B]), st.floats(0, 30, allow_nan=False)),
         min_size=1,
         max_size=30,
     ),
 )
 def test_pacer_waits_only_for_the_same_host_and_exactly_the_delay(delay, requests):
     clock = FakeClock()
-    pacer = HostPacer(delay, 1, clock=clock, sleep=clock.sleep)
+    pacer = _pacer(clock, delay)
     last: dict[str, float] = {}
     for host, gap in requests:
-        clock.sleep(gap)  # time passes between requests
-        asked = clock.now
+        clock.sleep(gap)  # time passes between requests (slices run out, are taken again)
+        asked = clock.at()
         with pacer.slot(host):
-            started = clock.now
-        expected = max(asked, last.get(host.lower(), float("-inf")) + delay)
-        assert started == pytest.approx(expected)  # no wait for another host, none extra
-        last[host.lower()] = started
+            started = clock.at()
+        expected = max(asked, last.get(host, float("-inf")) + delay)
+        assert started == pytest.approx(expected, abs=1e-5)  # no wait for another host
+        last[host] = started
 
 
-def test_forgotten_hosts_are_only_those_whose_delay_has_passed(monkeypatch):
-    monkeypatch.setattr(politeness, "MAX_IDLE_SLOTS", 3)
+def _started(pacer: ClusterHostPacer, clock: FakeClock, key: str = A) -> float:
+    with pacer.slot(key):
+        return clock.at()
+
+
+def test_two_processes_share_one_clock_per_host_and_hand_it_over():
+    # Given two worker processes (two pacers) on one store, a 1 s delay, 10 s slices
+    clock, store = FakeClock(), _store()
+    p1 = _pacer(clock, 1.0, store=store, holder="p1", max_sleep_s=0)
+    p2 = _pacer(clock, 1.0, store=store, holder="p2", max_sleep_s=0)
+    t0 = clock.at()
+
+    # When p1 sends, p2 is refused until p1 gives the host back, and asks for it
+    assert _started(p1, clock) == t0
+    with pytest.raises(HostNotReady) as refused:
+        _started(p2, clock)
+    assert refused.value.on_release and "held by p1" in refused.value.why
+    assert p2.give_back() == set()  # p2 released nothing: nobody is woken by it
+
+    # Then p1 (asked for) does not renew: it sends until its slice's last start, then yields
+    # the host, and its own batch waits for the next release like p2's
+    starts = [t0]
+    while True:
+        clock.sleep(1.0)
+        try:
+            starts.append(_started(p1, clock))
+        except HostNotReady as e:
+            assert e.on_release and "another process asked" in e.why
+            break
+    assert starts[-1] <= t0 + 9.0  # no start later than the slice's end minus the delay
+    assert p1.give_back() == {A}  # the release its batch's end reports, to wake the waiters
+
+    # And p2, woken, gets the host at once, one delay after p1's last start at least
+    clock.sleep(0.5)
+    got = _started(p2, clock)
+    assert got - starts[-1] >= 1.0
+
+
+def test_a_dead_holder_blocks_the_host_no_longer_than_its_slice():
+    clock, store = FakeClock(), _store()
+    dead = _pacer(clock, 0.0, store=store, holder="dead", max_sleep_s=0)
+    alive = _pacer(clock, 0.0, store=store, holder="alive", max_sleep_s=0)
+    _started(dead, clock)  # then it is SIGKILLed: it never gives the host back
+    with pytest.raises(HostNotReady) as refused:
+        _started(alive, clock)
+    clock.now = refused.value.until
+    assert _started(alive, clock) == clock.at()
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "blocked_s"), [("3", 3.0), ("Sun, 01 Mar 2026 12:00:07 GMT", 7.0)]
+)
+def test_a_429_blocks_the_host_for_every_process_until_retry_after(retry_after, blocked_s):
+    clock, store = FakeClock(), _store()
+    p1 = _pacer(clock, 0.0, store=store, holder="p1", max_sleep_s=0)
+    p2 = _pacer(clock, 0.0, store=store, holder="p2", max_sleep_s=0)
+    _started(p1, clock)
+    p1.observe(A, 429, retry_after)
+    for pacer in (p1, p2):
+        with pytest.raises(HostNotReady) as refused:
+            _started(pacer, clock)
+        assert refused.value.until == datetime(2026, 3, 1, 12, tzinfo=UTC) + timedelta(
+            seconds=blocked_s
+        )
+        assert "HTTP 429" in refused.value.why
+    clock.sleep(blocked_s)
+    assert _started(p2, clock) == clock.at()
+
+
+def test_a_503_without_retry_after_backs_off_longer_each_time_then_resets():
+    clock, store = FakeClock(), _store()
+    pacer = _pacer(clock, 0.0, store=store, max_sleep_s=0)
+    blocked = []
+    for _ in range(3):
+        _started(pacer, clock)
+        pacer.observe(A, 503, None)
+        until = store.get(A)["blocked_until"]
+        blocked.append((until - clock.now).total_seconds())
+        clock.now = until
+    # Full jitter over the upper half of 2 s, 4 s, 8 s: each block longer than the last
+    assert 1 <= blocked[0] <= 2 <= blocked[1] <= 4 <= blocked[2] <= 8
+    _started(pacer, clock)
+    pacer.observe(A, 200, None)  # a good answer: the next block starts from 2 s again
+    assert store.get(A)["backoff_tries"] == 0
+
+
+def test_a_daily_page_budget_defers_the_host_to_the_next_utc_day():
     clock = FakeClock()
-    pacer = HostPacer(10.0, 1, clock=clock, sleep=clock.sleep)
-    with pacer.slot("a.org"):
-        pass
-    for i in range(5):  # more hosts than remembered, all still within their delay
-        with pacer.slot(f"h{i}.org"):
-            pass
-    clock.now = 1.0
-    with pacer.slot("a.org"):
-        assert clock.now == 10.0  # a.org was kept: its next request still waited
-    clock.now = 100.0  # every delay has passed: idle hosts go when a new one comes
-    with pacer.slot("new.org"):
-        pass
-    assert len(pacer) == 1
+    pacer = _pacer(clock, 0.0, daily_pages=2, max_sleep_s=60)
+    _started(pacer, clock)
+    _started(pacer, clock)
+    pacer.give_back()  # the pages are counted when the slice is given back
+    with pytest.raises(HostNotReady) as refused:
+        _started(pacer, clock)
+    assert refused.value.until == datetime(2026, 3, 2, tzinfo=UTC)
+    assert "daily budget of 2 pages" in refused.value.why
+
+
+def test_a_long_delay_gives_the_batch_back_instead_of_sleeping():
+    clock = FakeClock()
+    pacer = _pacer(clock, 30.0, max_sleep_s=5)
+    _started(pacer, clock)
+    with pytest.raises(HostNotReady) as refused:
+        _started(pacer, clock)
+    assert refused.value.until == clock.now + timedelta(seconds=30)
+
+
+def test_an_operators_limits_and_a_crawl_delay_override_the_media():
+    clock, store = FakeClock(), _store()
+    pacer = _pacer(clock, 0.0, store=store, max_sleep_s=600)
+    store.store_robots(A, 200, "User-agent: *\nCrawl-delay: 2\n", 2.0, clock())
+    first = _started(pacer, clock)
+    assert _started(pacer, clock) - first == pytest.approx(2.0)  # Crawl-delay raised 0 to 2
+    pacer.give_back()
+    store.set_policy(A, {"delay_s": 4.0}, clock())
+    clock.sleep(10)
+    first = _started(pacer, clock)
+    assert _started(pacer, clock) - first == pytest.approx(4.0)  # the host's own limit
 
 
 @given(max_per_host=st.integers(1, 4), threads=st.integers(1, 8))
 def test_pacer_never_exceeds_its_concurrency_cap(max_per_host, threads):
-    pacer = HostPacer(0.0, max_per_host)
+    pacer = _pacer(lambda: datetime.now(UTC), 0.0, max_per_host)
     lock, active, peak = threading.Lock(), [0], [0]
     barrier = threading.Barrier(threads)
 
     def request() -> None:
         barrier.wait(timeout=30)
-        with pacer.slot("example.org"):
+        with pacer.slot(A):
             with lock:
                 active[0] += 1
                 peak[0] = max(peak[0], active[0])
@@ -112,27 +251,6 @@ def test_pacer_never_exceeds_its_concurrency_cap(max_per_host, threads):
     for t in workers:
         t.join(timeout=30)
     assert 1 <= peak[0] <= max_per_host and active[0] == 0
-
-
-def test_pacer_caps_concurrency_per_host_across_threads():
-    pacer = HostPacer(0.0, 2)
-    lock, active, peak = threading.Lock(), [0], [0]
-
-    def request() -> None:
-        with pacer.slot("Example.org"):
-            with lock:
-                active[0] += 1
-                peak[0] = max(peak[0], active[0])
-            time.sleep(0.01)
-            with lock:
-                active[0] -= 1
-
-    threads = [threading.Thread(target=request) for _ in range(12)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=30)
-    assert peak[0] == 2
 
 
 class _Site(BaseHTTPRequestHandler):
@@ -163,22 +281,42 @@ def _base(server) -> str:
     return f"http://127.0.0.1:{server.server_address[1]}"
 
 
-def test_delay_between_requests_holds_in_the_servers_own_log(site):
-    # The server's arrival times also carry each request's own travel time, which varies on a
-    # busy machine: the delay is large against that, and only a lower bound is asserted.
-    pacer = HostPacer(0.4, 4)
+def test_delay_between_requests_of_two_processes_holds_in_the_servers_own_log(site):
+    # Two pacers on one store (two worker processes), three threads each. The server's arrival
+    # times also carry each request's own travel time, which varies on a busy machine: the
+    # delay is large against that, and only a lower bound is asserted.
+    store = _store()
+    now = lambda: datetime.now(UTC)  # noqa: E731
+    pacers = [
+        _pacer(now, 0.4, 4, store=store, holder=f"p{n}", slice_s=1.0, max_sleep_s=60)
+        for n in (1, 2)
+    ]
     with httpx.Client(timeout=10) as client:
-        http = PoliteHttp(client, allowed_networks=LOOPBACK, pacer=pacer)
+        clients = [PoliteHttp(client, allowed_networks=LOOPBACK, pacer=p) for p in pacers]
         threads = [
-            threading.Thread(target=http.get, args=(f"{_base(site)}/p{i}",)) for i in range(5)
+            threading.Thread(target=clients[i % 2].get, args=(f"{_base(site)}/p{i}",))
+            for i in range(6)
         ]
         for t in threads:
             t.start()
         for t in threads:
-            t.join(timeout=30)
+            t.join(timeout=60)
     arrivals = sorted(at for at, _ in site.log)
-    assert len(arrivals) == 5
+    assert len(arrivals) == 6
     assert all(b - a >= 0.4 - 0.05 for a, b in itertools.pairwise(arrivals))
+
+
+def test_two_processes_fetch_a_sites_robots_txt_once(site):
+    store = _store()
+    now = lambda: datetime.now(UTC)  # noqa: E731
+    with httpx.Client(timeout=10) as client:
+        for holder in ("p1", "p2"):
+            robots = SharedRobots(store, holder, ttl_s=3600, clock=now)
+            http = PoliteHttp(client, allowed_networks=LOOPBACK, robots=robots)
+            assert http.get(f"{_base(site)}/{holder}").status_code == 200
+            with pytest.raises(RobotsDisallowed):
+                http.get(f"{_base(site)}/private/{holder}")
+    assert [path for _, path in site.log] == ["/robots.txt", "/p1", "/p2"]
 
 
 def test_robots_disallow_is_honoured_and_robots_txt_is_read_once(site):

@@ -14,9 +14,10 @@ from crawlsched.runtime import get_runtime
 
 def _crawl(batch: dict) -> None:
     # Imported here: the gatekeepers import this module to forward admitted batches.
-    from crawlsched.actors.gatekeepers import wake_after_release
+    from crawlsched.actors.gatekeepers import send_wake_at, wake_after_release
 
-    crawl_batch(get_runtime(), BatchMessage.parse(batch), send_report, wake_after_release)
+    message = BatchMessage.parse(batch)
+    crawl_batch(get_runtime(), message, send_report, wake_after_release, send_wake_at)
 
 
 CRAWL_ACTORS: dict[str, dramatiq.Actor] = {

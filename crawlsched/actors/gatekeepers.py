@@ -8,6 +8,7 @@ its pool's queue, so the RabbitMQ management UI shows one queue per pool.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 
 import dramatiq
 from dramatiq.middleware import CurrentMessage
@@ -70,9 +71,20 @@ def wake_after_release(keys: Iterable[str]) -> None:
         send_wake(keys)
 
 
-def send_wake(keys: Iterable[str]) -> None:
+WAKE_KEYS_PER_MESSAGE = 8  # a wake message names at most this many keys
+
+
+def send_wake(keys: Iterable[str], delay_ms: int = 0) -> None:
     keys = sorted(keys)
-    if not keys:
-        return
-    actor = wake_login if any(k.startswith("account:") for k in keys) else wake_selenium
-    actor.send(WakeMessage(pool_keys=keys).payload())
+    for at in range(0, len(keys), WAKE_KEYS_PER_MESSAGE):
+        chunk = keys[at : at + WAKE_KEYS_PER_MESSAGE]
+        actor = wake_login if any(k.startswith("account:") for k in chunk) else wake_selenium
+        payload = WakeMessage(pool_keys=chunk).payload()
+        actor.send_with_options(args=(payload,), delay=delay_ms or None)
+
+
+def send_wake_at(keys: Iterable[str], when: datetime) -> None:
+    """A wake-up for `keys` at `when` (a host's block or its dead holder's slice ends then):
+    a delayed message, so no clock tick is needed for it."""
+    seconds = (when - get_runtime().now()).total_seconds()
+    send_wake(keys, delay_ms=max(1, int(seconds * 1000) + 50))

@@ -12,6 +12,7 @@ from crawlsched.cli import (
     admin,
     demo,
     doctor,
+    hosts,
     jobs,
     pools,
     results,
@@ -54,6 +55,7 @@ activity.register(app)
 results.register(app)
 app.add_typer(jobs.app, name="jobs", help="Add, import and inspect crawl jobs.")
 app.add_typer(schedules.app, name="schedules", help="Create, change and inspect schedules.")
+app.add_typer(hosts.app, name="hosts", help="Hosts as the cluster paces them (politeness).")
 
 
 def run(args: list[str], invocation: Invocation = LOCAL) -> int:

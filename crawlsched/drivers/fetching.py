@@ -13,7 +13,6 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
-from urllib.parse import urlsplit
 
 import httpx
 
@@ -21,6 +20,7 @@ from crawlsched.drivers.base import Account, DriverError
 from crawlsched.drivers.net import ACCEPT_ENCODING, decode_body
 from crawlsched.drivers.targets import check_target, may_carry_secret, redact
 from crawlsched.errors import UnsafeTarget
+from crawlsched.resources.host_rules import HostPolicy, host_key
 
 MAX_REDIRECTS = 5
 DEFAULT_MAX_BYTES = 5_000_000
@@ -41,7 +41,14 @@ class FetchFailed(DriverError):
 
 
 class Pacer(Protocol):
-    def slot(self, host: str) -> contextlib.AbstractContextManager[None]: ...
+    """Paces requests per host (`flow.host_pacing.ClusterHostPacer`): `slot` returns at the
+    request's start time; `observe` hears each answer (a 429 or 503 blocks the host)."""
+
+    def slot(
+        self, key: str, policy: HostPolicy | None = None
+    ) -> contextlib.AbstractContextManager[None]: ...
+
+    def observe(self, key: str, status: int, retry_after: str | None) -> None: ...
 
 
 class Robots(Protocol):
@@ -63,8 +70,11 @@ class PoliteHttp:
         deadline_s: float = DEFAULT_DEADLINE_S,
         resolver: Any = None,
         on_request: Callable[[], None] | None = None,
+        host_policy: HostPolicy | None = None,
     ) -> None:
         self._client = client
+        # The media's politeness (delay, concurrency, daily pages), the settings' by default.
+        self.host_policy = host_policy
         # Called before every request: the crawl's sign of progress (it renews the dispatch).
         self.on_request = on_request
         self.allowed_networks = allowed_networks
@@ -181,9 +191,9 @@ class PoliteHttp:
         json: Any,
         deadline: float,
     ) -> httpx.Response:
-        host = urlsplit(url).hostname or ""
+        key = host_key(url)
         what = f"{method} {redact(url)}"
-        with self._slot(host):
+        with self._slot(key):
             self.requests += 1
             try:
                 request = self._client.build_request(
@@ -210,6 +220,8 @@ class PoliteHttp:
                 raise self._failure(what, e, deadline) from None
             finally:
                 response.close()
+        if self.pacer is not None:
+            self.pacer.observe(key, response.status_code, response.headers.get("retry-after"))
         try:
             body = decode_body(
                 bytes(raw), response.headers.get("content-encoding", ""), self.max_bytes
@@ -271,9 +283,9 @@ class PoliteHttp:
         return 404, ""
 
     @contextlib.contextmanager
-    def _slot(self, host: str) -> Iterator[None]:
+    def _slot(self, key: str) -> Iterator[None]:
         if self.pacer is None:
             yield
             return
-        with self.pacer.slot(host):
+        with self.pacer.slot(key, self.host_policy):
             yield

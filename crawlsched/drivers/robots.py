@@ -62,12 +62,25 @@ class RobotsCache:
 
     @staticmethod
     def _read(site: str, fetch: Callable[[str], tuple[int, str]]) -> Protego:
-        try:
-            status, text = fetch(f"{site}/robots.txt")
-        except DriverError:
-            return DISALLOW_ALL
-        if 400 <= status < 500:
-            return ALLOW_ALL
-        if status >= 500:
-            return DISALLOW_ALL
-        return Protego.parse(text[:MAX_ROBOTS_CHARS])
+        return rules_of(*fetch_robots(site, fetch))
+
+
+UNREACHABLE = 0  # the status kept for a robots.txt that could not be fetched at all
+
+
+def fetch_robots(site: str, fetch: Callable[[str], tuple[int, str]]) -> tuple[int, str]:
+    """`site`'s robots.txt as (status, text); an unreachable one is `UNREACHABLE`."""
+    try:
+        status, text = fetch(f"{site}/robots.txt")
+    except DriverError:
+        return UNREACHABLE, ""
+    return status, text[:MAX_ROBOTS_CHARS]
+
+
+def rules_of(status: int, text: str) -> Protego:
+    """RFC 9309: 4xx allows everything; 5xx or unreachable disallows everything."""
+    if 400 <= status < 500:
+        return ALLOW_ALL
+    if status >= 500 or status == UNREACHABLE:
+        return DISALLOW_ALL
+    return Protego.parse(text[:MAX_ROBOTS_CHARS])

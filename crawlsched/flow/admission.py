@@ -40,8 +40,16 @@ def keys_of(message: BatchMessage) -> frozenset[str]:
     return pool_keys(message.need_login, message.need_selenium, message.media_name)
 
 
-def park(rt: Runtime, message: BatchMessage, now: datetime) -> dict:
-    """Make a batch wait. Idempotent per dispatch id (a redelivery finds the first park)."""
+def park(
+    rt: Runtime,
+    message: BatchMessage,
+    now: datetime,
+    not_before: datetime | None = None,
+    also_needs: frozenset[str] = frozenset(),
+) -> dict:
+    """Make a batch wait: for the pools it needs, and `also_needs` (a held host); until
+    `not_before` at least (a host blocked or paced until then). Idempotent per dispatch id (a
+    redelivery finds the first park)."""
     store = rt.jobs(message.collection)
     max_wait_s = rt.max_wait_s(schedule_id_of(message.run_id))
     first = message.first_parked_at or now
@@ -56,11 +64,12 @@ def park(rt: Runtime, message: BatchMessage, now: datetime) -> dict:
             "task": message.task,
             "media_name": message.media_name,
             "category": message.category.value,
-            "needs": sorted(keys_of(message)),
+            "needs": sorted(keys_of(message) | also_needs),
             "jobs": len(message.job_ids),
             "enqueued_at": min(first, now),
             "wait_until": wait_until,
             "message": message.payload(),
+            "not_before": not_before,
             **store.priority_of(message.dispatch_id),
         }
     )
@@ -282,6 +291,8 @@ def requeue(
     message: BatchMessage,
     job_ids: list,
     reason: str,
+    not_before: datetime | None = None,
+    also_needs: frozenset[str] = frozenset(),
 ) -> BatchMessage | None:
     """Put the rest of an interrupted batch back to wait, under a dispatch id of its own.
 
@@ -304,7 +315,7 @@ def requeue(
             "lease_ids": [],
         }
     )
-    park(rt, rest, rt.now())
+    park(rt, rest, rt.now(), not_before, also_needs)
     metrics.batch_requeued(message.task, message.media_name)
     log.warning(
         "batch_requeued",

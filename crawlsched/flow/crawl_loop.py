@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from crawlsched.drivers import registry
@@ -19,6 +20,7 @@ from crawlsched.drivers.base import CrawlJob, LoginRejected, RateLimited, task_m
 from crawlsched.drivers.browser_session import is_session_lost
 from crawlsched.drivers.context import CrawlContext
 from crawlsched.flow.crawl_resources import DispatchLease, Leases, ResourceLost, node_lost
+from crawlsched.flow.host_pacing import HostNotReady
 from crawlsched.flow.stopping import StopWatch
 from crawlsched.ids import encode_id
 from crawlsched.logs import get_logger
@@ -50,6 +52,8 @@ class Progress:
     cut: dict[Any, Counter] = field(default_factory=dict)  # job id -> discoveries cut, by bound
     unfinished: list[Any] = field(default_factory=list)  # job ids to requeue
     interruption: str | None = None
+    host_wait: str | None = None  # the unfinished jobs wait for this host: until its holder
+    not_before: datetime | None = None  # gives it back, or (blocked, paced) until then
     stopped: list[Any] = field(default_factory=list)  # job ids given back: the run was stopped
     executions: list[dict[str, Any]] = field(default_factory=list)  # task history rows
     seed_urls: list[str] = field(default_factory=list)  # URLs of planned (not child) jobs
@@ -91,6 +95,12 @@ def crawl_jobs(
             task_method(driver, message.task)(job, context)
         except ResourceLost as e:
             progress.interruption = str(e)
+        except HostNotReady as e:
+            # Not the page's failure, nor the machinery's: the host is not ready yet. The rest
+            # of the batch waits for it and this thread takes other work.
+            progress.interruption = f"host not ready: {e}"
+            progress.host_wait = e.key
+            progress.not_before = None if e.on_release else e.until
         except LoginRejected as e:
             rt.inventory.ban_by_lease(leases.of_pool(ACCOUNT_POOL) or "", str(e), rt.now())
             progress.interruption = f"account rejected by the site: {e}"

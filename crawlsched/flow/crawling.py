@@ -18,6 +18,7 @@ import dataclasses
 import time
 from collections import Counter
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from crawlsched import metrics
@@ -31,6 +32,7 @@ from crawlsched.flow.stopping import StopWatch
 from crawlsched.logs import get_logger
 from crawlsched.messages import BadMessage, BatchMessage, ReportMessage
 from crawlsched.planning.outcomes import PHASE_OUTCOMES, STOPPED
+from crawlsched.resources.queueing import host_wait_key
 from crawlsched.resources.rules import ACCOUNT_POOL, SELENIUM_POOL
 from crawlsched.runtime import Runtime
 from crawlsched.store.children import MongoChildStore, Registered
@@ -88,7 +90,9 @@ def _context(
         rt.media_tasks(message.media_name)
     )
     return CrawlContext(
-        open_http=lambda: rt.polite_http(account, secret_hosts, on_request=dispatch.progress),
+        open_http=lambda: rt.polite_http(
+            account, secret_hosts, on_request=dispatch.progress, politeness=media.get("politeness")
+        ),
         account=account,
         secret_hosts=secret_hosts,
         allowed_networks=rt.allowed_networks,
@@ -184,15 +188,50 @@ def _keep(
     return updates, markers
 
 
+def _wait_for_host(
+    rt: Runtime,
+    message: BatchMessage,
+    progress: Progress,
+    wake_at: Callable[[frozenset[str], datetime], None],
+) -> set[str]:
+    """Put the rest of an interrupted batch back to wait; for a host not ready, named by the
+    host's key (woken when its holder gives it back) and not before its block or pace allows.
+    A wake-up is also asked for the moment the host is sure to be free (the holder's slice end,
+    the block's end), so a batch never waits for a holder that died or for the clock. Returns
+    the host to wake at once when it is free already (given back before the batch parked)."""
+    host = progress.host_wait
+    needs = frozenset({host_wait_key(host)}) if host else frozenset()
+    requeue(
+        rt,
+        message,
+        progress.unfinished,
+        progress.interruption or "",
+        not_before=progress.not_before,
+        also_needs=needs,
+    )
+    if not host:
+        return set()
+    now = rt.now()
+    when = progress.not_before
+    if when is None and rt.hosts.held(host, now):
+        when = (rt.hosts.get(host) or {}).get("lease_until")
+    if when is None or when <= now:
+        return set(needs)
+    wake_at(needs, when)
+    return set()
+
+
 def crawl_batch(
     rt: Runtime,
     message: BatchMessage,
     report: Callable[[ReportMessage], None],
     wake: Callable[[frozenset[str]], None] = lambda keys: None,
+    wake_at: Callable[[frozenset[str], datetime], None] = lambda keys, when: None,
 ) -> dict[str, int]:
     started = time.perf_counter()
     store = rt.jobs(message.collection)
     written: dict[str, int] = {}  # outcomes this delivery wrote, when it wrote all it crawled
+    host_waits: set[str] = set()
     try:
         jobs = store.load_claimed(message.dispatch_id, message.decoded_job_ids())
         stop = StopWatch(rt, message.run_id, message.task)
@@ -221,8 +260,13 @@ def crawl_batch(
                 stopped = len(progress.stopped)
                 log.info("batch_stopped", dispatch_id=message.dispatch_id, jobs=stopped)
             if progress.interruption:
-                requeue(rt, message, progress.unfinished, progress.interruption)
+                host_waits = _wait_for_host(rt, message, progress, wake_at)
     finally:
+        # The hosts this batch held and nobody else here uses go to whoever waits for them;
+        # the batches waiting for a host given back here are woken.
+        released = {host_wait_key(host) for host in rt.pacer.give_back()}
+        if released | host_waits:
+            wake(frozenset(released | host_waits))
         if message.lease_ids:
             rt.pools.release(message.lease_ids, rt.now())
             wake(keys_of(message))

@@ -14,10 +14,11 @@ from pymongo import DESCENDING
 from crawlsched.catalog import JOB_COLLECTIONS, STATE_NAMES
 from crawlsched.ids import encode_id
 from crawlsched.planning.outcomes import Outcome
-from crawlsched.resources import rules
+from crawlsched.resources import host_rules, rules
 from crawlsched.resources.queueing import describe_keys
 from crawlsched.runtime import Runtime
 from crawlsched.store.children import MongoChildStore
+from crawlsched.store.hosts import effective_policy
 
 
 def account_rows(rt: Runtime, media: str | None = None) -> list[dict[str, Any]]:
@@ -190,3 +191,39 @@ def when(value: datetime | None) -> str:
     from datetime import UTC
 
     return "-" if value is None else f"{value.astimezone(UTC):%Y-%m-%d %H:%M:%S}Z"
+
+
+def host_row(rt: Runtime, doc: dict[str, Any]) -> dict[str, Any]:
+    """One host as `crawlsched hosts` shows it: the limits in force, who holds it, when the
+    next request may start, whether it is blocked and why, and its pages today."""
+    now = rt.now()
+    policy = effective_policy(doc, rt.host_policy)
+    held = rt.hosts.held(doc["_id"], now)
+    blocked = doc.get("blocked_until")
+    if blocked is not None and blocked <= now:
+        blocked = None  # a block that has run out
+    robots = doc.get("robots") or {}
+    return {
+        "host": doc["_id"],
+        "delay_s": policy.delay_s,
+        "concurrency": policy.concurrency,
+        "daily_pages": policy.daily_pages,
+        "own_limits": doc.get("policy") or {},
+        "crawl_delay_s": doc.get("crawl_delay_s"),
+        "held_by": doc.get("holder") if held else None,
+        "held_until": doc.get("lease_until") if held else None,
+        "next_start": doc.get("next_start") if (doc.get("next_start") or now) > now else None,
+        "blocked_until": blocked if blocked and blocked > now else None,
+        "blocked_reason": (doc.get("blocked_reason") or None)
+        if blocked and blocked > now
+        else None,
+        "pages_today": host_rules.HostState(
+            day=doc.get("day") or "", pages_today=int(doc.get("pages_today") or 0)
+        ).pages_on(now),
+        "robots_fetched_at": robots.get("fetched_at"),
+        "robots_status": robots.get("status"),
+    }
+
+
+def host_rows(rt: Runtime) -> list[dict[str, Any]]:
+    return [host_row(rt, doc) for doc in rt.hosts.list()]

@@ -27,6 +27,15 @@ _HOST = re.compile(r"[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?")
 _ORIGIN = re.compile(r"https?://[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?(?::[0-9]{1,5})?")
 
 
+class PolitenessRow(BaseModel):
+    """A media's own politeness per host (unset keys: the settings'), for the whole cluster."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    delay_s: float | None = Field(None, ge=0, le=60, allow_inf_nan=False)
+    concurrency: int | None = Field(None, ge=1, le=64)
+    daily_pages: int | None = Field(None, ge=0)
+
+
 class MediaRow(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     # What real sites are called: letters, digits, and . _ - inside (news-site, le.monde).
@@ -45,6 +54,8 @@ class MediaRow(BaseModel):
     max_pages: int | None = Field(None, ge=0, le=10_000_000)
     follow_offsite: bool = False
     extra_hosts: list[str] = Field(default_factory=list, max_length=50)
+    # Per-host politeness for this media's crawls (see `crawlsched hosts` for one host's own).
+    politeness: PolitenessRow | None = None
     tasks: dict[str, TaskRow]
 
     @model_validator(mode="after")

@@ -1,8 +1,10 @@
 """Pure rules for batches that wait for a resource: what they need, who goes next, when to give up.
 
 A waiting batch names the pools it needs as keys: `account:<media>` (accounts belong to one
-media) and `selenium`. When a pool key runs short during an admission pass, every batch that
-needs it is passed over for the rest of that pass; the others still get their turn.
+media) and `selenium`; a batch whose host another process holds also names `host:<origin>`,
+woken when that process gives the host back. When a pool key runs short during an admission
+pass, every batch that needs it is passed over for the rest of that pass; the others still
+get their turn.
 
 Order (see `admission_key`): the planner's priority class first (human_validation, then
 certitude, both higher first); within a class the run and the media holding the fewest leases
@@ -20,6 +22,12 @@ from typing import Any
 from crawlsched.resources.rules import ACCOUNT_POOL, SELENIUM_POOL
 
 SELENIUM_KEY = SELENIUM_POOL
+HOST_PREFIX = "host:"
+
+
+def host_wait_key(host: str) -> str:
+    """`host:https://example.com:443`: what a batch waiting for a held host waits for."""
+    return f"{HOST_PREFIX}{host}"
 
 
 def account_key(media_name: str) -> str:
@@ -39,6 +47,9 @@ def describe_keys(keys: Iterable[str]) -> str:
     """`account pool (twitter) and selenium pool`: for reasons an operator reads."""
     parts = []
     for key in sorted(keys):
+        if key.startswith(HOST_PREFIX):
+            parts.append(f"host {key.removeprefix(HOST_PREFIX)}")
+            continue
         pool, _, media = key.partition(":")
         parts.append(f"{pool} pool ({media})" if media else f"{pool} pool")
     return " and ".join(parts)

@@ -53,6 +53,9 @@ class MongoReferenceStore:
                             "max_pages": m.max_pages,
                             "follow_offsite": m.follow_offsite,
                             "extra_hosts": list(m.extra_hosts),
+                            "politeness": (
+                                m.politeness.model_dump(exclude_none=True) if m.politeness else None
+                            ),
                         }
                     },
                     upsert=True,

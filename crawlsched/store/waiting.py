@@ -23,7 +23,13 @@ TAKE_HOLD_S = 60.0
 
 
 def _free(now: datetime) -> dict[str, Any]:
-    return {"$or": [{"taken_until": None}, {"taken_until": {"$lte": now}}]}
+    """Not being admitted right now, and not waiting for a host to be ready."""
+    return {
+        "$and": [
+            {"$or": [{"taken_until": None}, {"taken_until": {"$lte": now}}]},
+            {"$or": [{"not_before": None}, {"not_before": {"$lte": now}}]},
+        ]
+    }
 
 
 def as_waiting_batch(doc: Mapping[str, Any]) -> WaitingBatch:

@@ -1,0 +1,253 @@
+"""ClusterHostPacer: the pacing `PoliteHttp` asks for before every request, held for the
+whole cluster through the host's lease in the store (`store/hosts.py`).
+
+One per worker process, shared by its threads. To send to a host the process first holds the
+host (a time slice, `host_rules.decide`); while it holds it, its threads pace their requests
+locally (the delay between starts, the cap on requests at once) with no store round trip,
+and nobody else sends to the host. The slice is renewed halfway through while the process
+still sends to the host and nobody else asked for it; otherwise it is given back with the
+moment the next request may start, so whoever holds the host next keeps the delay.
+
+A thread never sleeps long for a host: when the host will not be ready within `max_sleep_s`
+(blocked after a 429, its daily budget used, or simply a long delay), `HostNotReady` says
+until when, and the crawl gives the rest of its batch back to wait for that moment while the
+thread takes other work. A host held by another process is waited for the same way, until
+that process gives it back: a holder another process asked for does not renew its slice, and
+at the slice's end it yields the host (`HostNotReady` for its own batch too); the release
+wakes the batches waiting for the host (`give_back` returns what was released).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from crawlsched.logs import get_logger
+from crawlsched.resources import host_rules
+from crawlsched.resources.host_rules import BLOCKING_STATUSES, Granted, HostPolicy
+from crawlsched.store.hosts import MongoHostStore
+
+log = get_logger(__name__)
+
+POLL_S = 0.5  # how often a thread waiting for a held or refused host looks again
+
+
+class HostNotReady(Exception):
+    """The host will not take a request within the thread's patience: come back `until`."""
+
+    def __init__(self, key: str, until: datetime, why: str, on_release: bool = False) -> None:
+        when = "until another process gives it back" if on_release else f"until {until:%H:%M:%S}"
+        super().__init__(f"{key} not ready {when}: {why}")
+        self.key = key
+        self.until = until
+        self.why = why
+        # True: wait for the holder's release (it wakes the waiting batch), not for a time.
+        self.on_release = on_release
+
+
+@dataclass
+class _Host:
+    condition: threading.Condition = field(default_factory=threading.Condition)
+    users: int = 0  # threads using or waiting for the host (guarded by the pacer's lock)
+    active: int = 0  # requests in flight
+    next_start: datetime | None = None
+    lease_until: datetime | None = None
+    renewable: bool = True  # False once a renewal was refused: the slice runs out
+    policy: HostPolicy | None = None
+    refused: tuple[datetime, str, bool] | None = None  # until, why, held by another
+    pages: int = 0  # sent since the store last counted them
+    blocked_before: bool = False  # a block was seen: a good answer clears the backoff
+
+
+def slice_for(slice_s: float, delay_s: float) -> float:
+    """A slice always fits a few requests, however long the host's delay."""
+    return max(slice_s, 3 * delay_s)
+
+
+def holder_name() -> str:
+    """Who holds a host: the machine and process, unique per pacer."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class ClusterHostPacer:
+    def __init__(
+        self,
+        store: MongoHostStore,
+        default: HostPolicy,
+        *,
+        slice_s: float,
+        max_sleep_s: float,
+        clock: Callable[[], datetime],
+        sleep: Callable[[float], None] = time.sleep,
+        holder: str | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        if slice_s <= 0:
+            raise ValueError(f"slice_s must be > 0, got {slice_s}")
+        self.store = store
+        self.default = default
+        self.slice_s = slice_s
+        self.max_sleep_s = max_sleep_s
+        self.holder = holder or holder_name()
+        self._clock = clock
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._lock = threading.Lock()
+        self._hosts: dict[str, _Host] = {}
+        self._released: set[str] = set()  # hosts given back since `give_back` last said
+
+    # -- what PoliteHttp uses ----------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def slot(self, key: str, policy: HostPolicy | None = None) -> Iterator[None]:
+        """Hold one request's place on the host: returns at its start time (raises
+        `HostNotReady` rather than wait past `max_sleep_s`)."""
+        host = self._take(key)
+        try:
+            start = self._reserve(key, host, policy or self.default)
+            if (wait := (start - self._clock()).total_seconds()) > 0:
+                self._sleep(wait)
+            try:
+                yield
+            finally:
+                with host.condition:
+                    host.active -= 1
+                    host.condition.notify_all()
+        finally:
+            with self._lock:
+                host.users -= 1
+
+    def observe(self, key: str, status: int, retry_after: str | None) -> None:
+        """A response from the host: a 429 or 503 blocks it for everyone (its Retry-After,
+        else a backoff); the first good answer after a block resets the backoff."""
+        host = self._take(key)
+        try:
+            now = self._clock()
+            if status in BLOCKING_STATUSES:
+                seconds = host_rules.parse_retry_after(retry_after, now)
+                tries = self.store.backoff_tries(key)
+                pause = host_rules.block_for(seconds, tries, self._rng)
+                reason = f"HTTP {status}" + (f", Retry-After {retry_after}" if retry_after else "")
+                until = self.store.block(key, now + timedelta(seconds=pause), reason, now)
+                log.warning("host_blocked", host=key, until=until.isoformat(), reason=reason)
+                with host.condition:
+                    host.blocked_before = True
+                    self._give_back(key, host, now)
+            elif status < 400 and host.blocked_before:
+                host.blocked_before = False
+                self.store.clear_backoff(key, now)
+        finally:
+            with self._lock:
+                host.users -= 1
+
+    def give_back(self) -> set[str]:
+        """Give back every host no thread of this process is using (a batch ended): the rest of
+        its slice goes to whoever wants it. Returns every host released since the last call
+        (here or when a slice ended), for the caller to wake the batches waiting for them."""
+        with self._lock:
+            idle = [(k, h) for k, h in self._hosts.items() if h.users == 0]
+        for key, host in idle:
+            with host.condition:
+                if host.lease_until is not None and host.active == 0:
+                    self._give_back(key, host, self._clock())
+        with self._lock:
+            released, self._released = self._released, set()
+        return released
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._hosts)
+
+    # -- inside ----------------------------------------------------------------------------
+
+    def _take(self, key: str) -> _Host:
+        with self._lock:
+            host = self._hosts.get(key)
+            if host is None:
+                # A worker meets ever new hosts: forget the ones nobody uses and nobody holds.
+                if len(self._hosts) >= 10_000:
+                    for name in [n for n, h in self._hosts.items() if h.users == 0]:
+                        if self._hosts[name].lease_until is None:
+                            del self._hosts[name]
+                host = self._hosts[key] = _Host()
+            host.users += 1
+            return host
+
+    def _reserve(self, key: str, host: _Host, policy: HostPolicy) -> datetime:
+        patience = self._clock() + timedelta(seconds=self.max_sleep_s)
+        with host.condition:
+            while True:
+                now = self._clock()
+                self._hold(key, host, policy, now)
+                if host.lease_until is None:
+                    until, why, held = host.refused or (now, "refused", False)
+                    if until > patience:
+                        raise HostNotReady(key, until, why, on_release=held)
+                    host.condition.wait(max(0.01, min((until - now).total_seconds(), POLL_S)))
+                    continue
+                effective = host.policy or policy
+                if host.active >= effective.concurrency:
+                    host.condition.wait(POLL_S)
+                    continue
+                start = max(now, host.next_start) if host.next_start else now
+                if start > patience:
+                    raise HostNotReady(key, start, f"paced: {effective.delay_s:g} s between pages")
+                if start > host_rules.last_start(host.lease_until, effective.delay_s):
+                    # This slice ends before our turn: give it back and hold the host anew
+                    # (at once, unless another process asked for it meanwhile).
+                    self._give_back(key, host, now)
+                    continue
+                host.active += 1
+                host.pages += 1
+                host.next_start = start + timedelta(seconds=effective.delay_s)
+                return start
+
+    def _hold(self, key: str, host: _Host, policy: HostPolicy, now: datetime) -> None:
+        """Make sure this process holds the host (or note until when it cannot)."""
+        if host.lease_until is not None:
+            delay = (host.policy or policy).delay_s
+            if now >= host_rules.last_start(host.lease_until, delay):
+                wanted = not host.renewable
+                self._give_back(key, host, now)  # the slice ran out
+                if wanted:
+                    # Another process asked for the host: yield it, and wait like any other
+                    # (this thread's batch is woken by the next release).
+                    why = "handed over: another process asked for the host"
+                    raise HostNotReady(key, now, why, on_release=True)
+            elif host.renewable and now >= host.lease_until - timedelta(seconds=self.slice_s / 2):
+                renewed = self.store.renew(
+                    key, self.holder, now, slice_for(self.slice_s, delay), host.pages,
+                    host.next_start,
+                )  # fmt: skip
+                if renewed is None:
+                    host.renewable = False
+                else:
+                    host.lease_until, host.pages = renewed, 0
+            if host.lease_until is not None:
+                return
+        decision, effective = self.store.acquire(key, self.holder, policy, now, self.slice_s)
+        if isinstance(decision, Granted):
+            host.lease_until, host.policy, host.renewable = decision.lease_until, effective, True
+            host.refused = None
+            if host.next_start is None or decision.first_start > host.next_start:
+                host.next_start = decision.first_start
+        else:
+            host.refused = (decision.until, decision.why, decision.held)
+
+    def _give_back(self, key: str, host: _Host, now: datetime) -> None:
+        """Release the host (under its condition): the next holder starts no earlier than
+        this process's next start would have been."""
+        if host.lease_until is None:
+            return
+        self.store.release(key, self.holder, host.next_start, host.pages, now)
+        host.lease_until, host.pages, host.renewable = None, 0, True
+        with self._lock:
+            self._released.add(key)

@@ -1,0 +1,87 @@
+"""SharedRobots: a site's robots.txt fetched once per period for the whole cluster.
+
+The first process that needs a site's rules claims the fetch in the site's host document,
+fetches robots.txt (through `PoliteHttp`, so checked and paced), and stores the answer there
+with its `Crawl-delay` for our user agent, which the host's pacing then honours. Every other
+process reads the stored answer; each also keeps what it read for a short while
+(`local_ttl_s`), so a page costs no store read. A claimer that died is replaced once its
+claim runs out.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+from protego import Protego
+
+from crawlsched.drivers.robots import fetch_robots, rules_of
+from crawlsched.resources.host_rules import host_key
+from crawlsched.store.hosts import MongoHostStore
+
+CLAIM_S = 30.0  # longer than one robots.txt fetch may take (the page deadline)
+LOCAL_TTL_S = 60.0
+WAIT_POLL_S = 0.2
+
+
+class SharedRobots:
+    def __init__(
+        self,
+        store: MongoHostStore,
+        holder: str,
+        ttl_s: float,
+        clock: Callable[[], datetime],
+        sleep: Callable[[float], None] = time.sleep,
+        local_ttl_s: float = LOCAL_TTL_S,
+    ) -> None:
+        if ttl_s <= 0:
+            raise ValueError(f"ttl_s must be > 0, got {ttl_s}")
+        self.store = store
+        self.holder = holder
+        self.ttl_s = ttl_s
+        self.local_ttl_s = min(local_ttl_s, ttl_s)
+        self._clock = clock
+        self._sleep = sleep
+        self._lock = threading.Lock()
+        self._sites: dict[str, tuple[threading.Lock, list[Any]]] = {}
+        self.fetched = 0  # robots.txt this process fetched (for tests and logs)
+
+    def allowed(self, url: str, user_agent: str, fetch: Callable[[str], tuple[int, str]]) -> bool:
+        return self.rules(url, user_agent, fetch).can_fetch(url, user_agent)
+
+    def rules(self, url: str, user_agent: str, fetch: Callable[[str], tuple[int, str]]) -> Protego:
+        key = host_key(url)
+        with self._lock:
+            if key not in self._sites:
+                if len(self._sites) >= 10_000:
+                    del self._sites[next(iter(self._sites))]
+                self._sites[key] = (threading.Lock(), [None, None])
+            lock, entry = self._sites[key]
+        with lock:  # one thread per process asks the store (or fetches) for a site
+            rules, read_at = entry
+            now = self._clock()
+            if rules is None or now - read_at > timedelta(seconds=self.local_ttl_s):
+                entry[:] = [self._shared(key, url, user_agent, fetch), now]
+            return entry[0]
+
+    def _shared(self, key: str, url: str, user_agent: str, fetch: Any) -> Protego:
+        parts = urlsplit(url)
+        site = f"{parts.scheme}://{parts.netloc}"
+        give_up = self._clock() + timedelta(seconds=CLAIM_S * 2)
+        while True:
+            now = self._clock()
+            stored = self.store.robots(key)
+            if stored and now - stored["fetched_at"] <= timedelta(seconds=self.ttl_s):
+                return rules_of(stored["status"], stored["text"])
+            if self.store.claim_robots(key, self.holder, now, CLAIM_S) or now > give_up:
+                status, text = fetch_robots(site, fetch)
+                self.fetched += 1
+                rules = rules_of(status, text)
+                delay = rules.crawl_delay(user_agent) if status == 200 else None
+                self.store.store_robots(key, status, text, delay, self._clock())
+                return rules
+            self._sleep(WAIT_POLL_S)  # another process is fetching it

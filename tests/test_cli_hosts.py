@@ -1,0 +1,100 @@
+"""`crawlsched hosts list|show|block|unblock|set`: what an operator sees of the cluster's one
+clock per host and how they steer it, on a small embedded store."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from crawlsched.cli import app
+from crawlsched.logs import configure_logging
+from crawlsched.runtime import Runtime
+from crawlsched.settings import Settings
+from crawlsched.store.client import drop_embedded
+
+Invoke = Callable[..., Result]
+HOST = "http://127.0.0.1:8001"
+
+
+@pytest.fixture
+def setup(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Invoke, Runtime]]:
+    url = f"mongomock://cli-hosts-{uuid.uuid4().hex}"
+    monkeypatch.setenv("CRAWLSCHED_MONGO_URL", url)
+    monkeypatch.setenv("CRAWLSCHED_BROKER_URL", "stub://")
+    runner = CliRunner()
+
+    def run(*args: str) -> Result:
+        result = runner.invoke(app, list(args))
+        configure_logging("json", "INFO")
+        return result
+
+    assert run("init-db").exit_code == 0
+    yield run, Runtime(Settings(mongo_url=url, broker_url="stub://"))
+    drop_embedded(url)
+
+
+def _rows(run: Invoke) -> dict[str, dict]:
+    result = run("hosts", "list", "--json")
+    assert result.exit_code == 0, result.output
+    return {row["host"]: row for row in map(json.loads, result.stdout.splitlines())}
+
+
+def test_a_held_host_shows_its_holder_limits_and_pages_today(setup):
+    run, rt = setup
+    # Given a host a worker holds, that sent 3 pages and was told a Crawl-delay of 2 s
+    now = rt.now()
+    rt.hosts.store_robots(HOST, 200, "User-agent: *\nCrawl-delay: 2\n", 2.0, now)
+    rt.hosts.acquire(HOST, "vm:123", rt.host_policy, now, 10.0)
+    rt.hosts.renew(HOST, "vm:123", now, 10.0, pages=3, next_start=now + timedelta(seconds=2))
+    # Then the list shows it, with the robots.txt delay in force over the settings' 1 s
+    row = _rows(run)[HOST]
+    assert (row["held_by"], row["delay_s"], row["crawl_delay_s"]) == ("vm:123", 2.0, 2.0)
+    assert (row["concurrency"], row["pages_today"], row["blocked_until"]) == (2, 3, None)
+    shown = run("hosts", "show", "http://127.0.0.1:8001/any/path")
+    assert shown.exit_code == 0 and "vm:123" in shown.stdout
+
+
+def test_an_operator_blocks_unblocks_and_sets_limits(setup):
+    run, rt = setup
+    blocked = run("hosts", "block", HOST, "--for", "600", "--reason", "asked us to stop")
+    assert blocked.exit_code == 0, blocked.output
+    row = _rows(run)[HOST]
+    assert row["blocked_reason"] == "asked us to stop" and row["blocked_until"]
+    # A worker asking for the host now is refused until then, for the operator's reason
+    decision, _ = rt.hosts.acquire(HOST, "vm:1", rt.host_policy, rt.now(), 10.0)
+    assert decision.why == "blocked: asked us to stop"
+    assert run("hosts", "unblock", HOST).exit_code == 0
+    assert _rows(run)[HOST]["blocked_until"] is None
+
+    limited = run("hosts", "set", "127.0.0.1:8001", "--delay", "5", "--daily-pages", "100")
+    assert limited.exit_code == 0, limited.output
+    # (a bare name means https on port 443: another host)
+    assert "https://127.0.0.1:8001" in _rows(run)
+    assert run("hosts", "set", HOST, "--delay", "5", "--daily-pages", "100").exit_code == 0
+    row = _rows(run)[HOST]
+    assert (row["delay_s"], row["daily_pages"], row["concurrency"]) == (5.0, 100, 2)
+    assert run("hosts", "set", HOST, "--clear").exit_code == 0
+    assert (_rows(run)[HOST]["delay_s"], _rows(run)[HOST]["daily_pages"]) == (1.0, 0)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("hosts", "show", "http://nowhere.test:9"), "no host http://nowhere.test:9"),
+        (("hosts", "unblock", "nowhere.test"), "no host https://nowhere.test:443"),
+        (("hosts", "show", "http://"), "not a host"),
+        (("hosts", "set", HOST), "give --delay, --concurrency or --daily-pages"),
+        (("hosts", "set", HOST, "--clear", "--delay", "1"), "or --clear alone"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(setup, args, message):
+    run, rt = setup
+    result = run(*args)
+    assert result.exit_code == 2
+    assert message in " ".join(result.stderr.split())
+    assert rt.hosts.list() == []  # nothing was written
