@@ -4,6 +4,7 @@ import os
 import subprocess
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck
@@ -224,22 +225,34 @@ BROWSER_FIXTURES = {"chromedriver_node", "selenium_grid"}
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "browser: starts a real browser (chromedriver or Grid)")
-    # pytest-xdist's own marker, known also when a run switches xdist off (-p no:xdist)
-    config.addinivalue_line("markers", "xdist_group(name): run in one pytest-xdist process")
-
-
-# Under pytest-xdist (--dist loadgroup) a test file runs in one process, so its module-scoped
-# fixtures start once; files marked `xdist_group(WHOLE_DEPLOYMENTS)` (a RabbitMQ cluster, a
-# crash of every process) run one after another, never two at once on two cores.
-WHOLE_DEPLOYMENTS = "whole_deployments"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if BROWSER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.browser)
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
+# Under pytest-xdist a test file runs in one process, so its module-scoped fixtures start once,
+# and the files that start a whole deployment (a RabbitMQ cluster, a crash of every process)
+# run one after another in the same process, never two at once on two cores.
+WHOLE_DEPLOYMENT_FILES = {
+    "test_rabbit_cluster.py",
+    "test_fault_workers.py",
+    "test_fault_standalone.py",
+}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFile(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "whole deployments" if Path(path).name in WHOLE_DEPLOYMENT_FILES else path
+
+    return ByFile(config, log)
 
 
 @pytest.fixture

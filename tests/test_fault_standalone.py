@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import WHOLE_DEPLOYMENTS
 from tests.support.fault_standalone import after_fetches, standalone_trial
 from tests.support.link_graph import layered_graph
 
@@ -19,8 +18,6 @@ from tests.support.link_graph import layered_graph
 GRAPH = layered_graph(40, seed=25, fan_out=3, dead=3, redirects=3)
 REACHABLE = len(GRAPH.reachable())
 DELAY_S = 0.3  # per page: a batch is in flight long enough to be killed
-
-pytestmark = pytest.mark.xdist_group(WHOLE_DEPLOYMENTS)
 
 
 @pytest.mark.parametrize(

@@ -12,16 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import WHOLE_DEPLOYMENTS
 from tests.support.fault_distributed import Services, distributed_trial
 from tests.support.fault_standalone import after_fetches
 from tests.support.link_graph import layered_graph
 
-pytestmark = [
-    pytest.mark.rabbitmq,
-    pytest.mark.multiprocess,
-    pytest.mark.xdist_group(WHOLE_DEPLOYMENTS),
-]
+pytestmark = [pytest.mark.rabbitmq, pytest.mark.multiprocess]
 
 # 40 pages over four levels, 3 dead links, 3 redirects: 46 URLs to crawl.
 GRAPH = layered_graph(40, seed=25, fan_out=3, dead=3, redirects=3)

@@ -166,7 +166,9 @@ def test_a_429_blocks_the_host_for_every_process_until_retry_after(retry_after, 
     p1 = _pacer(clock, 0.0, store=store, holder="p1", max_sleep_s=0)
     p2 = _pacer(clock, 0.0, store=store, holder="p2", max_sleep_s=0)
     _started(p1, clock)
-    p1.observe(A, 429, retry_after)
+    with pytest.raises(HostNotReady) as told:  # the page is asked again after the block
+        p1.observe(A, 429, retry_after)
+    assert "HTTP 429" in told.value.why
     for pacer in (p1, p2):
         with pytest.raises(HostNotReady) as refused:
             _started(pacer, clock)
@@ -184,7 +186,8 @@ def test_a_503_without_retry_after_backs_off_longer_each_time_then_resets():
     blocked = []
     for _ in range(3):
         _started(pacer, clock)
-        pacer.observe(A, 503, None)
+        with pytest.raises(HostNotReady):
+            pacer.observe(A, 503, None)
         until = store.get(A)["blocked_until"]
         blocked.append((until - clock.now).total_seconds())
         clock.now = until

@@ -30,17 +30,12 @@ from crawlsched.demo.seed import demo_reference
 from crawlsched.runtime import Runtime
 from crawlsched.settings import Settings
 from crawlsched.store.runs import FINISHED
-from tests.conftest import WHOLE_DEPLOYMENTS
 from tests.support.rabbit_cluster import RabbitCluster, cluster_unavailable
 from tests.support.services import service_unavailable
 from tests.support.waiting import wait_for
 from tests.support.workers import TEST_SECRET_KEY, DramatiqWorkers, crawlsched_env
 
-pytestmark = [
-    pytest.mark.rabbitmq,
-    pytest.mark.multiprocess,
-    pytest.mark.xdist_group(WHOLE_DEPLOYMENTS),
-]
+pytestmark = [pytest.mark.rabbitmq, pytest.mark.multiprocess]
 
 JOBS = 400  # web's batch limit is 50: 8 batches, twice what 2 processes of 2 threads hold
 SLOW_S = "0.05"  # per job: a batch crawls in about 2.5 s

@@ -127,7 +127,9 @@ class ClusterHostPacer:
 
     def observe(self, key: str, status: int, retry_after: str | None) -> None:
         """A response from the host: a 429 or 503 blocks it for everyone (its Retry-After,
-        else a backoff); the first good answer after a block resets the backoff."""
+        else a backoff) and raises `HostNotReady`, so the page is asked again once the block
+        is over (the host said "not now", not "no"); the first good answer after a block
+        resets the backoff."""
         host = self._take(key)
         try:
             now = self._clock()
@@ -141,6 +143,7 @@ class ClusterHostPacer:
                 with host.condition:
                     host.blocked_before = True
                     self._give_back(key, host, now)
+                raise HostNotReady(key, until, f"blocked: {reason}")
             elif status < 400 and host.blocked_before:
                 host.blocked_before = False
                 self.store.clear_backoff(key, now)

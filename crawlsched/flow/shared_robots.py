@@ -78,7 +78,12 @@ class SharedRobots:
             if stored and now - stored["fetched_at"] <= timedelta(seconds=self.ttl_s):
                 return rules_of(stored["status"], stored["text"])
             if self.store.claim_robots(key, self.holder, now, CLAIM_S) or now > give_up:
-                status, text = fetch_robots(site, fetch)
+                try:
+                    status, text = fetch_robots(site, fetch)
+                except BaseException:
+                    # (the host is not ready: a 429, held elsewhere) someone else may try
+                    self.store.unclaim_robots(key, self.holder)
+                    raise
                 self.fetched += 1
                 rules = rules_of(status, text)
                 delay = rules.crawl_delay(user_agent) if status == 200 else None

@@ -239,6 +239,12 @@ class MongoHostStore:
         self._change(key, now, decide)
         return bool(claimed)
 
+    def unclaim_robots(self, key: str, holder: str) -> None:
+        self._hosts.update_one(
+            {"_id": key, "robots_claimed_by": holder},
+            {"$set": {"robots_claim_until": None, "robots_claimed_by": None}},
+        )
+
     def store_robots(
         self, key: str, status: int, text: str, crawl_delay_s: float | None, now: datetime
     ) -> None:

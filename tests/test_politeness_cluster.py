@@ -1,0 +1,156 @@
+"""Politeness held for the whole cluster: two `dramatiq` worker groups of two processes each,
+on the real RabbitMQ and one shared MongoDB, crawl one local host. Judged by the host's own
+access log: request starts never closer than the delay, robots.txt fetched once by all of
+them, a 429 with Retry-After stopping every worker, a SIGKILLed holder blocking nobody for
+longer than its slice."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import threading
+from datetime import timedelta
+
+import pytest
+
+from crawlsched.actors.planner import plan_crawls
+from crawlsched.runtime import Runtime
+from crawlsched.settings import Settings
+from crawlsched.store.runs import FINISHED, run_id_for
+from tests.support.graph_run import add_graph_schedule, prepare
+from tests.support.link_graph import GraphSite, LinkGraph, layered_graph
+from tests.support.waiting import wait_for
+from tests.support.workers import TEST_SECRET_KEY, DramatiqWorkers, crawlsched_env
+
+pytestmark = [pytest.mark.rabbitmq, pytest.mark.multiprocess]
+
+DELAY_S = 0.25
+# The access log records arrivals: a request's travel time on a busy machine may move its
+# arrival by a few ms either way.
+ARRIVAL_JITTER_S = 0.03
+
+
+@pytest.fixture
+def cluster(rabbitmq_broker, rabbitmq_url, multiprocess_mongo_url, mongo_database_name):
+    rt = Runtime(
+        Settings(
+            mongo_url=multiprocess_mongo_url,
+            mongo_db=mongo_database_name,
+            broker_url=rabbitmq_url,
+            secret_key=TEST_SECRET_KEY,
+        )
+    )
+    prepare(rt)
+    env = crawlsched_env(
+        rabbitmq_url,
+        multiprocess_mongo_url,
+        mongo_database_name,
+        CRAWLSCHED_HOST_DELAY_S=str(DELAY_S),
+        CRAWLSCHED_HOST_CONCURRENCY="1",
+        # Short slices: the host changes hands between the four processes many times.
+        CRAWLSCHED_HOST_LEASE_S="1.5",
+        CRAWLSCHED_DISPATCH_LEASE_S="30",
+    )
+    groups: list[DramatiqWorkers] = []
+
+    def start() -> DramatiqWorkers:
+        groups.append(DramatiqWorkers(env, processes=2, threads=2).start())
+        return groups[-1]
+
+    yield rt, start
+    for group in groups:
+        group.stop()
+
+
+def _crawl(rt: Runtime, base_url: str, schedule_id: str) -> str:
+    add_graph_schedule(rt, base_url, schedule_id)
+    fire_at = rt.now() - timedelta(seconds=1)
+    plan_crawls.send(schedule_id, fire_at.isoformat())
+    return run_id_for(schedule_id, fire_at)
+
+
+def _ended(rt: Runtime, run_id: str) -> dict | None:
+    run = rt.runs.get(run_id)
+    return run if run and run["state"] == FINISHED else None
+
+
+def _gaps(site: GraphSite) -> list[float]:
+    arrivals = sorted(at for at, _ in site.access_log)
+    return [b - a for a, b in itertools.pairwise(arrivals)]
+
+
+def test_two_worker_groups_keep_one_delay_per_host_and_read_robots_txt_once(cluster):
+    rt, start = cluster
+    # Given two worker groups of two processes each, and a site of 30 linked pages
+    graph = layered_graph(30, seed=28, fan_out=3)
+    groups = [start(), start()]
+    with GraphSite(graph) as site:
+        # When one run crawls the whole site
+        run_id = _crawl(rt, site.base_url, "polite-two-groups")
+        run = wait_for(lambda: _ended(rt, run_id), 180, "the run to end")
+
+    # Then every page was fetched once, by both groups' processes
+    fetched = {p: n for p, n in site.fetches.items() if p != "/robots.txt"}
+    assert fetched == dict.fromkeys(graph.reachable(), 1)
+    assert run["result"] == "succeeded"
+    crawled_by = set(rt.db.articles.distinct("crawled_by"))
+    assert len(crawled_by) >= 2, crawled_by  # more than one process had the host in turn
+    # And no two request starts to the host came closer than its delay, across all of them
+    gaps = _gaps(site)
+    assert min(gaps) >= DELAY_S - ARRIVAL_JITTER_S, sorted(gaps)[:5]
+    # And robots.txt was fetched once for the whole cluster
+    assert site.fetches["/robots.txt"] == 1
+    for group in groups:
+        group.stop()
+
+
+class _TooManyOnce(LinkGraph):
+    """A graph whose page 4 answers 429 with Retry-After the first time it is asked."""
+
+    retry_after_s = 2
+
+    def __init__(self, graph: LinkGraph) -> None:
+        super().__init__(graph.links, graph.redirects, graph.leaves)
+        object.__setattr__(self, "_answered", threading.Event())  # (a frozen dataclass)
+
+    def page(self, path: str) -> tuple[int, bytes, dict[str, str]]:
+        if path == "/p/4" and not self._answered.is_set():
+            self._answered.set()
+            return 429, b"slow down", {"Retry-After": str(self.retry_after_s)}
+        return super().page(path)
+
+
+def test_a_429_stops_every_worker_and_a_killed_holder_frees_the_host(cluster):
+    rt, start = cluster
+    graph = _TooManyOnce(layered_graph(30, seed=29, fan_out=3))
+    victim, survivor = start(), start()
+    with GraphSite(graph) as site:
+        run_id = _crawl(rt, site.base_url, "polite-429")
+        # When the site answers one request 429 (Retry-After: 2)
+        wait_for(graph._answered.is_set, 120, "the 429 to be sent")
+        # and, later, the process holding the host is SIGKILLed while it holds it
+        wait_for(lambda: sum(site.fetches.values()) >= 12, 120, "the crawl to go on")
+        holder = wait_for(
+            lambda: (rt.hosts.get(rt.hosts.list()[0]["_id"]) or {}).get("holder"),
+            60,
+            "a process to hold the host",
+        )
+        os.kill(int(holder.split(":")[1]), signal.SIGKILL)
+        killed_at = rt.now()
+        run = wait_for(lambda: _ended(rt, run_id), 240, "the run to end after the kill")
+
+    # Then nobody sent anything to the host until the Retry-After had passed
+    log = sorted(site.access_log)
+    (told_at,) = [at for at, path in log if path == "/p/4"][:1]
+    after = [at for at, _ in log if at > told_at]
+    assert after and after[0] - told_at >= graph.retry_after_s - ARRIVAL_JITTER_S
+    # And the killed holder blocked the host for no longer than its slice (1.5 s) plus the
+    # wake-up and the hand-over: the crawl went on, and every page was fetched
+    fetched = {p for p in site.fetches if p != "/robots.txt"}
+    assert fetched == graph.reachable()
+    assert run["state"] == FINISHED
+    later = [at for at, _ in log if at > killed_at.timestamp()]
+    assert later, "nothing was fetched after the kill"
+    assert min(_gaps(site)) >= DELAY_S - ARRIVAL_JITTER_S
+    del victim, survivor
