@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from crawlsched.catalog import ALL_TASKS, MAX_BATCH_JOBS
 from crawlsched.errors import ReferenceDataError
+from crawlsched.reference.recrawl import RecrawlRow
 
 
 class TaskRow(BaseModel):
@@ -45,6 +46,8 @@ class MediaRow(BaseModel):
     max_pages: int | None = Field(None, ge=0, le=10_000_000)
     follow_offsite: bool = False
     extra_hosts: list[str] = Field(default_factory=list, max_length=50)
+    # How often its recurring jobs are crawled again (unset: each job's own fixed interval).
+    recrawl: RecrawlRow | None = None
     tasks: dict[str, TaskRow]
 
     @model_validator(mode="after")

@@ -53,6 +53,7 @@ class MongoReferenceStore:
                             "max_pages": m.max_pages,
                             "follow_offsite": m.follow_offsite,
                             "extra_hosts": list(m.extra_hosts),
+                            "recrawl": m.recrawl.model_dump() if m.recrawl else None,
                         }
                     },
                     upsert=True,
