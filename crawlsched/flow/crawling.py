@@ -31,7 +31,7 @@ from crawlsched.flow.stopping import StopWatch
 from crawlsched.logs import get_logger
 from crawlsched.messages import BadMessage, BatchMessage, ReportMessage
 from crawlsched.planning.outcomes import PHASE_OUTCOMES, STOPPED
-from crawlsched.planning.recrawl import RecrawlPolicy, after_crawl, policy_of
+from crawlsched.planning.recrawl import after_crawl
 from crawlsched.resources.rules import ACCOUNT_POOL, SELENIUM_POOL
 from crawlsched.runtime import Runtime
 from crawlsched.store.children import MongoChildStore, Registered
@@ -73,20 +73,6 @@ def bounds_of(rt: Runtime, media: dict[str, Any]) -> CrawlBounds:
         follow_offsite=media.get("follow_offsite") is True,
         extra_hosts=tuple(media.get("extra_hosts") or ()),
     )
-
-
-def recrawl_policy(rt: Runtime, media: dict[str, Any]) -> RecrawlPolicy:
-    """The media's recrawl policy over the settings' rates; fixed when its row is unusable
-    (edited in the store by hand: the reference loader never writes one)."""
-    s = rt.settings
-    defaults = RecrawlPolicy(
-        inc_rate=s.recrawl_inc_rate, dec_rate=s.recrawl_dec_rate, jitter=s.recrawl_jitter
-    )
-    try:
-        return policy_of(media.get("recrawl"), defaults)
-    except (TypeError, ValueError) as e:
-        log.warning("recrawl_policy_invalid", media=media.get("media_name"), error=str(e))
-        return defaults
 
 
 def _context(
@@ -194,7 +180,7 @@ def _keep(
     else:
         registered = Registered({}, {})
         markers = children.marker_ops(message.run_id, seeds, now)
-    policy = recrawl_policy(rt, media)
+    policy = rt.recrawl_policy(media)
     docs = {doc["_id"]: doc for doc in jobs}
     updates = []
     for update in progress.updates:
@@ -202,8 +188,8 @@ def _keep(
         if pages := registered.cut_pages.get(update.job_id):
             cut["pages"] += pages
         counts = items.get(update.job_id) or {}
-        update = dataclasses.replace(update, items=dict(counts), cut=dict(cut))
-        updates.append(after_crawl(update, docs.get(update.job_id) or {}, policy, now))
+        counted = dataclasses.replace(update, items=dict(counts), cut=dict(cut))
+        updates.append(after_crawl(counted, docs.get(update.job_id) or {}, policy, now))
     return updates, markers
 
 

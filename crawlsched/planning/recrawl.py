@@ -154,19 +154,16 @@ def revisit(
     changes = int(_number(state.get("changes")) or 0) + int(evidence.saw_change)
     interval = next_interval(configured_s, current, evidence, policy)
     delay = jittered(interval, policy, draw(visits))
-    return Revisit(
-        interval,
-        delay,
-        {
-            "mode": policy.mode,
-            "interval_s": interval,
-            "visits": visits,
-            "changes": changes,
-            "last_items": {"new": evidence.new, "changed": evidence.changed,
-                           "unchanged": evidence.unchanged},
-            "updated_at": now,
-        },  # fmt: skip
-    )
+    last = {"new": evidence.new, "changed": evidence.changed, "unchanged": evidence.unchanged}
+    state = {
+        "mode": policy.mode,
+        "interval_s": interval,
+        "visits": visits,
+        "changes": changes,
+        "last_items": last,
+        "updated_at": now,
+    }
+    return Revisit(interval, delay, state)
 
 
 def policy_of(row: Mapping[str, Any] | None, defaults: RecrawlPolicy) -> RecrawlPolicy:
