@@ -283,3 +283,27 @@ def test_jobs_show_of_an_unknown_job_exits_2(invoke):
     code, _, err = invoke("jobs", "show", "nowhere", "oid:1")
     assert code == 2
     assert "unknown job collection" in err
+
+
+def test_the_api_shows_a_job_of_the_old_system_with_odd_fields(api):
+    rt = api.runtime
+    web = rt.reference.media_by_name("web")
+    job_id = encode_id(
+        rt.db.websites.insert_one(
+            {"url": "https://example.org/old", "media_name_id": web["media_name_id"],
+             "task": "article", "state": 1, "interval_s": "3600", "target": 12,
+             "recrawl": {"interval_s": "soon", "visits": -1, "last_items": {"new": "x"}}}
+        ).inserted_id
+    )  # fmt: skip
+
+    response = api.reader.get(f"/v1/jobs/websites/{job_id}")
+
+    assert response.status_code == 200, response.text
+    recrawl = response.json()["recrawl"]
+    assert (recrawl["mode"], recrawl["configured_interval_s"], recrawl["visits"]) == (
+        "once",
+        None,
+        0,
+    )
+    assert recrawl["last_items"] == {} and recrawl["next_at"] is None
+    assert response.json()["target"] == 12  # shown as stored

@@ -42,12 +42,10 @@ class RecrawlView(BaseModel):
 class JobView(BaseModel):
     """One job: its public fields, and how often it is crawled again."""
 
+    # The job's stored fields (`job_ops.PUBLIC_FIELDS`) come as the store holds them: a job
+    # of the old system may type them otherwise.
     model_config = ConfigDict(extra="allow")
     job_id: str
     collection: str
     state: str
-    target: str | None = None
-    task: str | None = None
-    interval_s: float | None = None
-    execution_date: datetime | None = None
     recrawl: RecrawlView

@@ -7,8 +7,10 @@ Jobs are named outside the store by their collection and encoded id (`oid:…`, 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import bson
@@ -117,8 +119,8 @@ def get_job(rt: Runtime, collection: str, job_id: str) -> dict[str, Any]:
 
 def recrawl_view(rt: Runtime, doc: Mapping[str, Any]) -> dict[str, Any]:
     """A job's configured interval, the one it is crawled at now, and the evidence behind it:
-    its media's policy, and what its crawls found (`planning.recrawl`)."""
-    configured = doc.get("interval_s")
+    its media's policy, and what its crawls found (`planning.recrawl`). Values of the wrong
+    type in the store (a job of the old system) read as absent."""
     media_id = doc.get("media_name_id")
     media = next(
         (m for m in rt.reference.media() if m.get("media_name_id", m["_id"]) == media_id), None
@@ -126,20 +128,32 @@ def recrawl_view(rt: Runtime, doc: Mapping[str, Any]) -> dict[str, Any]:
     policy = rt.recrawl_policy(media)
     state = doc.get("recrawl")
     state = state if isinstance(state, Mapping) else {}
-    current = state.get("interval_s") if policy.adaptive else None
-    view: dict[str, Any] = {
+    configured = _number(doc.get("interval_s"))
+    current = _number(state.get("interval_s")) if policy.adaptive else None
+    last = state.get("last_items") or doc.get("last_items")
+    last = last if isinstance(last, Mapping) else {}
+    return {
         "mode": policy.mode if configured else "once",
         "configured_interval_s": configured,
-        "current_interval_s": current if isinstance(current, int | float) else configured,
+        "current_interval_s": current or configured,
         "min_interval_s": policy.min_interval_s if policy.adaptive else None,
         "max_interval_s": policy.max_interval_s if policy.adaptive else None,
-        "visits": state.get("visits", 0),
-        "changes": state.get("changes", 0),
-        "last_items": state.get("last_items") or doc.get("last_items") or {},
-        "updated_at": state.get("updated_at"),
-        "next_at": doc.get("execution_date"),
+        "visits": int(_number(state.get("visits")) or 0),
+        "changes": int(_number(state.get("changes")) or 0),
+        "last_items": {str(k): int(n) for k, n in last.items() if _number(n) is not None},
+        "updated_at": _moment(state.get("updated_at")),
+        "next_at": _moment(doc.get("execution_date")),
     }
-    return view
+
+
+def _number(value: Any) -> float | int | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _moment(value: Any) -> datetime | None:
+    return value if isinstance(value, datetime) else None
 
 
 def find_jobs(
