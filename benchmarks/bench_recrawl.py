@@ -14,12 +14,16 @@ first fetched at a random moment of its first interval.
 
   useful_fetch_share  share of fetches that found a change since the page's previous fetch
                       (a first fetch counts as finding nothing): adaptive / fixed (target >= 1.5)
+  oracle_useful_fetch_share  context: the same ratio for an oracle that knows each page's
+                      rate and crawls it at an interval proportional to its mean time between
+                      changes (what the rule tends to), same number of fetches
   wait_ratio          mean time from a change to the first fetch after it, adaptive / fixed
                       (target <= 1: not worse); a change no fetch sees within the month waits
                       until its end, on both sides
 
     .venv/bin/python benchmarks/bench_recrawl.py [--pages 1000] [--days 30] [--spread 100]
                                                  [--fastest-h 2] [--start-h 24] [--seed 1]
+                                                 [--inc-rate R] [--dec-rate R] [--jitter F]
 
 Last line: JSON with the ratios and the counts behind them.
 """
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import itertools
 import json
 import math
 import random
@@ -67,26 +72,41 @@ class Tally:
         return sum(self.waits) / len(self.waits) / HOUR if self.waits else 0.0
 
 
-def pages(n: int, spread: float, fastest_s: float, month_s: float, seed: int) -> list[list[float]]:
-    """Each page's change times in the month (a Poisson process of its own rate)."""
+def pages(
+    n: int, spread: float, fastest_s: float, month_s: float, seed: int
+) -> tuple[list[float], list[list[float]]]:
+    """Each page's mean time between changes, and its change times in the month (a Poisson
+    process of its own rate)."""
     rng = random.Random(seed)
-    changes = []
+    means, changes = [], []
     for _ in range(n):
         mean = fastest_s * spread ** rng.random()
         t, times = rng.expovariate(1 / mean), []
         while t < month_s:
             times.append(t)
             t += rng.expovariate(1 / mean)
+        means.append(mean)
         changes.append(times)
-    return changes
+    return means, changes
+
+
+def oracle_share(means: list[float], fetches: int, month_s: float) -> float:
+    """The useful share of an oracle that knows every page's rate and, with the same number
+    of fetches, crawls each page at an interval proportional to its mean time between changes
+    (in expectation): every fetch then finds a change with one probability, 1 - exp(-c)."""
+    c = month_s * sum(1 / m for m in means) / fetches
+    return 1 - math.exp(-c)
 
 
 def tally(changes: list[list[float]], fetch_times: list[list[float]], month_s: float) -> Tally:
     out = Tally()
     for page_changes, fetches in zip(changes, fetch_times, strict=True):
         out.fetches += len(fetches)
-        for before, at in zip(fetches, fetches[1:], strict=False):
-            lo, hi = bisect.bisect_right(page_changes, before), bisect.bisect_right(page_changes, at)
+        for before, at in itertools.pairwise(fetches):
+            lo, hi = (
+                bisect.bisect_right(page_changes, before),
+                bisect.bisect_right(page_changes, at),
+            )
             out.useful += hi > lo
         for c in page_changes:
             i = bisect.bisect_right(fetches, c)
@@ -155,6 +175,9 @@ def main() -> None:
     parser.add_argument("--fastest-h", type=float, default=2)
     parser.add_argument("--start-h", type=float, default=24)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--inc-rate", type=float, help="default: the settings'")
+    parser.add_argument("--dec-rate", type=float, help="default: the settings'")
+    parser.add_argument("--jitter", type=float, help="default: the settings'")
     args = parser.parse_args()
 
     started = time.perf_counter()
@@ -164,11 +187,11 @@ def main() -> None:
         adaptive=True,
         min_interval_s=HOUR,
         max_interval_s=30 * DAY,
-        inc_rate=settings.recrawl_inc_rate,
-        dec_rate=settings.recrawl_dec_rate,
-        jitter=settings.recrawl_jitter,
+        inc_rate=settings.recrawl_inc_rate if args.inc_rate is None else args.inc_rate,
+        dec_rate=settings.recrawl_dec_rate if args.dec_rate is None else args.dec_rate,
+        jitter=settings.recrawl_jitter if args.jitter is None else args.jitter,
     )
-    changes = pages(args.pages, args.spread, args.fastest_h * HOUR, month_s, args.seed)
+    means, changes = pages(args.pages, args.spread, args.fastest_h * HOUR, month_s, args.seed)
     adaptive = tally(
         changes,
         adaptive_fetches(changes, policy, args.start_h * HOUR, month_s, args.seed),
@@ -179,6 +202,7 @@ def main() -> None:
     elapsed = time.perf_counter() - started
 
     share_ratio = adaptive.useful_share / fixed.useful_share
+    oracle_ratio = oracle_share(means, adaptive.fetches, month_s) / fixed.useful_share
     wait_ratio = adaptive.mean_wait_h / fixed.mean_wait_h
     print(
         f"{args.pages} pages over {args.days:g} days, mean time between changes "
@@ -196,6 +220,7 @@ def main() -> None:
         )
     print()
     print(f"useful_fetch_share adaptive/fixed = {share_ratio:.2f}   (target >= 1.5)")
+    print(f"  (an oracle knowing each page's rate, intervals proportional: {oracle_ratio:.2f})")
     print(f"mean wait adaptive/fixed          = {wait_ratio:.2f}   (target <= 1)")
     print(f"fetches adaptive/fixed            = {adaptive.fetches / fixed.fetches:.4f}")
     print(f"(simulated in {elapsed:.1f} s)")
@@ -212,6 +237,7 @@ def main() -> None:
                 "useful_share_adaptive": round(adaptive.useful_share, 4),
                 "useful_share_fixed": round(fixed.useful_share, 4),
                 "useful_fetch_share": round(share_ratio, 3),
+                "oracle_useful_fetch_share": round(oracle_ratio, 3),
                 "wait_ratio": round(wait_ratio, 3),
             }
         )

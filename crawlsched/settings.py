@@ -213,7 +213,7 @@ class Settings(BaseSettings):
         "fraction longer next time (unless its media's `recrawl` says).",
     )
     recrawl_dec_rate: float = Field(
-        0.2,
+        0.1,
         gt=0,
         lt=1,
         allow_inf_nan=False,

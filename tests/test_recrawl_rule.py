@@ -114,7 +114,9 @@ def test_draws_are_deterministic_per_job_and_visit_and_spread_out():
 
 # -- cases --------------------------------------------------------------------------------------
 
-ADAPTIVE = RecrawlPolicy(adaptive=True, min_interval_s=HOUR, max_interval_s=30 * DAY)
+ADAPTIVE = RecrawlPolicy(
+    adaptive=True, min_interval_s=HOUR, max_interval_s=30 * DAY, inc_rate=0.4, dec_rate=0.2
+)
 
 
 @pytest.mark.parametrize(
