@@ -43,6 +43,13 @@ class RunNotFound(CrawlschedError, LookupError):
         self.run_id = run_id
 
 
+class JobNotFound(CrawlschedError, LookupError):
+    def __init__(self, job_id: str, collection: str) -> None:
+        super().__init__(f"no job {job_id!r} in {collection}")
+        self.job_id = job_id
+        self.collection = collection
+
+
 class SecretKeyMissing(CrawlschedError, ValueError):
     """Account secrets are encrypted at rest and no key was configured."""
 

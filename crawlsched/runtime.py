@@ -24,7 +24,9 @@ from crawlsched.drivers.net import guarded_client
 from crawlsched.drivers.targets import parse_networks
 from crawlsched.flow.host_pacing import ClusterHostPacer
 from crawlsched.flow.shared_robots import SharedRobots
+from crawlsched.logs import get_logger
 from crawlsched.planning.outcomes import RedoPolicy, RetryPolicy
+from crawlsched.planning.recrawl import RecrawlPolicy, policy_of
 from crawlsched.resources.backends.mongo import MongoLeaseBackend
 from crawlsched.resources.host_rules import HostPolicy, merge_policy
 from crawlsched.resources.inventory import MongoPoolInventory
@@ -251,6 +253,20 @@ class Runtime:
     def redo_policy(self) -> RedoPolicy:
         s = self.settings
         return RedoPolicy(s.run_attempts, s.redo_backoff_s, max(300.0, s.redo_backoff_s))
+
+    def recrawl_policy(self, media: dict[str, Any] | None) -> RecrawlPolicy:
+        """The media's recrawl policy over the settings' rates; fixed when its row is unusable
+        (edited in the store by hand: the reference loader never writes one)."""
+        s = self.settings
+        defaults = RecrawlPolicy(
+            inc_rate=s.recrawl_inc_rate, dec_rate=s.recrawl_dec_rate, jitter=s.recrawl_jitter
+        )
+        try:
+            return policy_of((media or {}).get("recrawl"), defaults)
+        except (TypeError, ValueError) as e:
+            name = (media or {}).get("media_name")
+            get_logger(__name__).warning("recrawl_policy_invalid", media=name, error=str(e))
+            return defaults
 
     def model_ids(self) -> dict[str, Any]:
         # Reference data changes only with init-db; a worker restart picks up a change.

@@ -235,6 +235,30 @@ class Settings(BaseSettings):
         le=10_000_000,
         description="At most this many discovered pages per run (unless the media says).",
     )
+    recrawl_inc_rate: float = Field(
+        0.4,
+        gt=0,
+        le=10,
+        allow_inf_nan=False,
+        description="Adaptive recrawl: a job whose crawl found nothing changed waits this "
+        "fraction longer next time (unless its media's `recrawl` says).",
+    )
+    recrawl_dec_rate: float = Field(
+        0.1,
+        gt=0,
+        lt=1,
+        allow_inf_nan=False,
+        description="Adaptive recrawl: a job whose crawl found a change waits this fraction "
+        "less next time (unless its media's `recrawl` says).",
+    )
+    recrawl_jitter: float = Field(
+        0.1,
+        ge=0,
+        lt=1,
+        allow_inf_nan=False,
+        description="Adaptive recrawl: each next visit moves by up to this fraction of the "
+        "interval, either way, so jobs started together drift apart.",
+    )
     secret_key: SecretStr | None = Field(
         None,
         description="Fernet key that encrypts account secrets at rest "

@@ -36,6 +36,7 @@ READS = {
     ("schedules", "missed"): ["schedules", "missed"],
     ("jobs", "problems"): ["jobs", "problems"],
     ("jobs", "summary"): ["jobs", "summary"],
+    ("jobs", "show"): ["jobs", "show", "websites", "str:contract-job"],
     ("accounts", "list"): ["accounts", "list"],
     ("nodes", "list"): ["nodes", "list"],
     ("pools",): ["pools"],
@@ -90,6 +91,10 @@ def seeded(embedded_mongo_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator
     rt.inventory.add_account("twitter", "alice", "pw", AccountLimits(), rt.now())
     rt.inventory.add_node("http://127.0.0.1:4444", "chromedriver", 2, rt.now())
     assert invoke("jobs", "add", "website", "http://127.0.0.1:9/")[0] == 0
+    rt.db.websites.insert_one(
+        {"_id": "contract-job", "target": "http://127.0.0.1:9/job", "media_name_id": 100,
+         "task": "article", "state": 1, "interval_s": 3600, "execution_date": fire_at}
+    )  # fmt: skip
     assert (
         invoke("schedules", "add", "hourly", "--every", "3600", "--collection", "websites")[0] == 0
     )

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from datetime import datetime
+from typing import Annotated, Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
 
@@ -17,3 +19,33 @@ class _Given:
 
 
 Given = _Given
+
+
+class RecrawlView(BaseModel):
+    """How often a job is crawled again, and the evidence behind it (`planning.recrawl`)."""
+
+    mode: Literal["fixed", "adaptive", "once"] = Field(
+        description="`fixed`: every configured interval; `adaptive`: at the pace its page "
+        "changes (its media's `recrawl` policy); `once`: a one-off job."
+    )
+    configured_interval_s: float | None = Field(description="The job's own `interval_s`.")
+    current_interval_s: float | None = Field(description="The interval it is crawled at now.")
+    min_interval_s: float | None = Field(description="Adaptive: the shortest interval.")
+    max_interval_s: float | None = Field(description="Adaptive: the longest interval.")
+    visits: int = Field(description="Successful crawls counted since adaptive recrawl began.")
+    changes: int = Field(description="Of those, how many found an item new or changed.")
+    last_items: dict[str, int] = Field(description="The last crawl's new / changed / unchanged.")
+    updated_at: datetime | None = Field(description="When the interval last changed.")
+    next_at: datetime | None = Field(description="The job's next execution date.")
+
+
+class JobView(BaseModel):
+    """One job: its public fields, and how often it is crawled again."""
+
+    # The job's stored fields (`job_ops.PUBLIC_FIELDS`) come as the store holds them: a job
+    # of the old system may type them otherwise.
+    model_config = ConfigDict(extra="allow")
+    job_id: str
+    collection: str
+    state: str
+    recrawl: RecrawlView

@@ -1,4 +1,5 @@
-"""`crawlsched jobs …`: add one target, import a file of them, and look at problems and counts."""
+"""`crawlsched jobs …`: add one target, import a file of them, and look at one job, problems
+and counts."""
 
 from __future__ import annotations
 
@@ -501,3 +502,58 @@ def summary(as_json: bool = typer.Option(False, "--json")) -> None:
             collection, *map(str, named.values()), str(other), str(sum(by_state.values()))
         )
     console.print(table)
+
+
+def _duration(seconds: Any) -> str:
+    if not isinstance(seconds, int | float):
+        return "-"
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.3g}{unit} ({seconds:.0f} s)"
+    return f"{seconds:.0f} s"
+
+
+@app.command("show")
+def show(
+    collection: str = typer.Argument(..., help=f"One of {', '.join(JOB_COLLECTIONS)}."),
+    job_id: str = typer.Argument(..., help="An encoded job id (oid:…, int:…, str:…)."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON document."),
+) -> None:
+    """One job: its state, its configured and current recrawl interval, and the evidence."""
+    with cli_runtime() as rt:
+        job = job_ops.get_job(rt, collection, job_id)
+    if as_json:
+        print_json(job)
+        return
+    recrawl = job["recrawl"]
+    last = recrawl["last_items"]
+    bounds = (
+        f"{_duration(recrawl['min_interval_s'])} to {_duration(recrawl['max_interval_s'])}"
+        if recrawl["mode"] == "adaptive"
+        else "-"
+    )
+    rows = [
+        ("job", f"{job['collection']} {job['job_id']}"),
+        ("target", str(job.get("target", "-"))),
+        ("task", str(job.get("task", "-"))),
+        ("state", job["state"]),
+        ("recrawl", recrawl["mode"]),
+        ("configured interval", _duration(recrawl["configured_interval_s"])),
+        ("current interval", _duration(recrawl["current_interval_s"])),
+        ("bounds", bounds),
+        ("crawls counted", str(recrawl["visits"])),
+        ("crawls that found a change", str(recrawl["changes"])),
+        ("last crawl found", ", ".join(f"{n} {k}" for k, n in sorted(last.items())) or "-"),
+        ("interval updated", _when(recrawl["updated_at"])),
+        ("next crawl", _when(recrawl["next_at"])),
+    ]
+    table = Table(title="Job", show_header=False)
+    table.add_column("field")
+    table.add_column("value", overflow="fold")
+    for label, value in rows:
+        table.add_row(label, value)
+    console.print(table)
+
+
+def _when(moment: Any) -> str:
+    return f"{moment:%Y-%m-%d %H:%M:%S} UTC" if isinstance(moment, datetime) else "-"

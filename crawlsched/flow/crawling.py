@@ -33,6 +33,7 @@ from crawlsched.logs import get_logger
 from crawlsched.messages import BadMessage, BatchMessage, ReportMessage
 from crawlsched.planning.outcomes import PHASE_OUTCOMES, STOPPED
 from crawlsched.resources.queueing import host_wait_key
+from crawlsched.planning.recrawl import after_crawl
 from crawlsched.resources.rules import ACCOUNT_POOL, SELENIUM_POOL
 from crawlsched.runtime import Runtime
 from crawlsched.store.children import MongoChildStore, Registered
@@ -153,11 +154,16 @@ def _run(
 
 
 def _keep(
-    rt: Runtime, message: BatchMessage, progress: Progress, bounds: CrawlBounds
+    rt: Runtime,
+    message: BatchMessage,
+    progress: Progress,
+    bounds: CrawlBounds,
+    jobs: list[dict[str, Any]],
 ) -> tuple[list, list]:
-    """Store results and register children; the job updates, with their counts, to record,
-    and the seed markers to write with them (when nothing was found: else `register` wrote
-    them, before the outcomes as children must be)."""
+    """Store results and register children; the job updates, with their counts and their
+    next interval (adapted to what the counts say), to record, and the seed markers to write
+    with them (when nothing was found: else `register` wrote them, before the outcomes as
+    children must be)."""
     now = rt.now()
     tags = {
         "media_name": message.media_name,
@@ -178,13 +184,16 @@ def _keep(
     else:
         registered = Registered({}, {})
         markers = children.marker_ops(message.run_id, seeds, now)
+    policy = rt.recrawl_policy(media)
+    docs = {doc["_id"]: doc for doc in jobs}
     updates = []
     for update in progress.updates:
         cut = Counter(progress.cut.get(update.job_id) or {})
         if pages := registered.cut_pages.get(update.job_id):
             cut["pages"] += pages
         counts = items.get(update.job_id) or {}
-        updates.append(dataclasses.replace(update, items=dict(counts), cut=dict(cut)))
+        counted = dataclasses.replace(update, items=dict(counts), cut=dict(cut))
+        updates.append(after_crawl(counted, docs.get(update.job_id) or {}, policy, now))
     return updates, markers
 
 
@@ -244,7 +253,7 @@ def crawl_batch(
             leases = Leases(rt, message.lease_ids)
             progress, context = _run(rt, message, jobs, leases, stop)
             bounds = context.bounds if context else CrawlBounds()
-            updates, markers = _keep(rt, message, progress, bounds)
+            updates, markers = _keep(rt, message, progress, bounds, jobs)
             # A job's outcome is written once per dispatch (the write clears its dispatch id).
             # A copy of this batch's message that ran beside it (sent again after a lost
             # publisher confirm) records nothing here, so it counts and logs nothing either.

@@ -7,15 +7,17 @@ Jobs are named outside the store by their collection and encoded id (`oid:…`, 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import bson
 import bson.errors
 
 from crawlsched.catalog import JOB_COLLECTIONS, STATE_NAMES, TARGET_KINDS
-from crawlsched.errors import BadJobInput
+from crawlsched.errors import BadJobInput, JobNotFound
 from crawlsched.ids import decode_id, encode_id
 from crawlsched.jobs_input import build_job_docs, job_input_from_row
 from crawlsched.runtime import Runtime
@@ -108,10 +110,50 @@ def _job_id(job_id: str) -> Any:
 
 
 def get_job(rt: Runtime, collection: str, job_id: str) -> dict[str, Any]:
+    """One job as callers see it, with how often it is crawled again (`recrawl_view`)."""
     doc = rt.db[_collection(collection)].find_one({"_id": _job_id(job_id)})
     if doc is None:
-        raise LookupError(f"no job {job_id!r} in {collection}")
-    return public_job(collection, doc)
+        raise JobNotFound(job_id, collection)
+    return {**public_job(collection, doc), "recrawl": recrawl_view(rt, doc)}
+
+
+def recrawl_view(rt: Runtime, doc: Mapping[str, Any]) -> dict[str, Any]:
+    """A job's configured interval, the one it is crawled at now, and the evidence behind it:
+    its media's policy, and what its crawls found (`planning.recrawl`). Values of the wrong
+    type in the store (a job of the old system) read as absent."""
+    media_id = doc.get("media_name_id")
+    media = next(
+        (m for m in rt.reference.media() if m.get("media_name_id", m["_id"]) == media_id), None
+    )
+    policy = rt.recrawl_policy(media)
+    state = doc.get("recrawl")
+    state = state if isinstance(state, Mapping) else {}
+    configured = _number(doc.get("interval_s"))
+    current = _number(state.get("interval_s")) if policy.adaptive else None
+    last = state.get("last_items") or doc.get("last_items")
+    last = last if isinstance(last, Mapping) else {}
+    return {
+        "mode": policy.mode if configured else "once",
+        "configured_interval_s": configured,
+        "current_interval_s": current or configured,
+        "min_interval_s": policy.min_interval_s if policy.adaptive else None,
+        "max_interval_s": policy.max_interval_s if policy.adaptive else None,
+        "visits": int(_number(state.get("visits")) or 0),
+        "changes": int(_number(state.get("changes")) or 0),
+        "last_items": {str(k): int(n) for k, n in last.items() if _number(n) is not None},
+        "updated_at": _moment(state.get("updated_at")),
+        "next_at": _moment(doc.get("execution_date")),
+    }
+
+
+def _number(value: Any) -> float | int | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _moment(value: Any) -> datetime | None:
+    return value if isinstance(value, datetime) else None
 
 
 def find_jobs(
@@ -164,5 +206,5 @@ def update_meta(
         update["$unset"] = to_unset
     result = rt.db[_collection(collection)].update_one({"_id": _job_id(job_id)}, update)
     if result.matched_count == 0:
-        raise LookupError(f"no job {job_id!r} in {collection}")
+        raise JobNotFound(job_id, collection)
     return get_job(rt, collection, job_id)

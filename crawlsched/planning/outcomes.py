@@ -116,6 +116,8 @@ class JobUpdate:
     # tries of this run the machinery failed so far.
     redo_run: str | None = None
     redo_tries: int = 0
+    # Set: the job's new `recrawl` state (its adapted interval and the evidence behind it).
+    recrawl: Mapping[str, Any] | None = None
 
 
 def after_success(

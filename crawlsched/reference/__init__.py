@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from crawlsched.catalog import ALL_TASKS, MAX_BATCH_JOBS
 from crawlsched.errors import ReferenceDataError
+from crawlsched.reference.recrawl import RecrawlRow
 
 
 class TaskRow(BaseModel):
@@ -56,6 +57,8 @@ class MediaRow(BaseModel):
     extra_hosts: list[str] = Field(default_factory=list, max_length=50)
     # Per-host politeness for this media's crawls (see `crawlsched hosts` for one host's own).
     politeness: PolitenessRow | None = None
+    # How often its recurring jobs are crawled again (unset: each job's own fixed interval).
+    recrawl: RecrawlRow | None = None
     tasks: dict[str, TaskRow]
 
     @model_validator(mode="after")

@@ -364,6 +364,8 @@ class MongoJobStore:
             }
             if u.execution_date is not None:
                 fields["execution_date"] = u.execution_date
+            if u.recrawl is not None:
+                fields["recrawl"] = dict(u.recrawl)
             unset = {"dispatch_id": "", "lease_deadline": ""}
             if u.redo_run is not None:
                 fields.update(redo_run=u.redo_run, redo_tries=u.redo_tries)

@@ -56,6 +56,7 @@ class MongoReferenceStore:
                             "politeness": (
                                 m.politeness.model_dump(exclude_none=True) if m.politeness else None
                             ),
+                            "recrawl": m.recrawl.model_dump() if m.recrawl else None,
                         }
                     },
                     upsert=True,

@@ -11,7 +11,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from crawlsched.api.auth import Admin, Reader
 from crawlsched.api.idempotent import IdempotencyKey, once
-from crawlsched.api.models import Given
+from crawlsched.api.models import Given, JobView
 from crawlsched.api.paging import Limit, Offset, Page, page_of
 from crawlsched.api.problems import PROBLEM_RESPONSES
 from crawlsched.catalog import JOB_COLLECTIONS, STATE_NAMES
@@ -125,7 +125,9 @@ def list_jobs(
 
 @router.get(
     "/jobs/{collection}/{job_id}",
-    summary="One job's status and details (GetTaskStatus, GetTaskInfo)",
+    response_model=JobView,
+    summary="One job's status and details (GetTaskStatus, GetTaskInfo), with its configured "
+    "and current recrawl interval and the evidence behind it",
 )
 def get_job(caller: Reader, collection: Collection, job_id: JobId) -> dict[str, Any]:
     return plain(job_ops.get_job(caller.rt, collection, job_id))
