@@ -32,8 +32,8 @@ from crawlsched.flow.stopping import StopWatch
 from crawlsched.logs import get_logger
 from crawlsched.messages import BadMessage, BatchMessage, ReportMessage
 from crawlsched.planning.outcomes import PHASE_OUTCOMES, STOPPED
-from crawlsched.resources.queueing import host_wait_key
 from crawlsched.planning.recrawl import after_crawl
+from crawlsched.resources.queueing import host_wait_key
 from crawlsched.resources.rules import ACCOUNT_POOL, SELENIUM_POOL
 from crawlsched.runtime import Runtime
 from crawlsched.store.children import MongoChildStore, Registered
