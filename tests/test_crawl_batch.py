@@ -511,3 +511,38 @@ def test_the_crawl_runs_the_driver_the_store_names_even_after_a_reference_reload
     renamed = message.model_copy(update={"driver_class": "noop"})
     assert _crawl(rt, renamed)[0] == {"succeeded": 1}
     assert CONTEXTS == []  # the built-in noop driver ran, not the cached row's scripted one
+
+
+def test_jobs_of_a_host_held_elsewhere_wait_for_it_and_the_batch_crawls_the_others(rt, clock):
+    # Given a batch of four jobs on two hosts, one of them held by another worker process
+    from crawlsched.resources.host_rules import host_key
+
+    message = _admitted(rt, 4, login=False, selenium=False)
+    jobs = _jobs(rt, message)
+    for name, host in (("job0", "a"), ("job1", "b"), ("job2", "a"), ("job3", "b")):
+        rt.db.profiles.update_one(
+            {"_id": jobs[name]["_id"]}, {"$set": {"url": f"https://{host}.test/{name}"}}
+        )
+    held_by_other, _ = rt.hosts.acquire("https://a.test:443", "other", rt.host_policy, NOW, 30)
+    crawled: list[str] = []
+
+    def step(index, job, context):
+        with rt.pacer.slot(host_key(job.url)):  # as PoliteHttp asks before each request
+            crawled.append(job.url)
+
+    SCRIPT["step"] = step
+    woken, woken_at = [], []
+
+    # When the batch is crawled
+    counts, _ = _crawl(rt, message, wake=woken.append, wake_at=lambda k, t: woken_at.append((k, t)))
+
+    # Then the other host's jobs were crawled, and the held host's wait for it: parked,
+    # named by the host, and woken when the holder's slice ends at the latest
+    assert crawled == ["https://b.test/job1", "https://b.test/job3"]
+    assert counts == {"succeeded": 2}
+    (waiting,) = rt.waiting.all()
+    assert waiting["needs"] == ["host:https://a.test:443"] and waiting["jobs"] == 2
+    assert waiting.get("not_before") is None  # a held host wakes them by its release
+    assert woken_at == [(frozenset({"host:https://a.test:443"}), held_by_other.lease_until)]
+    again = set(rt.jobs("profiles").claimed_ids(waiting["_id"]))
+    assert again == {jobs["job0"]["_id"], jobs["job2"]["_id"]}

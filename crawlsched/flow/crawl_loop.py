@@ -27,6 +27,7 @@ from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage
 from crawlsched.planning.due import derive_target
 from crawlsched.planning.outcomes import JobUpdate, after_failure, after_success
+from crawlsched.resources.host_rules import host_key
 from crawlsched.resources.rules import ACCOUNT_POOL, SELENIUM_POOL
 from crawlsched.runtime import Runtime
 from crawlsched.store.children import Found
@@ -52,8 +53,8 @@ class Progress:
     cut: dict[Any, Counter] = field(default_factory=dict)  # job id -> discoveries cut, by bound
     unfinished: list[Any] = field(default_factory=list)  # job ids to requeue
     interruption: str | None = None
-    host_wait: str | None = None  # the unfinished jobs wait for this host: until its holder
-    not_before: datetime | None = None  # gives it back, or (blocked, paced) until then
+    host_waits: set[str] = field(default_factory=set)  # the unfinished jobs wait for these
+    not_before: datetime | None = None  # hosts: until a holder gives one back, or until then
     stopped: list[Any] = field(default_factory=list)  # job ids given back: the run was stopped
     executions: list[dict[str, Any]] = field(default_factory=list)  # task history rows
     seed_urls: list[str] = field(default_factory=list)  # URLs of planned (not child) jobs
@@ -68,62 +69,111 @@ def crawl_jobs(
     stop: StopWatch,
     dispatch: DispatchLease | None = None,
 ) -> Progress:
+    """Crawl the batch's jobs, the one whose host is ready soonest first, so a batch over many
+    hosts keeps its thread busy instead of waiting for one host's delay. A host that will not
+    be ready soon (held by another process, blocked, paced slower) puts its jobs aside; they
+    go back to wait for it when the others are done."""
     media = rt.media(message.media_name)
     # The store's driver (`crawling.checked_media` refused a message naming another).
     driver = registry.create(str((media or {}).get("driver_class")))
     progress = Progress()
     target_fields = ("target", *rt.target_fields(message.collection))
-    for index, doc in enumerate(jobs):
+    urls = {id(doc): job_url(doc, derive_target(doc, target_fields), media) for doc in jobs}
+    hosts = {key: _host_of(url) for key, url in urls.items()}
+    pending = list(jobs)
+    aside: list[dict] = []  # jobs of hosts not ready within the thread's patience
+    not_ready: dict[str, HostNotReady] = {}
+    while pending:
         if stop.stopped():
-            progress.stopped = [d["_id"] for d in jobs[index:]]
+            progress.stopped = [d["_id"] for d in pending + aside]
             return progress
+        doc = min(pending, key=lambda d: rt.pacer.ready_at(hosts[id(d)]))
+        pending.remove(doc)
         started_at = rt.now()
-        target = derive_target(doc, target_fields)
-        depth = doc.get("depth") if isinstance(doc.get("depth"), int) else 0
-        url = job_url(doc, target, media)
-        job = CrawlJob(
-            doc["_id"], target, url, message.task, message.media_name, message.crawl_limit,
-            document=doc, depth=depth,
-        )  # fmt: skip
+        url = urls[id(doc)]
+        _seed(progress, doc, url)
+        job = _job(doc, url, message, target_fields)
         context.begin(job)
-        if not doc.get("scope_run"):
-            progress.seed_urls.append(url)
         try:
             leases.keep()
             if dispatch is not None:
                 dispatch.progress()
             task_method(driver, message.task)(job, context)
-        except ResourceLost as e:
-            progress.interruption = str(e)
         except HostNotReady as e:
-            # Not the page's failure, nor the machinery's: the host is not ready yet. The rest
-            # of the batch waits for it and this thread takes other work.
-            progress.interruption = f"host not ready: {e}"
-            progress.host_wait = e.key
-            progress.not_before = None if e.on_release else e.until
-        except LoginRejected as e:
-            rt.inventory.ban_by_lease(leases.of_pool(ACCOUNT_POOL) or "", str(e), rt.now())
-            progress.interruption = f"account rejected by the site: {e}"
-        except RateLimited as e:
-            rt.inventory.cool_by_lease(leases.of_pool(ACCOUNT_POOL) or "", e.until, str(e))
-            progress.interruption = f"account rate-limited: {e}"
+            # Not the page's failure, nor the machinery's: its host is not ready yet. Its jobs
+            # wait for it; the others of the batch go on.
+            not_ready[e.key] = e
+            aside += [doc, *(d for d in pending if hosts[id(d)] == e.key)]
+            pending = [d for d in pending if hosts[id(d)] != e.key]
+            continue
         except Exception as e:  # one job's failure is that job's, never the batch's
-            if context.browser_opened and is_session_lost(e):
-                node = rt.leases.resource_of(leases.of_pool(SELENIUM_POOL) or "", rt.now())
-                if node is not None:
-                    node_lost(rt, node["url"], f"browser session lost: {type(e).__name__}")
-                progress.interruption = f"browser session lost: {type(e).__name__}"
-            else:
+            progress.interruption = _lost_resource(rt, e, leases, context)
+            if progress.interruption is None:
                 _failed(rt, progress, doc, e, started_at)
                 continue
         if progress.interruption is None and dispatch is not None and dispatch.lost:
             # The driver swallowed the loss: what it did for this job cannot be recorded.
             progress.interruption = f"dispatch {message.dispatch_id} was reclaimed"
         if progress.interruption:
-            progress.unfinished = [d["_id"] for d in jobs[index:]]
+            progress.unfinished = [d["_id"] for d in [doc, *pending, *aside]]
             return progress
         _succeeded(rt, progress, doc, context, started_at)
+    if aside:
+        _wait_for_hosts(progress, aside, not_ready)
     return progress
+
+
+def _job(doc: dict, url: str, message: BatchMessage, target_fields: tuple[str, ...]) -> CrawlJob:
+    depth = doc.get("depth") if isinstance(doc.get("depth"), int) else 0
+    return CrawlJob(
+        doc["_id"], derive_target(doc, target_fields), url, message.task, message.media_name,
+        message.crawl_limit, document=doc, depth=depth,
+    )  # fmt: skip
+
+
+def _lost_resource(rt: Runtime, e: Exception, leases: Leases, context: CrawlContext) -> str | None:
+    """Why the batch cannot go on when `e` is the loss of what it runs on (its account
+    refused or rate-limited, its lease or browser session lost); None when `e` is the job's own
+    failure."""
+    if isinstance(e, ResourceLost):
+        return str(e)
+    if isinstance(e, LoginRejected):
+        rt.inventory.ban_by_lease(leases.of_pool(ACCOUNT_POOL) or "", str(e), rt.now())
+        return f"account rejected by the site: {e}"
+    if isinstance(e, RateLimited):
+        rt.inventory.cool_by_lease(leases.of_pool(ACCOUNT_POOL) or "", e.until, str(e))
+        return f"account rate-limited: {e}"
+    if context.browser_opened and is_session_lost(e):
+        node = rt.leases.resource_of(leases.of_pool(SELENIUM_POOL) or "", rt.now())
+        if node is not None:
+            node_lost(rt, node["url"], f"browser session lost: {type(e).__name__}")
+        return f"browser session lost: {type(e).__name__}"
+    return None
+
+
+def _host_of(url: str) -> str:
+    try:
+        return host_key(url)
+    except ValueError:
+        return ""  # not a URL a request could go to: its crawl will say so
+
+
+def _seed(progress: Progress, doc: dict, url: str) -> None:
+    """A planned job's URL (not a child's): its run knows it as seen."""
+    if not doc.get("scope_run"):
+        progress.seed_urls.append(url)
+
+
+def _wait_for_hosts(
+    progress: Progress, aside: list[dict], not_ready: dict[str, HostNotReady]
+) -> None:
+    """The jobs put aside go back to wait for their hosts: woken when one is given back (a
+    host held elsewhere), not before the first one is ready (blocked or paced ones)."""
+    progress.unfinished = [d["_id"] for d in aside]
+    progress.interruption = "host not ready: " + "; ".join(map(str, not_ready.values()))[:500]
+    progress.host_waits = set(not_ready)
+    if not any(e.on_release for e in not_ready.values()):
+        progress.not_before = min(e.until for e in not_ready.values())
 
 
 def _succeeded(

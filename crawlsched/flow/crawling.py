@@ -203,13 +203,13 @@ def _wait_for_host(
     progress: Progress,
     wake_at: Callable[[frozenset[str], datetime], None],
 ) -> set[str]:
-    """Put the rest of an interrupted batch back to wait; for a host not ready, named by the
-    host's key (woken when its holder gives it back) and not before its block or pace allows.
-    A wake-up is also asked for the moment the host is sure to be free (the holder's slice end,
-    the block's end), so a batch never waits for a holder that died or for the clock. Returns
-    the host to wake at once when it is free already (given back before the batch parked)."""
-    host = progress.host_wait
-    needs = frozenset({host_wait_key(host)}) if host else frozenset()
+    """Put the rest of an interrupted batch back to wait; for hosts not ready, named by their
+    keys (woken when one is given back) and not before the first is ready (blocked, paced).
+    A wake-up is also asked for the moment one host is sure to be free (a holder's slice end,
+    a block's end), so a batch never waits for a holder that died or for the clock. Returns the
+    keys to wake at once: hosts given back before the batch parked (their release woke
+    nobody)."""
+    needs = frozenset(host_wait_key(host) for host in progress.host_waits)
     requeue(
         rt,
         message,
@@ -218,13 +218,17 @@ def _wait_for_host(
         not_before=progress.not_before,
         also_needs=needs,
     )
-    if not host:
+    if not needs:
         return set()
     now = rt.now()
     when = progress.not_before
-    if when is None and rt.hosts.held(host, now):
-        when = (rt.hosts.get(host) or {}).get("lease_until")
-    if when is None or when <= now:
+    if when is None:
+        ends = [
+            (rt.hosts.get(host) or {}).get("lease_until") if rt.hosts.held(host, now) else now
+            for host in progress.host_waits
+        ]
+        when = min(end or now for end in ends)
+    if when <= now:
         return set(needs)
     wake_at(needs, when)
     return set()

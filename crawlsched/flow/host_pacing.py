@@ -151,6 +151,16 @@ class ClusterHostPacer:
             with self._lock:
                 host.users -= 1
 
+    def ready_at(self, key: str) -> datetime:
+        """When this process could start a request to the host, as far as it knows here (a
+        host it does not hold: now, for all it knows). To crawl the readiest job first."""
+        now = self._clock()
+        with self._lock:
+            host = self._hosts.get(key)
+        if host is None or host.lease_until is None or host.next_start is None:
+            return now
+        return max(now, host.next_start)
+
     def give_back(self) -> set[str]:
         """Give back every host no thread of this process is using (a batch ended): the rest of
         its slice goes to whoever wants it. Returns every host released since the last call
