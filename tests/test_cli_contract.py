@@ -39,6 +39,8 @@ READS = {
     ("jobs", "show"): ["jobs", "show", "websites", "str:contract-job"],
     ("accounts", "list"): ["accounts", "list"],
     ("nodes", "list"): ["nodes", "list"],
+    ("hosts", "list"): ["hosts", "list"],
+    ("hosts", "show"): ["hosts", "show", "http://127.0.0.1:9"],
     ("pools",): ["pools"],
     ("activity",): ["activity"],
     ("stats",): ["stats"],
@@ -90,6 +92,8 @@ def seeded(embedded_mongo_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator
     rt.missed_runs.record(rt.schedules.get("sweep-websites"), [(fire_at, "paused")], rt.now())
     rt.inventory.add_account("twitter", "alice", "pw", AccountLimits(), rt.now())
     rt.inventory.add_node("http://127.0.0.1:4444", "chromedriver", 2, rt.now())
+    rt.hosts.acquire("http://127.0.0.1:9", "vm:1", rt.host_policy, rt.now(), 10.0)
+    rt.hosts.block("http://127.0.0.1:9", rt.now() + timedelta(hours=1), "HTTP 429", rt.now())
     assert invoke("jobs", "add", "website", "http://127.0.0.1:9/")[0] == 0
     rt.db.websites.insert_one(
         {"_id": "contract-job", "target": "http://127.0.0.1:9/job", "media_name_id": 100,
