@@ -13,7 +13,6 @@ from crawlsched.logs import (
     OutageFilter,
     configure_logging,
     cut_traceback,
-
     get_logger,
 )
 
