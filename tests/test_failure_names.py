@@ -37,12 +37,12 @@ def test_a_message_out_of_retries_is_named_with_its_reason(stub_broker, stub_wor
 
 
 def test_a_message_past_its_age_limit_is_named_with_its_reason(stub_broker, stub_worker):
-    @dramatiq.actor(broker=stub_broker, actor_name="too_old", queue_name="names", max_age=1)
+    @dramatiq.actor(broker=stub_broker, actor_name="too_old", queue_name="names", max_age=60_000)
     def too_old() -> None:  # pragma: no cover - never run
         pass
 
     with structlog.testing.capture_logs() as logs:
-        message = too_old.send_with_options(message_timestamp=1)  # 1970
+        message = stub_broker.enqueue(too_old.message().copy(message_timestamp=1))  # 1970
         stub_broker.join("names", fail_fast=False)
         stub_worker.join()
 
