@@ -19,6 +19,11 @@ _USERINFO = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@")
 # No value longer than this reaches a log line; longer ones are cut with a marker saying so.
 MAX_VALUE_CHARS = 2_000
 MAX_EVENT_KEYS = 40
+# A traceback keeps its first and last lines (the error itself is the last), each line cut here.
+TRACEBACK_KEYS = frozenset({"exception", "stack"})
+TRACEBACK_HEAD_LINES = 6
+TRACEBACK_TAIL_LINES = 14
+TRACEBACK_LINE_CHARS = 300
 
 
 def _cut(value: str) -> str:
@@ -27,9 +32,43 @@ def _cut(value: str) -> str:
     return f"{value[:MAX_VALUE_CHARS]}…[truncated {len(value) - MAX_VALUE_CHARS} chars]"
 
 
+def _cut_line(line: str) -> str:
+    if len(line) <= TRACEBACK_LINE_CHARS:
+        return line
+    return f"{line[:TRACEBACK_LINE_CHARS]}…[truncated {len(line) - TRACEBACK_LINE_CHARS} chars]"
+
+
+def cut_traceback(text: str) -> str:
+    """A long traceback within MAX_VALUE_CHARS that keeps its head and its tail: the first
+    lines, "… K lines …", then the last lines, so the `SomeError: message` line always
+    survives (cut itself if it is longer than TRACEBACK_LINE_CHARS)."""
+    if len(text) <= MAX_VALUE_CHARS:
+        return text
+    lines = [_cut_line(line) for line in text.splitlines()]
+    # The tail first, from the last line back (the last always kept): two thirds of the room.
+    tail: list[str] = []
+    room = MAX_VALUE_CHARS * 2 // 3
+    for line in reversed(lines):
+        if tail and (len(tail) >= TRACEBACK_TAIL_LINES or len(line) + 1 > room):
+            break
+        tail.insert(0, line)
+        room -= len(line) + 1
+    head: list[str] = []
+    room += MAX_VALUE_CHARS // 3 - 40  # what the tail left, and room for the marker
+    for line in lines[: len(lines) - len(tail)]:
+        if len(head) >= TRACEBACK_HEAD_LINES or len(line) + 1 > room:
+            break
+        head.append(line)
+        room -= len(line) + 1
+    skipped = len(lines) - len(head) - len(tail)
+    middle = [f"… {skipped} lines …"] if skipped else []
+    return "\n".join([*head, *middle, *tail])
+
+
 def bound_values(_logger, _method: str, event: dict) -> dict:
     """A structlog processor: every value rendered within MAX_VALUE_CHARS, at most
     MAX_EVENT_KEYS keys, so no message or exception can make a line big enough to break logging.
+    A traceback (`exception`, `stack`) keeps its head and its tail (`cut_traceback`).
     Also scrubs URL userinfo from strings (user:password@ never reaches a log)."""
     bounded: dict = {}
     for index, (key, value) in enumerate(event.items()):
@@ -38,6 +77,8 @@ def bound_values(_logger, _method: str, event: dict) -> dict:
             break
         if isinstance(value, bool | int | float | type(None)):
             bounded[key] = value
+        elif key in TRACEBACK_KEYS and isinstance(value, str):
+            bounded[key] = scrub_userinfo(cut_traceback(value))
         else:
             bounded[key] = scrub_userinfo(_cut(value if isinstance(value, str) else repr(value)))
     return bounded

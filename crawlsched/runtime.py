@@ -170,7 +170,13 @@ class Runtime:
             slice_s=s.host_lease_s,
             max_sleep_s=s.host_max_sleep_s,
             clock=self.now,
+            on_blocked=self._host_blocked,
         )
+
+    def _host_blocked(self, host: str, until: datetime, reason: str) -> None:
+        from crawlsched.events import emit
+
+        emit(self, "HostBlocked", host=host, until=until, reason=reason)
 
     @cached_property
     def robots(self) -> SharedRobots | None:

@@ -26,15 +26,18 @@ BROKER_HINT = (
 
 
 def mongo_unreachable(settings: Settings, error: BaseException) -> ServiceUnreachable:
-    return ServiceUnreachable("MongoDB", redact(settings.mongo_url), MONGO_HINT, _cause(error))
+    return ServiceUnreachable(
+        "MongoDB", redact(settings.mongo_url), MONGO_HINT, error_reason(error)
+    )
 
 
 def broker_unreachable(settings: Settings, error: BaseException) -> ServiceUnreachable:
     shown = ";".join(redact(url) for url in settings.broker_urls)
-    return ServiceUnreachable("RabbitMQ", shown, BROKER_HINT, _cause(error))
+    return ServiceUnreachable("RabbitMQ", shown, BROKER_HINT, error_reason(error))
 
 
-def _cause(error: BaseException) -> str:
+def error_reason(error: BaseException) -> str:
+    """`Type: first line of the message`, the way a log line or an error names a failure."""
     text = str(error).splitlines()[0] if str(error) else ""
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 

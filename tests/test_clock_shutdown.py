@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -34,3 +35,6 @@ def test_clock_stops_cleanly_on_sigterm():
                 clock.kill()
         text = output()
     assert "clock_stopped" in text and "Traceback" not in text, text
+    # No line per tick: started and stopped (a heartbeat comes once a minute)
+    events = [json.loads(line)["event"] for line in text.splitlines() if line.startswith("{")]
+    assert events == ["clock_started", "clock_stopped"], text

@@ -148,6 +148,7 @@ def test_set_account_status_records_who_why_and_when(db, inventory):
     assert (doc["status"], doc["status_reason"], doc["status_at"]) == ("disabled", "holiday", at(1))
     assert doc["version"] == 2  # the document after the change is returned
     assert doc["cooling_until"] == at(100)  # disabling leaves the site's cooldown as it was
+    assert doc["previous_status"] == "active"  # what it was: an event says when it changed
 
     doc = inventory.set_account_status("twitter", "alice", "banned", None, at(2))
     assert (doc["status"], doc["status_reason"], doc["version"]) == ("banned", None, 3)

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 
 import structlog
 
-from crawlsched.logs import MAX_VALUE_CHARS, OutageFilter, configure_logging, get_logger
+from crawlsched.logs import (
+    MAX_VALUE_CHARS,
+    OutageFilter,
+    configure_logging,
+    cut_traceback,
+    get_logger,
+)
 
 
 def _lines(capsys) -> list[dict]:
@@ -93,3 +100,48 @@ def test_outage_filter_holds_back_unexpected_errors_raised_by_a_lost_connection(
     assert sum(passed) == 1
     # An unexpected error that has nothing to do with the connection is never held back
     assert outage.filter(unexpected(ValueError("a bug"))) is True
+
+
+def _ping(depth: int) -> None:
+    if depth == 0:
+        raise KeyError("the error at the bottom")
+    _pong(depth - 1)
+
+
+def _pong(depth: int) -> None:
+    _ping(depth)  # a different line from _ping's each time: no "[Previous line repeated]"
+
+
+def test_a_deep_traceback_keeps_its_head_and_its_last_line(capsys, monkeypatch):
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", list(root.handlers))  # restored after the test
+    monkeypatch.setattr(root, "level", root.level)
+    configure_logging("json", "INFO")
+    log = get_logger("test")
+
+    # Given an exception raised 400 frames down (about 1,600 traceback lines)
+    for emit in (log.exception, logging.getLogger("dramatiq.worker").exception):
+        try:
+            _ping(400)
+        except KeyError:
+            emit("deep_failure")
+
+    # Then each line keeps the traceback's first lines, a marker, and its end, within bounds
+    for line in _lines(capsys):
+        lines = line["exception"].splitlines()
+        assert lines[-1] == "KeyError: 'the error at the bottom'"
+        assert "raise KeyError" in lines[-2]
+        assert lines[0] == "Traceback (most recent call last):"
+        assert any(re.fullmatch(r"… \d+ lines …", one) for one in lines)
+        assert len(line["exception"]) <= MAX_VALUE_CHARS
+    structlog.reset_defaults()
+
+
+def test_a_traceback_whose_error_line_is_huge_keeps_its_start():
+    text = "Traceback (most recent call last):\n" + '  File "x.py", line 1\n' * 500
+    text += "ValueError: " + "v" * 100_000
+    cut = cut_traceback(text)
+    assert len(cut) <= MAX_VALUE_CHARS
+    assert cut.splitlines()[-1].startswith("ValueError: vvv")
+    assert cut.splitlines()[-1].endswith("chars]")
+    assert cut_traceback("short\ntrace") == "short\ntrace"

@@ -4,7 +4,12 @@ A message is untrusted input. `GuardMessages` (first in the chain, before AgeLim
 one that is too big, whose timestamp is not an integer (AgeLimit would raise on it and the
 message would run anyway), or whose signature does not match when a signing key is set.
 `LogDeadLetters` logs, at WARNING and with the reason, every message an actor refused with one
-of its `throws=` exceptions: dramatiq alone logs those at INFO, without the reason.
+of its `throws=` exceptions: dramatiq alone logs those at INFO, without the reason. And every
+other message rejected (dead-lettered) as it is rejected: its retries exhausted, its age limit
+passed, its actor unknown. dramatiq's own lines for those name no actor, or no message id.
+Each reason is kept in the message's options (`dead_letter_reason`) too, where the broker keeps
+the rejected message itself (the StubBroker's `dead_letters`; RabbitMQ dead-letters the message
+as it was delivered, with an `x-death` header).
 """
 
 from __future__ import annotations
@@ -18,12 +23,14 @@ from dramatiq import Middleware
 from dramatiq.middleware import SkipMessage
 
 from crawlsched.logs import get_logger
+from crawlsched.services import error_reason
 
 log = get_logger("crawlsched.guards")
 
 # Far above the largest genuine message (a batch of MAX_BATCH_JOBS ids is about 300 KB).
 MAX_MESSAGE_BYTES = 1_000_000
 SIGNATURE_OPTION = "crawlsched_signature"
+REASON_OPTION = "dead_letter_reason"
 
 
 def signature(key: bytes, message) -> str:
@@ -37,14 +44,19 @@ def signature(key: bytes, message) -> str:
     return hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
 
 
+def message_names(message) -> dict[str, str]:
+    """What names a message in a log line, each cut short (a message is untrusted)."""
+    return {
+        "actor": str(message.actor_name)[:100],
+        "queue": str(message.queue_name)[:100],
+        "message_id": str(message.message_id)[:100],
+    }
+
+
 def dead_letter(message, reason: str) -> None:
-    log.warning(
-        "message_dead_lettered",
-        actor=str(message.actor_name)[:100],
-        queue=str(message.queue_name)[:100],
-        message_id=str(message.message_id)[:100],
-        reason=reason[:500],
-    )
+    log.warning("message_dead_lettered", **message_names(message), reason=reason[:500])
+    message.options[REASON_OPTION] = reason[:500]
+    message.named_dead = True  # on this delivery (the proxy): not named again when rejected
     message.fail()
 
 
@@ -99,6 +111,18 @@ class LogDeadLetters(Middleware):
         throws = message.options.get("throws") or actor.options.get("throws")
         if throws and isinstance(exception, throws):
             dead_letter(message, f"{type(exception).__name__}: {exception}")
+
+    def before_nack(self, broker, message) -> None:
+        """Any other rejection, named as it happens (one already named is not named again)."""
+        if getattr(message, "named_dead", False):
+            return
+        error = getattr(message, "_exception", None)  # what the worker stuffed into it
+        reason = error_reason(error)[:500] if error is not None else "failed by a middleware"
+        message.options[REASON_OPTION] = reason
+        retries = message.options.get("retries")
+        log.warning(
+            "message_dead_lettered", **message_names(message), reason=reason, retries=retries
+        )
 
 
 class WarnUnsigned(Middleware):

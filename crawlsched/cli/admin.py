@@ -17,6 +17,7 @@ from crawlsched.cli.common import (
     unanswered_writes,
 )
 from crawlsched.drivers import registry
+from crawlsched.flow.clocking import run_clock
 from crawlsched.flow.job_ops import empty_store_hint
 from crawlsched.logs import configure_logging, get_logger
 from crawlsched.reference import load_reference
@@ -102,15 +103,13 @@ def register(app: typer.Typer) -> None:
             from crawlsched.metrics.clock import serve_clock_metrics
 
             clock_metrics = serve_clock_metrics(settings, settings.clock_metrics_address)
-        sent = 0
         log.info("clock_started", interval_s=period, metrics=settings.clock_metrics_address)
-        while not stop.is_set():
-            with services_or_exit(settings):
-                tick.send()
-            sent += 1
-            if clock_metrics:
-                clock_metrics.tick_sent()
-            if count and sent >= count:
-                break
-            stop.wait(period)
-        log.info("clock_stopped", ticks=sent)
+        with services_or_exit(settings):
+            run_clock(
+                tick.send,
+                period_s=period,
+                stop=stop,
+                count=count,
+                broker=broker,
+                on_sent=clock_metrics.tick_sent if clock_metrics else None,
+            )

@@ -89,7 +89,7 @@ def hosts_block(
     key = _key(host)
     with cli_runtime() as rt:
         now = rt.now()
-        until = rt.hosts.block(key, now + timedelta(seconds=for_s), reason, now)
+        until, _began = rt.hosts.block(key, now + timedelta(seconds=for_s), reason, now)
         console.print(f"{key} blocked until {_when(until)}: {reason}")
 
 

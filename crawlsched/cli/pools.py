@@ -20,6 +20,7 @@ from crawlsched.cli.common import (
 from crawlsched.drivers.targets import parse_networks
 from crawlsched.errors import UnknownMedia
 from crawlsched.flow import views
+from crawlsched.flow.resource_events import set_account_status
 from crawlsched.resources import rules
 from crawlsched.resources.node_probe import probe_node
 from crawlsched.resources.rules import AccountLimits
@@ -111,7 +112,7 @@ def accounts_list(
 
 def _set_status(media: str, username: str, status: str, reason: str | None) -> None:
     with cli_runtime() as rt:
-        rt.inventory.set_account_status(media, username, status, reason, rt.now())
+        set_account_status(rt, media, username, status, reason)
         console.print(f"account {username} ({media}) is now {status}")
 
 

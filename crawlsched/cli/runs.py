@@ -82,10 +82,13 @@ def register(app: typer.Typer) -> None:
     def list_runs(
         limit: int = typer.Option(20, min=1, help="How many of the most recent runs."),
         as_json: bool = typer.Option(False, "--json", help="One JSON document per line."),
+        show_all: bool = typer.Option(
+            False, "--all", help="Also the runs that planned nothing (a sweep with nothing due)."
+        ),
     ) -> None:
-        """The most recent runs with their counts."""
+        """The most recent runs with their counts (not those that planned nothing: --all)."""
         with cli_runtime() as rt:
-            runs = rt.runs.recent(limit)
+            runs = rt.runs.recent(limit, empty=show_all)
             if as_json:
                 for run in runs:
                     print_json(run)

@@ -21,6 +21,7 @@ from crawlsched.drivers.browser_session import is_session_lost
 from crawlsched.drivers.context import CrawlContext
 from crawlsched.flow.crawl_resources import DispatchLease, Leases, ResourceLost, node_lost
 from crawlsched.flow.host_pacing import HostNotReady
+from crawlsched.flow.resource_events import ban_account_by_lease
 from crawlsched.flow.stopping import StopWatch
 from crawlsched.ids import encode_id
 from crawlsched.logs import get_logger
@@ -138,7 +139,7 @@ def _lost_resource(rt: Runtime, e: Exception, leases: Leases, context: CrawlCont
     if isinstance(e, ResourceLost):
         return str(e)
     if isinstance(e, LoginRejected):
-        rt.inventory.ban_by_lease(leases.of_pool(ACCOUNT_POOL) or "", str(e), rt.now())
+        ban_account_by_lease(rt, leases.of_pool(ACCOUNT_POOL) or "", str(e))
         return f"account rejected by the site: {e}"
     if isinstance(e, RateLimited):
         rt.inventory.cool_by_lease(leases.of_pool(ACCOUNT_POOL) or "", e.until, str(e))

@@ -11,6 +11,7 @@ from typing import Any
 from crawlsched import metrics
 from crawlsched.drivers.browser_session import open_browser
 from crawlsched.drivers.context import CrawlContext
+from crawlsched.flow.resource_events import node_marked
 from crawlsched.logs import get_logger
 from crawlsched.resources.rules import SELENIUM_POOL, pool_of
 from crawlsched.runtime import Runtime
@@ -114,6 +115,9 @@ def batch_browser(rt: Runtime, leases: Leases, context: CrawlContext) -> Iterato
 
 
 def node_lost(rt: Runtime, url: str, reason: str) -> None:
-    rt.inventory.mark_node(url, healthy=False, reason=reason[:300], now=rt.now(), capacity=None)
+    before, revoked = rt.inventory.mark_node(
+        url, healthy=False, reason=reason[:300], now=rt.now(), capacity=None
+    )
     metrics.node_marked_down()
     log.warning("node_marked_down", node=url, reason=reason[:300])
+    node_marked(rt, url, before, False, reason, detected_by="crawl", leases_revoked=len(revoked))

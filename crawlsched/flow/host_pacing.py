@@ -89,6 +89,7 @@ class ClusterHostPacer:
         sleep: Callable[[float], None] = time.sleep,
         holder: str | None = None,
         rng: random.Random | None = None,
+        on_blocked: Callable[[str, datetime, str], None] | None = None,
     ) -> None:
         if slice_s <= 0:
             raise ValueError(f"slice_s must be > 0, got {slice_s}")
@@ -100,6 +101,8 @@ class ClusterHostPacer:
         self._clock = clock
         self._sleep = sleep
         self._rng = rng or random.Random()
+        # Told (host, until, reason) when a 429 or 503 begins a block (not when it extends one).
+        self._on_blocked = on_blocked
         self._lock = threading.Lock()
         self._hosts: dict[str, _Host] = {}
         self._released: set[str] = set()  # hosts given back since `give_back` last said
@@ -138,11 +141,13 @@ class ClusterHostPacer:
                 tries = self.store.backoff_tries(key)
                 pause = host_rules.block_for(seconds, tries, self._rng)
                 reason = f"HTTP {status}" + (f", Retry-After {retry_after}" if retry_after else "")
-                until = self.store.block(key, now + timedelta(seconds=pause), reason, now)
+                until, began = self.store.block(key, now + timedelta(seconds=pause), reason, now)
                 log.warning("host_blocked", host=key, until=until.isoformat(), reason=reason)
                 with host.condition:
                     host.blocked_before = True
                     self._give_back(key, host, now)
+                if began and self._on_blocked is not None:
+                    self._on_blocked(key, until, reason)
                 raise HostNotReady(key, until, f"blocked: {reason}")
             elif status < 400 and host.blocked_before:
                 host.blocked_before = False

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from crawlsched import metrics
 from crawlsched.errors import CrawlschedError
+from crawlsched.flow.resource_events import node_marked
 from crawlsched.logs import get_logger
 from crawlsched.resources.node_status import NodeStatus
 from crawlsched.resources.queueing import SELENIUM_KEY
@@ -42,6 +43,9 @@ def probe_nodes(
         capacity = status.capacity if status is not None and status.capacity else None
         before, revoked = rt.inventory.mark_node(url, healthy, reason, rt.now(), capacity)
         seen[UP if healthy else DOWN] += 1
+        node_marked(
+            rt, url, before, healthy, reason, detected_by="probe", leases_revoked=len(revoked)
+        )
         if healthy and before != UP:
             came_up = True
             log.info("node_up", node=url)

@@ -106,7 +106,7 @@ def gather_stats(rt: Runtime) -> dict[str, Any]:
 def activity(
     rt: Runtime, run_id: str | None = None, limit: int = 50, skip: int = 0
 ) -> list[dict[str, Any]]:
-    """Run and schedule events, newest first."""
+    """Run, schedule, account, node and host events, newest first."""
     query = {"run_id": run_id} if run_id else {}
     cursor = rt.db.activity.find(query).sort([("at", DESCENDING), ("_id", DESCENDING)])
     return list(cursor.skip(skip).limit(limit))

@@ -71,23 +71,26 @@ class MongoPoolInventory:
     def set_account_status(
         self, media_name: str, username: str, status: str, reason: str | None, now: datetime
     ) -> dict[str, Any]:
+        """The account as it is now, with `previous_status` (what it was before this change)."""
         if status not in ACCOUNT_STATUSES:
             raise ValueError(f"unknown account status {status!r}; known: {ACCOUNT_STATUSES}")
         fields: dict[str, Any] = {"status": status, "status_reason": reason, "status_at": now}
         if status == rules.ACTIVE:
             fields["cooling_until"] = None  # an operator's "enable" means usable now
-        doc = self._db.accounts.find_one_and_update(
+        before = self._db.accounts.find_one_and_update(
             {"media_name": media_name, "username": username},
             {"$set": fields, "$inc": {"version": 1}},
             projection=PUBLIC_ACCOUNT_FIELDS,
-            return_document=ReturnDocument.AFTER,
+            return_document=ReturnDocument.BEFORE,
         )
-        if doc is None:
+        if before is None:
             raise AccountNotFound(media_name, username)
-        return doc
+        version = int(before.get("version") or 0) + 1
+        return {**before, **fields, "version": version, "previous_status": before.get("status")}
 
     def ban_by_lease(self, lease_id: str, reason: str, now: datetime) -> dict | None:
-        """The site rejected this account's login: no lease for it until an operator enables it."""
+        """The site rejected this account's login: no lease for it until an operator enables it.
+        Returns the account as it was before (None: no account holds the lease)."""
         return self._db.accounts.find_one_and_update(
             {"leases.id": lease_id},
             {
@@ -95,6 +98,7 @@ class MongoPoolInventory:
                 "$inc": {"version": 1},
             },
             projection=PUBLIC_ACCOUNT_FIELDS,
+            return_document=ReturnDocument.BEFORE,
         )
 
     def cool_by_lease(self, lease_id: str, until: datetime, reason: str) -> dict | None:

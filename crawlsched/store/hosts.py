@@ -164,9 +164,9 @@ class MongoHostStore:
 
     # -- blocks -----------------------------------------------------------------------------
 
-    def block(self, key: str, until: datetime, reason: str, now: datetime) -> datetime:
+    def block(self, key: str, until: datetime, reason: str, now: datetime) -> tuple[datetime, bool]:
         """Block the host for everyone until `until` (a later block already there stands);
-        returns the block's end."""
+        returns the block's end, and whether this began it (the host was not blocked)."""
         ends: list[datetime] = []
 
         def decide(doc: dict[str, Any]) -> dict | None:
@@ -180,8 +180,9 @@ class MongoHostStore:
                 "backoff_tries": int(doc.get("backoff_tries") or 0) + 1,
             }
 
-        self._change(key, now, decide)
-        return ends[-1]
+        before = self._change(key, now, decide) or {}
+        current = before.get("blocked_until")
+        return ends[-1], not (current and current > now)
 
     def backoff_tries(self, key: str) -> int:
         doc = self.get(key)

@@ -251,8 +251,8 @@ class MongoRunStore:
     def get(self, run_id: str) -> dict | None:
         return self._runs.find_one({"_id": run_id}, {"reports": 0, "reclaimed": 0})
 
-    def recent(self, limit: int = 20) -> list[dict]:
-        return self.page(limit=limit)
+    def recent(self, limit: int = 20, empty: bool = True) -> list[dict]:
+        return self.page(limit=limit, empty=empty)
 
     def page(
         self,
@@ -260,13 +260,18 @@ class MongoRunStore:
         skip: int = 0,
         state: str | None = None,
         schedule_id: str | None = None,
+        empty: bool = True,
     ) -> list[dict]:
-        """Runs, newest first, optionally of one state or schedule."""
+        """Runs, newest first, optionally of one state or schedule. `empty=False` leaves out
+        the runs that planned nothing (a sweep firing with nothing due): planning closed with
+        no job and no child run."""
         query: dict[str, Any] = {}
         if state is not None:
             query["state"] = state
         if schedule_id is not None:
             query["schedule_id"] = schedule_id
+        if not empty:
+            query["$or"] = [{"planning": True}, {"planned": {"$gt": 0}}, {"children": {"$gt": 0}}]
         cursor = self._runs.find(query, {"reports": 0}).sort("created_at", DESCENDING)
         return list(cursor.skip(skip).limit(limit))
 

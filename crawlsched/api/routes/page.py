@@ -10,10 +10,10 @@ tell ports apart) may submit a form to a changing route, but it is refused.
 from __future__ import annotations
 
 from importlib import resources
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import parse_qs
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from crawlsched.api.auth import COOKIE, Reader, runtime_of
@@ -99,10 +99,13 @@ def _pool_states(rows: list[dict[str, Any]]) -> dict[str, int]:
     responses=PROBLEM_RESPONSES,
     summary="Everything the status page shows, at once",
 )
-def status(caller: Reader) -> dict[str, Any]:
+def status(
+    caller: Reader,
+    empty: Annotated[bool, Query(description="Include runs that planned nothing.")] = False,
+) -> dict[str, Any]:
     rt = caller.rt
     runs = []
-    for run in rt.runs.recent(RECENT_RUNS):
+    for run in rt.runs.recent(RECENT_RUNS, empty=empty):
         waiting = rt.waiting.for_run(run["_id"])
         runs.append(
             {

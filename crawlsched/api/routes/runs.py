@@ -19,6 +19,8 @@ from crawlsched.store.runs import run_id_for
 
 router = APIRouter(prefix="/v1", tags=["runs"], responses=PROBLEM_RESPONSES)
 
+EMPTY_RUNS = "Include the runs that planned nothing (a sweep that fired with nothing due)."
+
 
 class NewRun(BaseModel):
     """A one-time run of a schedule, planned now; its next fire time does not move."""
@@ -58,8 +60,9 @@ def list_runs(
     offset: Offset = 0,
     state: Annotated[str | None, Query(max_length=20)] = None,
     schedule_id: Annotated[str | None, Query(max_length=200)] = None,
+    empty: Annotated[bool, Query(description=EMPTY_RUNS)] = False,
 ) -> dict[str, Any]:
-    runs = caller.rt.runs.page(limit + 1, offset, state, schedule_id)
+    runs = caller.rt.runs.page(limit + 1, offset, state, schedule_id, empty=empty)
     return page_of(runs, limit, offset)
 
 
