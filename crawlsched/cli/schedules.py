@@ -10,7 +10,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from crawlsched.cli.common import cli_runtime, console, err_console, print_json
+from crawlsched.cli.common import cli_runtime, console, print_error, print_json
 from crawlsched.flow import schedule_ops
 from crawlsched.runtime import Runtime
 from crawlsched.schedules.spec import horizon
@@ -45,7 +45,7 @@ def _runtime() -> Iterator[Runtime]:
         try:
             yield rt
         except (ValueError, LookupError) as e:
-            err_console.print(f"[red]error:[/red] {e}", soft_wrap=True, markup=True)
+            print_error(str(e))
             raise typer.Exit(2) from None
 
 
