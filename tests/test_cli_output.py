@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from bson import ObjectId
 
 from tests.test_cli_contract import RUN_ID, invoke, seeded  # noqa: F401  (seeded: a fixture)
@@ -54,3 +55,47 @@ def test_an_error_prints_the_id_it_names_as_it_is(seeded):  # noqa: F811
     code, _, err = invoke("schedules", "show", "[red]x[/red]:child:")
     assert code == 2
     assert err.startswith("error: ") and "[red]x[/red]:child:" in err
+
+
+UNKNOWN_IDS = [
+    ["results", "article", "--run", "nosuchrun"],
+    ["results", "article", "--job", "str:nosuchjob"],
+    ["run", "status", "nosuchrun"],
+    ["run", "children", "nosuchrun"],
+    ["run", "resources", "nosuchrun"],
+    ["run", "stop", "nosuchrun"],
+    ["run", "history", "--schedule", "nosuch"],
+    ["run", "history", "--job", "str:nosuch"],
+    ["schedules", "show", "nosuch"],
+    ["schedules", "next", "nosuch"],
+    ["schedules", "missed", "nosuch"],
+    ["jobs", "show", "websites", "str:nosuch"],
+    ["hosts", "show", "http://nosuch.example"],
+    ["activity", "--run", "nosuchrun"],
+]
+
+
+@pytest.mark.parametrize("args", UNKNOWN_IDS, ids=" ".join)
+@pytest.mark.parametrize("as_json", [False, True], ids=["table", "json"])
+def test_an_unknown_id_is_one_error_line_and_exit_2(seeded, args, as_json):  # noqa: F811
+    extra = ["--json"] if as_json else []
+    code, out, err = invoke(*args, *extra)
+    assert code == 2, (out, err)
+    assert out == ""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["results", "article", "--run", RUN_ID],
+        ["results", "article", "--job", "str:contract-job"],
+        ["activity", "--run", RUN_ID],
+        ["schedules", "missed", "sweep-websites"],
+    ],
+    ids=" ".join,
+)
+def test_a_known_id_with_nothing_to_show_is_not_an_error(seeded, args):  # noqa: F811
+    code, _, err = invoke(*args)
+    assert code == 0, err

@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from crawlsched.cli.common import cli_runtime, console, print_json
+from crawlsched.cli.runs import require_run
 from crawlsched.flow import views
 
 
@@ -21,6 +22,8 @@ def register(app: typer.Typer) -> None:
         """The activity feed: run and schedule events, newest first."""
         with cli_runtime() as rt:
             events = views.activity(rt, run, limit)
+            if run is not None and not events:
+                require_run(rt, run)
             if as_json:
                 for event in events:
                     print_json(event)
