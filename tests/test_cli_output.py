@@ -4,11 +4,13 @@ of ids and URLs), unknown ids refused with exit 2, job states by name, and piped
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from bson import ObjectId
 
+from crawlsched.store.children import MongoChildStore
 from tests.test_cli_contract import RUN_ID, invoke, seeded  # noqa: F401  (seeded: a fixture)
 
 # `:child:` is an emoji code and `[red]x[/red]` markup to rich: both must print as they are.
@@ -99,3 +101,50 @@ def test_an_unknown_id_is_one_error_line_and_exit_2(seeded, args, as_json):  # n
 def test_a_known_id_with_nothing_to_show_is_not_an_error(seeded, args):  # noqa: F811
     code, _, err = invoke(*args)
     assert code == 0, err
+
+
+def _stats(*args: str) -> dict:
+    code, out, err = invoke("stats", "--json", *args)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_stats_name_job_states_and_count_markers_apart(seeded):  # noqa: F811
+    # Given one done job, and a run that remembers a planned page it crawled (a seed marker)
+    seeded.db.websites.insert_one({"_id": "done-job", "task": "article", "state": 4})
+    before = _stats()
+    ops = MongoChildStore(seeded.db, "websites").marker_ops(
+        RUN_ID, [("article", "http://127.0.0.1:9/job")], seeded.now()
+    )
+    seeded.db.websites.bulk_write(ops)
+    # When the stats are read
+    stats = _stats()
+    # Then states are named, every state present, and the marker is a page seen, not a job
+    assert stats["jobs_by_state"]["websites"] == before["jobs_by_state"]["websites"]
+    assert set(stats["jobs_by_state"]["profiles"]) == {
+        "pending", "running", "failed", "done", "other"
+    }  # fmt: skip
+    assert stats["jobs_by_state"]["websites"]["done"] == 1
+    assert stats["jobs_by_state"]["websites"]["pending"] >= 1
+    assert (before["pages_seen"]["websites"], stats["pages_seen"]["websites"]) == (0, 1)
+    code, table, _ = invoke("stats")
+    assert code == 0 and "pending" in table and "done 1" in table
+    assert '"4"' not in table and '"1"' not in table
+
+
+def test_doctor_counts_jobs_not_markers(seeded):  # noqa: F811
+    def websites() -> dict:
+        code, out, err = invoke("doctor", "--json")
+        assert code == 0, err
+        return next(d for d in map(json.loads, out.splitlines()) if d["collection"] == "websites")
+
+    before = websites()
+    ops = MongoChildStore(seeded.db, "websites").marker_ops(
+        RUN_ID, [("article", "http://127.0.0.1:9/job")], seeded.now()
+    )
+    seeded.db.websites.bulk_write(ops)
+    after = websites()
+    assert after["jobs"] == before["jobs"]
+    assert (before["pages_seen"], after["pages_seen"]) == (0, 1)
+    code, out, _ = invoke("doctor")
+    assert code == 0 and f"websites: {after['jobs']} jobs" in out and "1 pages seen" in out
