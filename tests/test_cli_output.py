@@ -11,7 +11,7 @@ import pytest
 from bson import ObjectId
 
 from crawlsched.store.children import MongoChildStore
-from tests.test_cli_contract import RUN_ID, invoke, seeded  # noqa: F401  (seeded: a fixture)
+from tests.test_cli_contract import READS, RUN_ID, invoke, seeded  # noqa: F401  (seeded: a fixture)
 
 # `:child:` is an emoji code and `[red]x[/red]` markup to rich: both must print as they are.
 TRICKY = "str:child:70f06[red]x[/red]"
@@ -148,3 +148,35 @@ def test_doctor_counts_jobs_not_markers(seeded):  # noqa: F811
     assert (before["pages_seen"], after["pages_seen"]) == (0, 1)
     code, out, _ = invoke("doctor")
     assert code == 0 and f"websites: {after['jobs']} jobs" in out and "1 pages seen" in out
+
+
+@pytest.mark.parametrize("command", sorted(READS), ids=" ".join)
+def test_piped_output_fits_80_columns(seeded, monkeypatch, command):  # noqa: F811
+    # Given a history row with long ids (the widest table), output not on a terminal
+    monkeypatch.delenv("COLUMNS", raising=False)
+    at = datetime(2026, 1, 2, tzinfo=UTC)
+    seeded.history.add(
+        [
+            {
+                "_id": ObjectId(),
+                "schedule_id": "sweep-websites",
+                "run_id": RUN_ID,
+                "job_id": "str:child:70f06e0f7b0b4b1c9f0e8d7c6b5a4f3e",
+                "outcome": "succeeded",
+                "items_stored": 12,
+                "account": "twitter:alice",
+                "node": "http://127.0.0.1:4444",
+                "started_at": at,
+                "ended_at": at + timedelta(seconds=1),
+            }
+        ]
+    )
+    seeded.db.articles.insert_one(
+        {"key": "http://127.0.0.1:9/" + "a" * 90, "run_id": RUN_ID, "first_seen": at,
+         "last_seen": at}
+    )  # fmt: skip
+    code, out, err = invoke(*READS[command])
+    assert code == 0, err
+    assert out.strip()
+    wide = [line for line in out.splitlines() if len(line) > 80]
+    assert not wide, "\n".join(wide)

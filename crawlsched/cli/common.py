@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 import pymongo.errors
 import typer
 from rich.console import Console, ConsoleDimensions
+from rich.table import Table
 from rich.text import Text
 
 from crawlsched.encoding import plain
@@ -23,7 +24,7 @@ from crawlsched.services import services_or_exit
 from crawlsched.settings import Settings, load_settings_or_exit
 
 # Piped or captured (a file, a pager, the API's command line): this many columns at most.
-PIPED_COLUMNS = 140
+PIPED_COLUMNS = 80
 
 
 class DataConsole(Console):
@@ -32,10 +33,19 @@ class DataConsole(Console):
 
     On a terminal it takes the terminal's width. Piped, it takes `COLUMNS` if set, else
     `PIPED_COLUMNS` (rich would otherwise take the size of any standard stream that is a
-    terminal, stdin included)."""
+    terminal, stdin included). A table's cells are never cut short: a column too narrow for
+    a value folds it onto the next lines instead of ending it in an ellipsis."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(markup=False, emoji=False, **kwargs)
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        for table in objects:
+            if isinstance(table, Table):
+                for column in table.columns:
+                    if column.overflow == "ellipsis":
+                        column.overflow = "fold"
+        super().print(*objects, **kwargs)
 
     @property
     def size(self) -> ConsoleDimensions:
