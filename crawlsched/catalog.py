@@ -6,6 +6,7 @@ Pure tables, no I/O. A task name is also the crawl actor's name (`crawl_<task>`)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -23,6 +24,16 @@ class JobState(IntEnum):
 
 # A job's state as callers read it (`pending`, `running`, `failed`, `done`).
 STATE_NAMES = {int(s): s.name.lower() for s in JobState}
+
+
+def by_state_name(counts: Mapping[str, int]) -> dict[str, int]:
+    """Counts per state code (`{"1": 3}`, as the job store gives them) per state name, every
+    state present: pending, running, failed, done, then other (a code no state has, e.g. a
+    job of the old system)."""
+    named = {name: counts.get(str(code), 0) for code, name in STATE_NAMES.items()}
+    known = {str(code) for code in STATE_NAMES}
+    return {**named, "other": sum(n for code, n in counts.items() if code not in known)}
+
 
 # Jobs the planner may pick up.
 PLANNABLE_STATES = (int(JobState.PENDING), int(JobState.FAILED))

@@ -13,7 +13,7 @@ import sys
 import typer
 
 from crawlsched.cli import app, run
-from crawlsched.cli.common import cli_runtime, err_console, load_settings, run_inside
+from crawlsched.cli.common import cli_runtime, load_settings, print_error, run_inside
 from crawlsched.errors import CrawlschedError
 
 api_app = typer.Typer(help="Serve the HTTP API.", no_args_is_help=True)
@@ -73,7 +73,7 @@ def standalone(
                 attach=run_inside,
             )
     except (CrawlschedError, OSError) as e:
-        err_console.print(f"[red]error:[/red] {e}", soft_wrap=True)
+        print_error(str(e))
         raise typer.Exit(1) from None
 
 

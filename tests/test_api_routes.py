@@ -288,7 +288,9 @@ def test_pools_accounts_nodes_stats_activity(api):
     assert pools["pools"]["account"]["capacity"] == 2
     assert pools["waiting_batches"] == 0
     stats = api.reader.get("/v1/stats").json()
-    assert stats["jobs_by_state"] == {"profiles": {}, "websites": {}}
+    no_jobs = dict.fromkeys(("pending", "running", "failed", "done", "other"), 0)
+    assert stats["jobs_by_state"] == {"profiles": no_jobs, "websites": no_jobs}
+    assert stats["pages_seen"] == {"profiles": 0, "websites": 0}
     api.admin.post(
         "/v1/schedules", json={"id": "s1", "interval_s": 60, "collections": ["websites"]}
     )

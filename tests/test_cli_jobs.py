@@ -26,6 +26,8 @@ Invoke = Callable[..., Result]
 def invoke(monkeypatch: pytest.MonkeyPatch) -> Iterator[Invoke]:
     """Run `crawlsched …` against an embedded database of this test's own, after init-db."""
     url = f"mongomock://cli-jobs-{uuid.uuid4().hex}"
+    # Tables as wide as their cells: these tests read cells (80 columns: test_cli_output).
+    monkeypatch.setenv("COLUMNS", "200")
     monkeypatch.setenv("CRAWLSCHED_MONGO_URL", url)
     runner = CliRunner()
 

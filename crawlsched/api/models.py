@@ -49,3 +49,29 @@ class JobView(BaseModel):
     collection: str
     state: str
     recrawl: RecrawlView
+
+
+class JobStates(BaseModel):
+    """A job collection's jobs per state (`catalog.by_state_name`); seed markers not counted."""
+
+    pending: int = Field(description="Waiting to be planned when due.")
+    running: int = Field(description="Planned and not ended yet.")
+    failed: int = Field(description="Last crawl failed; planned again when due.")
+    done: int = Field(description="A one-off job that ended.")
+    other: int = Field(description="A state code no state has (a job of the old system).")
+
+
+class StatsView(BaseModel):
+    """Counts across the system (`flow.views.gather_stats`); `crawlsched stats --json`."""
+
+    runs_by_state: dict[str, int]
+    runs_by_result: dict[str, int]
+    jobs_by_state: dict[str, JobStates] = Field(description="Per job collection.")
+    pages_seen: dict[str, int] = Field(
+        description="Per job collection: planned pages runs remember having crawled (markers "
+        "that keep a page found again from being planned twice; not jobs)."
+    )
+    executions_by_outcome: dict[str, int]
+    waiting_batches: int
+    webhooks_by_state: dict[str, int]
+    events_by_name: dict[str, int]

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
+from typing import Any
 
 import typer
 from rich.table import Table
 
 from crawlsched.cli.common import cli_runtime, console, print_json
+from crawlsched.cli.runs import require_run
 from crawlsched.flow import views
 
 
@@ -21,6 +22,8 @@ def register(app: typer.Typer) -> None:
         """The activity feed: run and schedule events, newest first."""
         with cli_runtime() as rt:
             events = views.activity(rt, run, limit)
+            if run is not None and not events:
+                require_run(rt, run)
             if as_json:
                 for event in events:
                     print_json(event)
@@ -41,5 +44,25 @@ def register(app: typer.Typer) -> None:
             if as_json:
                 print_json(figures)
                 return
+            table = Table(title="Stats", show_header=False)
+            table.add_column("figure", no_wrap=True)
+            table.add_column("of")
+            table.add_column("counts")
             for name, value in figures.items():
-                console.print(f"{name}: {json.dumps(value)}")
+                for of, counts in _breakdown(value):
+                    table.add_row(name.replace("_", " "), of, counts)
+            console.print(table)
+
+
+def _breakdown(value: Any) -> list[tuple[str, str]]:
+    """A figure as (of what, counts) rows: a number; counts by name; or counts by name per
+    collection (jobs by state)."""
+    if not isinstance(value, dict):
+        return [("", str(value))]
+    if all(isinstance(v, dict) for v in value.values()) and value:
+        return [(key, _counts(v)) for key, v in value.items()]
+    return [("", _counts(value) or "-")]
+
+
+def _counts(counts: dict[str, Any]) -> str:
+    return ", ".join(f"{key} {n}" for key, n in counts.items())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -11,7 +12,9 @@ from typing import Any, NoReturn
 
 import pymongo.errors
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
+from rich.table import Table
+from rich.text import Text
 
 from crawlsched.encoding import plain
 from crawlsched.errors import CrawlschedError, WriteOutcomeUnknown
@@ -20,9 +23,42 @@ from crawlsched.runtime import Runtime
 from crawlsched.services import services_or_exit
 from crawlsched.settings import Settings, load_settings_or_exit
 
-# Tables of run ids and queue names need room; a pipe would otherwise get rich's 80 columns.
-console = Console(width=None if Console().is_terminal else 140)
-err_console = Console(stderr=True)
+# Piped or captured (a file, a pager, the API's command line): this many columns at most.
+PIPED_COLUMNS = 80
+
+
+class DataConsole(Console):
+    """A console that prints data as it is: no rich markup (`[red]`) and no emoji codes
+    (`:child:`) read out of ids, URLs or messages; style a deliberate part with `Text`.
+
+    On a terminal it takes the terminal's width. Piped, it takes `COLUMNS` if set, else
+    `PIPED_COLUMNS` (rich would otherwise take the size of any standard stream that is a
+    terminal, stdin included). A table's cells are never cut short: a column too narrow for
+    a value folds it onto the next lines instead of ending it in an ellipsis."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(markup=False, emoji=False, **kwargs)
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        for table in objects:
+            if isinstance(table, Table):
+                for column in table.columns:
+                    if column.overflow == "ellipsis":
+                        column.overflow = "fold"
+        super().print(*objects, **kwargs)
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = super().size
+        if self.is_terminal:
+            return size
+        columns = os.environ.get("COLUMNS", "")
+        width = int(columns) if columns.isdigit() and int(columns) > 0 else PIPED_COLUMNS
+        return ConsoleDimensions(width, size.height)
+
+
+console = DataConsole()
+err_console = DataConsole(stderr=True)
 
 
 @dataclass(frozen=True)
@@ -96,7 +132,7 @@ def cli_runtime(settings: Settings | None = None) -> Iterator[Runtime]:
         with services_or_exit(settings):
             yield _host.runtime if _host else Runtime(settings)
     except CrawlschedError as e:
-        err_console.print(f"[red]error:[/red] {e}", soft_wrap=True, markup=True, highlight=False)
+        print_error(str(e))
         # Bad input and unknown names are the caller's to fix (2); the rest failed (1).
         raise typer.Exit(2 if isinstance(e, ValueError | LookupError) else 1) from None
 
@@ -121,7 +157,17 @@ def print_json(doc: Any) -> None:
     print(json.dumps(plain(doc)), flush=True)
 
 
+def labelled(label: str, style: str, message: str) -> Text:
+    """`label` in `style`, then `message` as it is (never read as markup)."""
+    return Text.assemble((label, style), " ", message)
+
+
+def print_error(message: str) -> None:
+    """One line on stderr: a red `error:`, then `message` as it is."""
+    err_console.print(labelled("error:", "red", message), soft_wrap=True, highlight=False)
+
+
 def bad_input(message: str) -> NoReturn:
     """Unknown ids and bad arguments: one red line, exit code 2, nothing changed."""
-    err_console.print(f"[red]error:[/red] {message}", soft_wrap=True)
+    print_error(message)
     raise typer.Exit(2)

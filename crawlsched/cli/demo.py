@@ -11,7 +11,7 @@ import typer
 from rich.live import Live
 
 from crawlsched.catalog import JOB_COLLECTIONS, JobState
-from crawlsched.cli.common import console, err_console
+from crawlsched.cli.common import console, err_console, labelled
 from crawlsched.settings import Settings
 from crawlsched.store.runs import FINISHED
 
@@ -162,8 +162,8 @@ def register(app: typer.Typer) -> None:
         lost = losses(rt, runs) if runs else ["no run was planned"]
         if lost:
             for line in lost:
-                err_console.print(f"[red]LOST:[/red] {line}")
+                err_console.print(labelled("LOST:", "red", line))
             raise typer.Exit(1)
-        console.print(f"[green]{summary_line(runs)}[/green]")
-        console.print("[green]no job left running, no lease held, no batch waiting[/green]")
-        console.print(NEXT_STEPS, highlight=False, markup=False)
+        console.print(summary_line(runs), style="green")
+        console.print("no job left running, no lease held, no batch waiting", style="green")
+        console.print(NEXT_STEPS, highlight=False)

@@ -20,6 +20,7 @@ from crawlsched.errors import BadJobDocument
 from crawlsched.planning.due import parse_due_job
 from crawlsched.planning.problems import diagnose
 from crawlsched.runtime import Runtime
+from crawlsched.store.children import MARKER_FILTER
 from crawlsched.store.pipeline import due_filter
 
 
@@ -31,7 +32,8 @@ def examine(rt: Runtime, collection: str) -> dict[str, Any]:
     fields = rt.target_fields(collection)
     report: dict[str, Any] = {
         "collection": collection,
-        "jobs": raw.count_documents({}),
+        "jobs": raw.count_documents({"$nor": [MARKER_FILTER]}),
+        "pages_seen": store.pages_seen(),
         "due": raw.count_documents(due_filter(now)),
         "running": raw.count_documents({"state": int(JobState.RUNNING)}),
         "exhausted": raw.count_documents({"exhausted": True}),
@@ -65,8 +67,9 @@ def register(app: typer.Typer) -> None:
                 print_json(report)
             return
         for report in reports:
+            seen = f", {report['pages_seen']} pages seen" if report["pages_seen"] else ""
             table = Table(
-                title=f"{report['collection']}: {report['jobs']} jobs, {report['due']} due"
+                title=f"{report['collection']}: {report['jobs']} jobs, {report['due']} due{seen}"
             )
             table.add_column("would", no_wrap=True)
             table.add_column("jobs", justify="right")

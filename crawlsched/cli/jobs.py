@@ -13,6 +13,7 @@ from typing import Annotated, Any, TextIO
 
 import pymongo.errors
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
 
@@ -21,8 +22,9 @@ from crawlsched.cli.common import (
     UNANSWERED_WRITE_ERRORS,
     cli_runtime,
     console,
-    err_console,
     invocation,
+    labelled,
+    print_error,
     print_json,
 )
 from crawlsched.errors import BadJobInput, WriteOutcomeUnknown
@@ -109,13 +111,20 @@ def _add(fields: dict[str, Any]) -> None:
 def _warn_if_off(media: dict[str, Any], off: list[str]) -> None:
     if media.get("enabled") is False:
         console.print(
-            f"[yellow]note:[/yellow] media {media['media_name']} is disabled; "
-            "these jobs wait until it is enabled"
+            labelled(
+                "note:",
+                "yellow",
+                f"media {media['media_name']} is disabled; these jobs wait until it is enabled",
+            )
         )
     elif off:
         console.print(
-            f"[yellow]note:[/yellow] task(s) {', '.join(off)} disabled for "
-            f"{media['media_name']}; those jobs wait until enabled"
+            labelled(
+                "note:",
+                "yellow",
+                f"task(s) {', '.join(off)} disabled for {media['media_name']}; "
+                "those jobs wait until enabled",
+            )
         )
 
 
@@ -364,13 +373,13 @@ def import_jobs(
     file = caller.reads(given, "FILE")
     rejects_path = caller.writes(rejects, "--rejects") if rejects is not None else None
     if preserve and file.suffix.lower() not in JSON_LINES_SUFFIXES:
-        err_console.print("[red]error:[/red] --preserve reads JSON lines (.jsonl, .ndjson) only")
+        print_error("--preserve reads JSON lines (.jsonl, .ndjson) only")
         raise typer.Exit(2)
     try:
         rows = parse_import_file(file)
         total = _count_lines(file)
     except (OSError, BadJobInput) as e:
-        err_console.print(f"[red]error:[/red] cannot read {given}: {e}")
+        print_error(f"cannot read {given}: {e}")
         raise typer.Exit(2) from None
     rejects_out = rejects_path.open("w", encoding="utf-8") if rejects_path else None
     imp: _Importer | None = None
@@ -384,7 +393,7 @@ def import_jobs(
                 TimeElapsedColumn(),
             )
             with Progress(*columns, console=console, transient=True) as progress:
-                bar = progress.add_task(f"importing {file.name}", total=total)
+                bar = progress.add_task(f"importing {escape(file.name)}", total=total)
                 for line, raw in rows:
                     imp.add(line, raw)
                     progress.update(bar, completed=line)
@@ -402,7 +411,7 @@ def import_jobs(
             rejects_out.close()
     _import_report(imp)
     if imp.valid == 0:
-        err_console.print("[red]error:[/red] no valid row in the file; nothing imported")
+        print_error("no valid row in the file; nothing imported")
         raise typer.Exit(1)
 
 

@@ -7,9 +7,11 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from crawlsched.catalog import MODEL_COLLECTIONS
+from crawlsched.catalog import JOB_COLLECTIONS, MODEL_COLLECTIONS
 from crawlsched.cli.common import bad_input, cli_runtime, console, print_json
+from crawlsched.cli.runs import require_run
 from crawlsched.ids import decode_id
+from crawlsched.runtime import Runtime
 
 # The columns a table shows; --json gives every field.
 SHOWN = ("key", "first_seen", "last_seen", "run_id")
@@ -40,6 +42,8 @@ def register(app: typer.Typer) -> None:
         with cli_runtime() as rt:
             job_id = _job_id(job) if job is not None else None
             docs = rt.results.find(model, run_id=run, job_id=job_id, limit=limit, skip=skip)
+            if not docs:
+                _require_known(rt, model, run, job, job_id)
             if as_json:
                 for doc in docs:
                     doc.pop("_id", None)
@@ -51,6 +55,19 @@ def register(app: typer.Typer) -> None:
             for doc in docs:
                 table.add_row(*(_text(doc.get(c)) for c in SHOWN))
             console.print(table)
+
+
+def _require_known(rt: Runtime, model: str, run: str | None, job: str | None, job_id: Any) -> None:
+    """Nothing found: say so if the run or job named does not exist (exit 2), rather than
+    print an empty table as if it did."""
+    if run is not None:
+        require_run(rt, run)
+    if job is not None:
+        stored = rt.results.find(model, job_id=job_id, limit=1)
+        if not stored and not any(
+            rt.db[c].count_documents({"_id": job_id}, limit=1) for c in JOB_COLLECTIONS
+        ):
+            bad_input(f"no job with id {job!r}")
 
 
 def _iso(value: Any) -> str:

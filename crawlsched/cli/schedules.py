@@ -10,7 +10,8 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from crawlsched.cli.common import cli_runtime, console, err_console, print_json
+from crawlsched.cli.common import cli_runtime, console, print_error, print_json
+from crawlsched.errors import ScheduleNotFound
 from crawlsched.flow import schedule_ops
 from crawlsched.runtime import Runtime
 from crawlsched.schedules.spec import horizon
@@ -45,7 +46,7 @@ def _runtime() -> Iterator[Runtime]:
         try:
             yield rt
         except (ValueError, LookupError) as e:
-            err_console.print(f"[red]error:[/red] {e}", soft_wrap=True, markup=True)
+            print_error(str(e))
             raise typer.Exit(2) from None
 
 
@@ -261,6 +262,8 @@ def missed(
 ) -> None:
     """Fire times that did not run as planned, newest first, with why."""
     with _runtime() as rt:
+        if schedule_id is not None and rt.schedules.get(schedule_id) is None:
+            raise ScheduleNotFound(schedule_id)
         rows = rt.missed_runs.list(schedule_id, owner, limit)
         if as_json:
             for row in rows:

@@ -217,14 +217,11 @@ def final_report(runs: list[dict[str, Any]]) -> list[RenderableType]:
 
 NEXT_STEPS = """\
 This demo's data is gone now: the embedded store (mongomock://) lives only as
-long as the one process that opened it. To run the real thing, start RabbitMQ
-and MongoDB, then (see "Running workers" in README.md):
-  export CRAWLSCHED_BROKER_URL=amqp://guest:guest@127.0.0.1:5672/%2F
-  export CRAWLSCHED_MONGO_URL=mongodb://127.0.0.1:27017
-  export CRAWLSCHED_SECRET_KEY=$(crawlsched accounts keygen)  # same everywhere
-  crawlsched init-db        # indexes, reference data, the two sweeps
+long as the one process that opened it. To keep your data, run the standalone
+server: API, status page, clock and workers in one process, no other service.
+  crawlsched standalone     # http://127.0.0.1:8080; data in CRAWLSCHED_DATA_DIR
+Then, from another terminal:
   crawlsched jobs add website https://example.org/
-  dramatiq crawlsched.actors --processes 2 --threads 8 --skip-logging &
-  crawlsched clock &        # a tick every 5 s
-  crawlsched sweep-now sweep-websites; sleep 10; crawlsched runs
+  crawlsched run now sweep-websites; sleep 10; crawlsched runs
+For RabbitMQ and MongoDB, see "Running workers" in README.md.
 Run the whole test suite (it installs what it needs): bash scripts/test"""

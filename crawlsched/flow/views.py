@@ -11,7 +11,7 @@ from typing import Any
 
 from pymongo import DESCENDING
 
-from crawlsched.catalog import JOB_COLLECTIONS, STATE_NAMES
+from crawlsched.catalog import JOB_COLLECTIONS, STATE_NAMES, by_state_name
 from crawlsched.ids import encode_id
 from crawlsched.planning.outcomes import Outcome
 from crawlsched.resources import host_rules, rules
@@ -92,10 +92,13 @@ def _counts(rt: Runtime, collection: str, field: str) -> dict[str, int]:
 
 
 def gather_stats(rt: Runtime) -> dict[str, Any]:
+    """Counts across the system, as `crawlsched stats --json` and `GET /v1/stats` give them
+    (`api.models.StatsView`): jobs by state name, seed markers apart as pages seen."""
     return {
         "runs_by_state": _counts(rt, "runs", "state"),
         "runs_by_result": _counts(rt, "runs", "result"),
-        "jobs_by_state": {c: rt.jobs(c).summary() for c in JOB_COLLECTIONS},
+        "jobs_by_state": {c: by_state_name(rt.jobs(c).summary()) for c in JOB_COLLECTIONS},
+        "pages_seen": {c: rt.jobs(c).pages_seen() for c in JOB_COLLECTIONS},
         "executions_by_outcome": rt.history.outcome_totals(),
         "waiting_batches": len(rt.waiting.all()),
         "webhooks_by_state": _counts(rt, "webhook_deliveries", "state"),

@@ -23,6 +23,10 @@ from crawlsched.catalog import JobState
 from crawlsched.drivers.context import Discovery
 from crawlsched.store.counting import CountingDatabase
 
+# A seed marker (`_marker`): a planned page's place among its run's children, so that the page
+# found again is not planned twice. It lives in the job collection but is not a job.
+MARKER_FILTER: dict[str, Any] = {"scope_run": {"$ne": None}, "depth": 0}
+
 
 def child_id(run_id: str, task: str, url: str) -> str:
     digest = hashlib.sha256(f"{run_id}\n{task}\n{url}".encode()).hexdigest()[:32]

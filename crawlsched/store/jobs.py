@@ -19,6 +19,7 @@ from crawlsched.catalog import JobState
 from crawlsched.planning.due import Category
 from crawlsched.planning.outcomes import JobUpdate
 from crawlsched.planning.problems import Problem, ReferenceIndex
+from crawlsched.store.children import MARKER_FILTER
 from crawlsched.store.counting import CountingDatabase
 from crawlsched.store.pipeline import (
     AUDIT_FIELDS,
@@ -530,10 +531,19 @@ class MongoJobStore:
         return found
 
     def summary(self) -> dict[str, int]:
+        """Jobs per state code (`"1"` …); seed markers are not jobs (`pages_seen`)."""
         counts: dict[str, int] = {}
-        for row in self._jobs.aggregate([{"$group": {"_id": "$state", "n": {"$sum": 1}}}]):
+        pipeline = [
+            {"$match": {"$nor": [MARKER_FILTER]}},
+            {"$group": {"_id": "$state", "n": {"$sum": 1}}},
+        ]
+        for row in self._jobs.aggregate(pipeline):
             counts[str(row["_id"])] = row["n"]
         return counts
+
+    def pages_seen(self) -> int:
+        """Seed markers: planned pages a run remembers having crawled (not jobs)."""
+        return self._jobs.count_documents(MARKER_FILTER)
 
     # -- admission ------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
 from crawlsched.api.auth import Reader
+from crawlsched.api.models import StatsView
 from crawlsched.api.paging import Limit, Offset, Page, page_of
 from crawlsched.api.problems import PROBLEM_RESPONSES
 from crawlsched.encoding import plain
@@ -51,7 +52,11 @@ def nodes(caller: Reader, limit: Limit = 100, offset: Offset = 0) -> dict[str, A
     return page_of(rows[offset : offset + limit + 1], limit, offset)
 
 
-@router.get("/v1/stats", summary="Runs, jobs, executions and events, counted (GetStats)")
+@router.get(
+    "/v1/stats",
+    response_model=StatsView,
+    summary="Runs, jobs, executions and events, counted (GetStats)",
+)
 def stats(caller: Reader) -> dict[str, Any]:
     return plain(views.gather_stats(caller.rt))
 
