@@ -191,8 +191,10 @@ def update_meta(
     if len(changes) > META_MAX_KEYS:
         raise BadJobInput(f"at most {META_MAX_KEYS} meta keys at once")
     for key in changes:
-        if not key or "." in key or key.startswith("$") or len(key) > 100:
-            raise BadJobInput(f"meta key {key!r}: 1-100 characters, no '.', not starting '$'")
+        if not key or "." in key or "\x00" in key or key.startswith("$") or len(key) > 100:
+            raise BadJobInput(
+                f"meta key {key!r}: 1-100 characters, no '.' or NUL, not starting '$'"
+            )
     try:
         bson.encode({"meta": dict(changes)})  # what MongoDB can store: 64-bit ints, UTF-8
     except (bson.errors.BSONError, OverflowError, UnicodeEncodeError) as e:

@@ -26,9 +26,9 @@ JOB_STATES = tuple(STATE_NAMES.values())
 JOB_ID = r"^(oid:[0-9a-fA-F]{24}|int:-?[0-9]{1,18}|str:.*)$"
 Collection = Annotated[Literal[JOB_COLLECTIONS], Path(description="A job collection.")]
 JobId = Annotated[str, Path(pattern=JOB_ID, description="An encoded job id (`oid:…`, …).")]
-# A meta key: 1-100 characters, no '.', not starting '$' (`job_ops.update_meta`).
-# (Said in the schema; the flow checks it with its own message.)
-META_KEY = r"^[^.$][^.]{0,99}$"
+# A meta key: 1-100 characters, no '.' or NUL (BSON cannot hold one in a key), not starting
+# '$' (`job_ops.update_meta`). (Said in the schema; the flow checks it with its own message.)
+META_KEY = "^[^.$\\u0000][^.\\u0000]{0,99}$"
 
 
 class NewTarget(BaseModel):
@@ -72,7 +72,7 @@ class MetaChanges(BaseModel):
                 "anyOf": [
                     {"type": "string"},
                     {"type": "integer", "minimum": -(2**63), "maximum": 2**63 - 1},
-                    {"type": "number"},
+                    {"type": "number", "minimum": -(2**63), "maximum": 2**63 - 1},
                     {"type": "boolean"},
                     {"type": "null"},
                 ]
