@@ -109,6 +109,32 @@ def test_pacer_waits_only_for_the_same_host_and_exactly_the_delay(delay, request
         last[host] = started
 
 
+class LateClock(FakeClock):
+    """A thread that wakes late from its sleep (a busy machine, the GIL)."""
+
+    def __init__(self, lateness: list[float]) -> None:
+        super().__init__()
+        self.lateness = iter(lateness)
+
+    def sleep(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds + next(self.lateness, 0.0))
+
+
+@given(
+    delay=st.floats(0.01, 5, allow_nan=False),
+    lateness=st.lists(st.floats(0, 2, allow_nan=False), min_size=1, max_size=20),
+)
+def test_a_request_sent_late_is_never_followed_too_soon(delay, lateness):
+    clock = LateClock(lateness)
+    pacer = _pacer(clock, delay)
+    starts = []
+    for _ in range(len(lateness) + 1):
+        with pacer.slot(A):
+            starts.append(clock.at())  # when the request really goes
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    assert all(gap >= delay - 1e-6 for gap in gaps)
+
+
 def _started(pacer: ClusterHostPacer, clock: FakeClock, key: str = A) -> float:
     with pacer.slot(key):
         return clock.at()

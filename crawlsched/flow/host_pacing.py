@@ -118,6 +118,13 @@ class ClusterHostPacer:
             start = self._reserve(key, host, policy or self.default)
             if (wait := (start - self._clock()).total_seconds()) > 0:
                 self._sleep(wait)
+            with host.condition:
+                # The request starts now, maybe later than planned (a late wake-up, a wait for
+                # the GIL): the next start counts from now, so it never follows too soon.
+                late = self._clock()
+                delay = timedelta(seconds=(host.policy or policy or self.default).delay_s)
+                if late > start and host.next_start is not None:
+                    host.next_start = max(host.next_start, late + delay)
             try:
                 yield
             finally:
@@ -209,7 +216,9 @@ class ClusterHostPacer:
                     until, why, held = host.refused or (now, "refused", False)
                     if until > patience:
                         raise HostNotReady(key, until, why, on_release=held)
-                    host.condition.wait(max(0.01, min((until - now).total_seconds(), POLL_S)))
+                    # Ask the store again when the block or the holder's slice ends, not
+                    # before: a refused process polling it costs a command each time.
+                    host.condition.wait(max(0.01, (until - now).total_seconds()))
                     continue
                 effective = host.policy or policy
                 if host.active >= effective.concurrency:
