@@ -231,12 +231,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if BROWSER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.browser)
+    # The whole-deployment files first: under pytest-xdist they are one long unit of work, and
+    # started first it runs beside everything else instead of after it.
+    items.sort(key=lambda item: Path(item.nodeid.split("::", 1)[0]).name not in WHOLE_DEPLOYMENTS)
 
 
 # Under pytest-xdist a test file runs in one process, so its module-scoped fixtures start once,
 # and the files that start a whole deployment (a RabbitMQ cluster, a crash of every process)
 # run one after another in the same process, never two at once on two cores.
-WHOLE_DEPLOYMENT_FILES = {
+WHOLE_DEPLOYMENTS = {
     "test_rabbit_cluster.py",
     "test_fault_workers.py",
     "test_fault_standalone.py",
@@ -250,7 +253,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     class ByFile(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
-            return "whole deployments" if Path(path).name in WHOLE_DEPLOYMENT_FILES else path
+            return "whole deployments" if Path(path).name in WHOLE_DEPLOYMENTS else path
 
     return ByFile(config, log)
 
