@@ -38,7 +38,7 @@ jobs, fired with `crawlsched run now`, timed from the command's start to the run
       `crawl_ratio_open` = crawlsched pages/s ÷ baseline pages/s. Target ≥ 0.7.
       `scrapy_ratio_open` (extra) = crawlsched pages/s ÷ Scrapy's (CONCURRENT_REQUESTS 16,
         per domain 16, no delay, robots.txt obeyed, a subprocess; timed inside it from
-        `start_requests` to `spider_closed`), when scrapy imports.
+        its `start` to `closed`), when scrapy imports.
 (4) `commands_per_page` — MongoDB commands of every crawlsched process of run (2) (workers
     and `run now`) ÷ pages fetched: each process loads `benchmarks/_command_probe.py` as a
     driver module, which registers the store's `CommandCounter` with pymongo's command
@@ -438,7 +438,7 @@ times = {}
 
 class Graph(scrapy.Spider):
     name = "graph"
-    def start_requests(self):
+    async def start(self):
         times["start"] = time.monotonic()
         yield scrapy.Request(BASE + "/p/0")
     def parse(self, response):
