@@ -16,6 +16,7 @@ import json
 import os
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 from pymongo import monitoring
@@ -26,12 +27,33 @@ DRIVERS: dict = {}
 PERIOD_S = 0.25
 
 counter = CommandCounter()
-monitoring.register(counter.listener)
+by_target: Counter[str] = Counter()  # "<command> <collection>", for the breakdown
+_lock = threading.Lock()
+
+
+class _Listener(monitoring.CommandListener):
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        counter.listener.started(event)
+        name = event.command_name
+        if name != "getMore" and name in counter.wire:  # counted (not housekeeping)
+            with _lock:
+                by_target[f"{name} {event.command.get(name)}"] += 1
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+monitoring.register(_Listener())
 _out = Path(os.environ["BENCH_COMMANDS_DIR"]) / f"{os.getpid()}.json"
 
 
 def _write() -> None:
-    tally = {"wire": dict(counter.wire), "getmore": counter.wire_cursor_continuations}
+    with _lock:
+        targets = dict(by_target)
+    tally = {"wire": dict(counter.wire), "targets": targets}
     _out.with_suffix(".tmp").write_text(json.dumps(tally))
     _out.with_suffix(".tmp").replace(_out)  # whole files only: the benchmark reads them live
 

@@ -70,6 +70,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -155,15 +156,17 @@ def page_counts(site: GraphSite) -> dict:
 # -- counting commands in the workers -----------------------------------------------------------
 
 
-def command_total(folder: Path) -> int:
-    total = 0
+def command_tally(folder: Path) -> Counter[str]:
+    """Commands of every probed process so far, by "<command> <collection>"."""
+    tally: Counter[str] = Counter()
     for path in folder.glob("*.json"):
-        try:
-            total += sum(json.loads(path.read_text())["wire"].values())
-        except (OSError, ValueError):  # being replaced right now: read again
-            time.sleep(0.05)
-            total += sum(json.loads(path.read_text())["wire"].values())
-    return total
+        for _ in range(3):  # replaced while we read it: read again
+            try:
+                tally.update(json.loads(path.read_text())["targets"])
+                break
+            except (OSError, ValueError):
+                time.sleep(0.05)
+    return tally
 
 
 # -- a distributed crawl ------------------------------------------------------------------------
@@ -180,7 +183,8 @@ class Crawl:
     threads: int
     timeout: float
     wall_s: float = 0.0
-    commands: int = 0
+    started_at: float = 0.0  # unix time of `run now`
+    commands: Counter[str] = field(default_factory=Counter)
     workers: list[DramatiqWorkers] = field(default_factory=list)
 
 
@@ -221,8 +225,8 @@ def run_crawl(crawl: Crawl, rt: Runtime, probe_dir: Path) -> None:
     wanted = crawl.groups * crawl.processes
     wait_for(lambda: len(list(probe_dir.glob("*.json"))) >= wanted, 120, "the workers to start")
     time.sleep(2)  # their start-up commands written
-    before = command_total(probe_dir)
-    started = time.monotonic()
+    before = command_tally(probe_dir)
+    started, crawl.started_at = time.monotonic(), time.time()
     run_id = _run_now(crawl.env, schedule_id)
     try:
         wait_for(lambda: _ended(rt, run_id), crawl.timeout, f"run {run_id} to end", 0.2)
@@ -231,7 +235,7 @@ def run_crawl(crawl: Crawl, rt: Runtime, probe_dir: Path) -> None:
         raise
     crawl.wall_s = time.monotonic() - started
     time.sleep(3 * 0.25)  # the probes' last writes
-    crawl.commands = command_total(probe_dir) - before
+    crawl.commands = command_tally(probe_dir) - before
 
 
 class Services:
@@ -312,7 +316,7 @@ def phase_violations(services: Services, root: Path, args) -> dict:
         "violations_pages": counts["pages"],
         "violations_wall_s": round(crawl.wall_s, 1),
         "violations_ratio": round(crawl.wall_s / (len(graph.reachable()) * args.delay), 2),
-        "commands_per_page_violations": round(crawl.commands / max(counts["pages"], 1), 2),
+        "commands_per_page_violations": round(crawl.commands.total() / max(counts["pages"], 1), 2),
     }
 
 
@@ -333,6 +337,12 @@ def phase_bound(services: Services, root: Path, args) -> dict:
     pages = sum(c["pages"] for c in counts)
     bad = [violations(s, args.bound_delay, 1, args.tolerance_ms / 1000) for s in sites]
     busy = [len(s.intervals) * args.bound_delay / crawl.wall_s for s in sites]
+    first, excess = [], []
+    for site in sites:
+        starts = sorted(a for a, _, _ in site.intervals)
+        first.append(starts[0] - crawl.started_at)
+        over = sum(max(0.0, b - a - args.bound_delay) for a, b in itertools.pairwise(starts))
+        excess.append(over / crawl.wall_s)
     return {
         "politeness_bound_ratio": round(crawl.wall_s / (args.pages * args.bound_delay), 2),
         "bound_wall_s": round(crawl.wall_s, 1),
@@ -343,8 +353,13 @@ def phase_bound(services: Services, root: Path, args) -> dict:
         "bound_all_pages_fetched": all(c["complete"] for c in counts),
         "bound_pages_fetched_twice": sum(c["twice"] for c in counts),
         "politeness_violations_bound": sum(v["early"] + v["over_cap"] for v in bad),
-        "commands_per_page": round(crawl.commands / max(pages, 1), 2),
-        "bound_commands": crawl.commands,
+        "commands_per_page": round(crawl.commands.total() / max(pages, 1), 2),
+        "bound_commands": crawl.commands.total(),
+        "first_request_s": round(statistics.median(first), 2),
+        "excess_gap_share": round(statistics.median(excess), 2),
+        "commands_by_target": {
+            k: round(n / max(pages, 1), 3) for k, n in crawl.commands.most_common(12)
+        },
     }
 
 
@@ -535,7 +550,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def print_table(figures: dict) -> None:
     print(f"\n{'figure':<34} {'value':>10} {'target':>8} {'met':>4}")
     for name, value in figures.items():
-        if isinstance(value, dict | list):
+        if name == "args":
+            continue
+        if isinstance(value, dict):
+            print(f"{name} (per page):")
+            for key, n in value.items():
+                print(f"    {key:<46} {n:>8}")
             continue
         target, met = TARGETS.get(name, ("", None))
         ok = "" if met is None or value is None else ("yes" if met(value) else "NO")
