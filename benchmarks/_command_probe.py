@@ -66,3 +66,39 @@ def _loop() -> None:
 
 threading.Thread(target=_loop, name="bench-command-probe", daemon=True).start()
 atexit.register(_write)
+
+
+# -- when each request was planned and sent (BENCH_SEND_LOG): what the pacer decided vs the wire
+
+
+def _log_sends(folder: str) -> None:
+    import httpx
+
+    from crawlsched.drivers.fetching import PoliteHttp
+    from crawlsched.flow.host_pacing import ClusterHostPacer
+
+    local = threading.local()
+    log = (Path(folder) / f"{os.getpid()}.sends").open("a", buffering=1)
+    reserve, read, send = ClusterHostPacer._reserve, PoliteHttp._read, httpx.Client.send
+
+    def timed_reserve(self, key, host, policy):
+        start = reserve(self, key, host, policy)
+        local.planned = start.timestamp()
+        return start
+
+    def timed_read(self, method, url, *rest):
+        local.url, local.planned = url, None
+        return read(self, method, url, *rest)
+
+    def timed_send(self, request, **kw):
+        if getattr(local, "url", None) == str(request.url):
+            log.write(json.dumps([local.url, local.planned, time.time()]) + "\n")
+        return send(self, request, **kw)
+
+    ClusterHostPacer._reserve = timed_reserve
+    PoliteHttp._read = timed_read
+    httpx.Client.send = timed_send
+
+
+if os.environ.get("BENCH_SEND_LOG"):
+    _log_sends(os.environ["BENCH_SEND_LOG"])

@@ -57,8 +57,8 @@ Last line: JSON with every figure.
 from __future__ import annotations
 
 import argparse
-import bisect
 import concurrent.futures as cf
+import contextlib
 import itertools
 import json
 import re
@@ -130,17 +130,52 @@ class TimedSite(GraphSite):
 
 
 def violations(site: TimedSite, delay_s: float, cap: int, tolerance_s: float) -> dict:
+    """Starts closer than the delay (less the tolerance) to the previous start, and starts
+    that found `cap` requests still unanswered; each with its gap in ms, for the record."""
     rows = sorted(site.intervals)
     starts = [s for s, _, _ in rows]
-    early = sum(b - a < delay_s - tolerance_s for a, b in itertools.pairwise(starts))
-    over = 0
-    for i, (start, _, _) in enumerate(rows):
-        # requests that started before this one (at most `i` of them) and had not answered yet
-        earlier = rows[max(0, bisect.bisect_left(starts, start - 600)) : i]
-        if sum(end > start for _, end, _ in earlier) >= cap:
-            over += 1
+    early = [
+        (round((b - a) * 1000, 1), rows[i][2], rows[i + 1][2])
+        for i, (a, b) in enumerate(itertools.pairwise(starts))
+        if b - a < delay_s - tolerance_s
+    ]
+    over = []
+    for i, (start, _, path) in enumerate(rows):
+        open_before = [(s, p) for s, end, p in rows[:i] if end > start]
+        if len(open_before) >= cap:
+            over.append((round((start - open_before[-1][0]) * 1000, 1), open_before[-1][1], path))
     gaps = [b - a for a, b in itertools.pairwise(starts)]
     return {"early": early, "over_cap": over, "min_gap_s": min(gaps, default=None)}
+
+
+def explain(site: TimedSite, v: dict, sends: dict[str, tuple]) -> list[str]:
+    """Each violating start, with what the pacer planned and when the client sent (from the
+    probe's send log: the gap between the two planned starts, and between the two sends)."""
+
+    def gap(prev: str, path: str, i: int) -> str:
+        a, b = sends.get(site.base_url + prev), sends.get(site.base_url + path)
+        if a is None or b is None or a[i] is None or b[i] is None:
+            return "?"
+        return f"{(b[i] - a[i]) * 1000:.0f}"
+
+    return [
+        f"{site.base_url} {prev} -> {path}: arrivals {ms} ms apart"
+        + (" (the first not answered yet)" if kind == "over_cap" else "")
+        + f"; planned starts {gap(prev, path, 0)} ms, sends {gap(prev, path, 1)} ms apart"
+        for kind in ("early", "over_cap")
+        for ms, prev, path in v[kind]
+    ]
+
+
+def read_sends(folder: Path) -> dict[str, tuple]:
+    """url -> (planned start, sent), unix seconds, from the probes' send logs."""
+    sends = {}
+    for path in folder.glob("*.sends"):
+        for line in path.read_text().splitlines():
+            with contextlib.suppress(ValueError):
+                url, planned, sent = json.loads(line)
+                sends[url] = (planned, sent)
+    return sends
 
 
 def page_counts(site: GraphSite) -> dict:
@@ -185,6 +220,7 @@ class Crawl:
     wall_s: float = 0.0
     started_at: float = 0.0  # unix time of `run now`
     commands: Counter[str] = field(default_factory=Counter)
+    sends: dict[str, tuple] = field(default_factory=dict)
     workers: list[DramatiqWorkers] = field(default_factory=list)
 
 
@@ -236,6 +272,7 @@ def run_crawl(crawl: Crawl, rt: Runtime, probe_dir: Path) -> None:
     crawl.wall_s = time.monotonic() - started
     time.sleep(3 * 0.25)  # the probes' last writes
     crawl.commands = command_tally(probe_dir) - before
+    crawl.sends = read_sends(probe_dir)
 
 
 class Services:
@@ -284,6 +321,7 @@ def distributed(
         CRAWLSCHED_CONNECT_TIMEOUT_S="30",
         CRAWLSCHED_LOG_LEVEL="WARNING",
         BENCH_COMMANDS_DIR=str(probe_dir),
+        BENCH_SEND_LOG=str(probe_dir),
         PYTHONPATH=f"{REPO_ROOT}:{BENCH_DIR}",
     )
     crawl = Crawl(sites, env, timeout=args.timeout, **kw)
@@ -306,9 +344,10 @@ def phase_violations(services: Services, root: Path, args) -> dict:
     v = violations(site, args.delay, 1, args.tolerance_ms / 1000)
     counts = page_counts(site)
     return {
-        "politeness_violations": v["early"] + v["over_cap"],
-        "starts_too_close": v["early"],
-        "starts_over_cap": v["over_cap"],
+        "politeness_violations": len(v["early"]) + len(v["over_cap"]),
+        "starts_too_close": len(v["early"]),
+        "starts_over_cap": len(v["over_cap"]),
+        "violating_starts": explain(site, v, crawl.sends),
         "min_gap_ms": round(v["min_gap_s"] * 1000, 1) if v["min_gap_s"] is not None else None,
         "pages_fetched_twice": counts["twice"],
         "all_pages_fetched": counts["complete"],
@@ -352,7 +391,12 @@ def phase_bound(services: Services, root: Path, args) -> dict:
         "host_busy_share": round(statistics.median(busy), 2),
         "bound_all_pages_fetched": all(c["complete"] for c in counts),
         "bound_pages_fetched_twice": sum(c["twice"] for c in counts),
-        "politeness_violations_bound": sum(v["early"] + v["over_cap"] for v in bad),
+        "politeness_violations_bound": sum(len(v["early"]) + len(v["over_cap"]) for v in bad),
+        "violating_starts_bound": [
+            line
+            for site, v in zip(sites, bad, strict=True)
+            for line in explain(site, v, crawl.sends)
+        ],
         "commands_per_page": round(crawl.commands.total() / max(pages, 1), 2),
         "bound_commands": crawl.commands.total(),
         "first_request_s": round(statistics.median(first), 2),
@@ -551,6 +595,11 @@ def print_table(figures: dict) -> None:
     print(f"\n{'figure':<34} {'value':>10} {'target':>8} {'met':>4}")
     for name, value in figures.items():
         if name == "args":
+            continue
+        if isinstance(value, list):
+            print(f"{name}:" + ("" if value else " none"))
+            for line in value[:20]:
+                print(f"    {line}")
             continue
         if isinstance(value, dict):
             print(f"{name} (per page):")
