@@ -317,6 +317,7 @@ def distributed(
         db,
         CRAWLSCHED_HOST_DELAY_S=str(kw.pop("delay")),
         CRAWLSCHED_HOST_CONCURRENCY="1",
+        CRAWLSCHED_HOST_MAX_SLEEP_S=str(args.max_sleep),
         CRAWLSCHED_DRIVER_MODULES='["_command_probe"]',
         CRAWLSCHED_CONNECT_TIMEOUT_S="30",
         CRAWLSCHED_LOG_LEVEL="WARNING",
@@ -576,6 +577,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--bound-delay", type=float, default=1.0, help="(2) host delay, seconds")
     p.add_argument("--bound-processes", type=int, default=2, help="(2) worker processes")
     p.add_argument("--bound-threads", type=int, default=4, help="(2) threads per process")
+    p.add_argument(
+        "--max-sleep", type=float, default=5.0, help="(1, 2) CRAWLSCHED_HOST_MAX_SLEEP_S"
+    )
     p.add_argument("--open-pages", type=int, default=1000, help="(3) pages of the graph")
     p.add_argument("--open-threads", type=int, default=16, help="(3) threads, both sides")
     p.add_argument("--open-serve-delay", type=float, default=0.02, help="(3) seconds/answer")
