@@ -393,6 +393,7 @@ def phase_bound(services: Services, root: Path, args) -> dict:
         "bound_all_pages_fetched": all(c["complete"] for c in counts),
         "bound_pages_fetched_twice": sum(c["twice"] for c in counts),
         "politeness_violations_bound": sum(len(v["early"]) + len(v["over_cap"]) for v in bad),
+        "starts_over_cap_bound": sum(len(v["over_cap"]) for v in bad),
         "violating_starts_bound": [
             line
             for site, v in zip(sites, bad, strict=True)
