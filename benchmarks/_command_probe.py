@@ -83,16 +83,16 @@ def _log_sends(folder: str) -> None:
 
     def timed_reserve(self, key, host, policy):
         start = reserve(self, key, host, policy)
-        local.planned = start.timestamp()
+        local.planned, local.reserved = start.timestamp(), time.time()
         return start
 
     def timed_read(self, method, url, *rest):
-        local.url, local.planned = url, None
+        local.url, local.planned, local.reserved = url, None, None
         return read(self, method, url, *rest)
 
     def timed_send(self, request, **kw):
         if getattr(local, "url", None) == str(request.url):
-            log.write(json.dumps([local.url, local.planned, time.time()]) + "\n")
+            log.write(json.dumps([local.url, local.planned, time.time(), local.reserved]) + "\n")
         return send(self, request, **kw)
 
     ClusterHostPacer._reserve = timed_reserve

@@ -46,6 +46,11 @@ jobs, fired with `crawlsched run now`, timed from the command's start to the run
     difference of the tallies from just before `run now` to the run's end. Target ≤ 1.0.
     `commands_per_page_violations`: the same over run (1), as context.
 
+Each violating start is listed with what the probe logged for the two requests (it wraps the
+pacer's `_reserve`, `PoliteHttp._read` and `httpx.Client.send` in the workers): how far apart
+the pacer planned them, how far apart they were sent, and how long after its planned start
+the earlier one's reservation returned and it was sent.
+
     .venv/bin/python benchmarks/bench_frontier.py [--phases violations,bound,open]
         [--hosts 20] [--pages 100] [--bound-delay 1] [--violation-pages 60] [--delay 0.2]
         [--open-pages 1000] [--no-scrapy] [--timeout 900]
@@ -158,23 +163,30 @@ def explain(site: TimedSite, v: dict, sends: dict[str, tuple]) -> list[str]:
             return "?"
         return f"{(b[i] - a[i]) * 1000:.0f}"
 
+    def late(path: str) -> str:
+        planned, sent, reserved = sends.get(site.base_url + path, (None, None, None))
+        if planned is None:
+            return "?"
+        return f"{(reserved - planned) * 1000:.0f}/{(sent - planned) * 1000:.0f}"
+
     return [
         f"{site.base_url} {prev} -> {path}: arrivals {ms} ms apart"
         + (" (the first not answered yet)" if kind == "over_cap" else "")
-        + f"; planned starts {gap(prev, path, 0)} ms, sends {gap(prev, path, 1)} ms apart"
+        + f"; planned starts {gap(prev, path, 0)} ms, sends {gap(prev, path, 1)} ms apart;"
+        + f" {prev} reserved/sent {late(prev)} ms after its planned start"
         for kind in ("early", "over_cap")
         for ms, prev, path in v[kind]
     ]
 
 
 def read_sends(folder: Path) -> dict[str, tuple]:
-    """url -> (planned start, sent), unix seconds, from the probes' send logs."""
+    """url -> (planned start, sent, reserve returned), unix seconds, from the send logs."""
     sends = {}
     for path in folder.glob("*.sends"):
         for line in path.read_text().splitlines():
             with contextlib.suppress(ValueError):
-                url, planned, sent = json.loads(line)
-                sends[url] = (planned, sent)
+                url, *times = json.loads(line)
+                sends[url] = tuple(times)
     return sends
 
 
