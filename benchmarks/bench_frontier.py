@@ -36,6 +36,8 @@ jobs, fired with `crawlsched run now`, timed from the command's start to the run
     `ThreadPoolExecutor(16)`, breadth-first (a page's links submitted as it is parsed, each
     URL once), timed from the first submit to the last page.
       `crawl_ratio_open` = crawlsched pages/s ÷ baseline pages/s. Target ≥ 0.7.
+      `open_*_idle_share`: each side's share of the time from its first request to its last
+        answer with no request in flight at the server (waiting for discovery, not fetching).
       `scrapy_ratio_open` (extra) = crawlsched pages/s ÷ Scrapy's (CONCURRENT_REQUESTS 16,
         per domain 16, no delay, robots.txt obeyed, a subprocess; timed inside it from
         its `start` to `closed`), when scrapy imports.
@@ -448,7 +450,7 @@ def crawlsched_open(root: Path, graph: LinkGraph, args) -> tuple[float, dict]:
         CRAWLSCHED_CRAWL_MAX_DEPTH="1000",
         CRAWLSCHED_LOG_LEVEL="ERROR",
     )
-    with GraphSite(graph, args.open_serve_delay) as site:
+    with TimedSite(graph, args.open_serve_delay) as site:
         server = ThreadedStandalone(env)
         server.threads = args.open_threads
         server.start()
@@ -470,11 +472,23 @@ def crawlsched_open(root: Path, graph: LinkGraph, args) -> tuple[float, dict]:
         finally:
             server.stop()
             server.kill()
-    return wall, page_counts(site)
+    return wall, {**page_counts(site), "idle": idle_share(site)}
+
+
+def idle_share(site: TimedSite) -> float:
+    """The share of the time from the first arrival to the last answer with no request in
+    flight at the server."""
+    rows = sorted((a, b) for a, b, _ in site.intervals)
+    busy, reach = 0.0, rows[0][0]
+    for a, b in rows:
+        if b > reach:
+            busy += b - max(a, reach)
+            reach = b
+    return 1 - busy / (reach - rows[0][0])
 
 
 def httpx_open(graph: LinkGraph, args) -> tuple[float, dict]:
-    with GraphSite(graph, args.open_serve_delay) as site, httpx.Client() as client:
+    with TimedSite(graph, args.open_serve_delay) as site, httpx.Client() as client:
         seen, lock = {"/p/0"}, threading.Lock()
         pool = cf.ThreadPoolExecutor(args.open_threads)
         pending: set[cf.Future] = set()
@@ -498,7 +512,7 @@ def httpx_open(graph: LinkGraph, args) -> tuple[float, dict]:
                     pending.add(pool.submit(fetch, path))
         wall = time.monotonic() - started
         pool.shutdown()
-    return wall, page_counts(site)
+    return wall, {**page_counts(site), "idle": idle_share(site)}
 
 
 SPIDER = """
@@ -560,6 +574,8 @@ def phase_open(root: Path, args) -> dict:
         "open_httpx_pages_per_s": round(pages / base_wall, 1),
         "open_crawlsched_complete": cs_counts["complete"] and not cs_counts["twice"],
         "open_httpx_complete": base_counts["complete"] and not base_counts["twice"],
+        "open_crawlsched_idle_share": round(cs_counts["idle"], 2),
+        "open_httpx_idle_share": round(base_counts["idle"], 2),
     }
     if not args.no_scrapy:
         result = scrapy_open(root, graph, args)
