@@ -37,7 +37,8 @@ jobs, fired with `crawlsched run now`, timed from the command's start to the run
     URL once), timed from the first submit to the last page.
       `crawl_ratio_open` = crawlsched pages/s ÷ baseline pages/s. Target ≥ 0.7.
       `open_*_idle_share`: each side's share of the time from its first request to its last
-        answer with no request in flight at the server (waiting for discovery, not fetching).
+        answer with no request in flight at the server (waiting for discovery, not fetching);
+      `open_*_mean_in_flight`: requests in flight at the server on average over that time.
       `scrapy_ratio_open` (extra) = crawlsched pages/s ÷ Scrapy's (CONCURRENT_REQUESTS 16,
         per domain 16, no delay, robots.txt obeyed, a subprocess; timed inside it from
         its `start` to `closed`), when scrapy imports.
@@ -472,7 +473,13 @@ def crawlsched_open(root: Path, graph: LinkGraph, args) -> tuple[float, dict]:
         finally:
             server.stop()
             server.kill()
-    return wall, {**page_counts(site), "idle": idle_share(site)}
+    return wall, {**page_counts(site), **server_load(site)}
+
+
+def server_load(site: TimedSite) -> dict:
+    rows = sorted((a, b) for a, b, _ in site.intervals)
+    span = max(b for _, b in rows) - rows[0][0]
+    return {"idle": idle_share(site), "in_flight": sum(b - a for a, b in rows) / span}
 
 
 def idle_share(site: TimedSite) -> float:
@@ -512,7 +519,7 @@ def httpx_open(graph: LinkGraph, args) -> tuple[float, dict]:
                     pending.add(pool.submit(fetch, path))
         wall = time.monotonic() - started
         pool.shutdown()
-    return wall, {**page_counts(site), "idle": idle_share(site)}
+    return wall, {**page_counts(site), **server_load(site)}
 
 
 SPIDER = """
@@ -576,6 +583,8 @@ def phase_open(root: Path, args) -> dict:
         "open_httpx_complete": base_counts["complete"] and not base_counts["twice"],
         "open_crawlsched_idle_share": round(cs_counts["idle"], 2),
         "open_httpx_idle_share": round(base_counts["idle"], 2),
+        "open_crawlsched_mean_in_flight": round(cs_counts["in_flight"], 1),
+        "open_httpx_mean_in_flight": round(base_counts["in_flight"], 1),
     }
     if not args.no_scrapy:
         result = scrapy_open(root, graph, args)
