@@ -28,6 +28,7 @@ from tests.support.serving import running
 
 LOOPBACK = parse_networks(["127.0.0.1/32"])
 A, B = "http://a.org:80", "http://b.org:80"
+NOW_TEST = datetime(2026, 3, 1, 12, tzinfo=UTC)
 
 
 class FakeClock:
@@ -370,3 +371,21 @@ def test_robots_unavailable_follows_rfc_9309(site, status, allowed):
             with pytest.raises(RobotsDisallowed):
                 http.get(f"{_base(site)}/x")
     assert ("/x" in [p for _, p in site.log]) is allowed
+
+
+def test_a_renewal_that_lost_its_compare_and_set_to_a_request_for_the_host_is_refused():
+    # Given a holder (its own last write remembered) and another process that then asks for
+    # the host, through a store of its own (a write the holder has not seen)
+    db = mongomock.MongoClient(tz_aware=True).db
+    holder, other = MongoHostStore(db), MongoHostStore(db)
+    policy = HostPolicy(1.0, 1)
+    granted, _ = holder.acquire(A, "p1", policy, NOW_TEST, 10.0)
+    refused, _ = other.acquire(A, "p2", policy, NOW_TEST + timedelta(seconds=1), 10.0)
+    assert refused.held
+    # When the holder renews: decided on what it remembers, the write loses; read again, the
+    # host is wanted. Then the renewal is refused, and the store agrees.
+    later = NOW_TEST + timedelta(seconds=6)
+    assert holder.renew(A, "p1", later, 10.0) is None
+    assert db.hosts.find_one({"_id": A})["lease_until"] == granted.lease_until.replace(
+        microsecond=granted.lease_until.microsecond // 1000 * 1000
+    )

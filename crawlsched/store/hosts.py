@@ -44,6 +44,12 @@ def state_of(doc: dict[str, Any] | None) -> HostState:
 class MongoHostStore:
     def __init__(self, db: CountingDatabase) -> None:
         self._hosts = db.hosts
+        # Each host's document as this process's last write left it. A change is first
+        # decided on it and written by compare-and-set on its version: the holder's renewals
+        # and releases then cost one command, not a read and a write. A lost compare-and-set
+        # (someone else wrote) reads the document again; a decision to change nothing is
+        # always confirmed on a fresh read.
+        self._seen: dict[str, dict[str, Any]] = {}
 
     def get(self, key: str) -> dict[str, Any] | None:
         return self._hosts.find_one({"_id": key})
@@ -70,18 +76,30 @@ class MongoHostStore:
     ) -> dict[str, Any] | None:
         """Apply `decide(doc)` (fields to set, or None for no change) by compare-and-set; the
         document as it was read when the change went in (or when nothing was to change)."""
+        doc, fresh = self._seen.get(key), False
         for _ in range(CAS_ATTEMPTS):
-            doc = self._doc(key, now)
+            if doc is None:
+                doc, fresh = self._doc(key, now), True
             fields = decide(doc)
             if fields is None:
+                if not fresh:
+                    doc = None  # decided on what we last wrote: confirm on the store's own
+                    continue
                 return doc
             done = self._hosts.update_one(
                 {"_id": key, "version": doc.get("version")},
                 {"$set": {**fields, "updated_at": now}, "$inc": {"version": 1}},
             )
             if done.modified_count == 1:
+                self._remember(key, {**doc, **fields, "updated_at": now})
                 return doc
+            doc = None  # someone else changed it: read it again
         raise RuntimeError(f"host {key}: too many concurrent changes")
+
+    def _remember(self, key: str, doc: dict[str, Any]) -> None:
+        if len(self._seen) >= 10_000:
+            self._seen.clear()
+        self._seen[key] = {**doc, "version": int(doc.get("version") or 0) + 1}
 
     # -- the lease ------------------------------------------------------------------------------
 
@@ -134,6 +152,7 @@ class MongoHostStore:
         renewed: list[datetime] = []
 
         def decide(doc: dict[str, Any]) -> dict | None:
+            renewed.clear()  # (a decision whose write lost its compare-and-set is not one)
             if not host_rules.may_renew(state_of(doc), holder, now):
                 return None
             renewed.append(until)
@@ -170,6 +189,7 @@ class MongoHostStore:
         ends: list[datetime] = []
 
         def decide(doc: dict[str, Any]) -> dict | None:
+            ends.clear()
             current = doc.get("blocked_until")
             end = max(until, current) if current and current > now else until
             ends.append(end)
@@ -228,6 +248,7 @@ class MongoHostStore:
         claimed: list[bool] = []
 
         def decide(doc: dict[str, Any]) -> dict | None:
+            claimed.clear()  # (a decision whose write lost its compare-and-set is not one)
             until = doc.get("robots_claim_until")
             if until is not None and until > now and doc.get("robots_claimed_by") != holder:
                 return None
@@ -243,7 +264,10 @@ class MongoHostStore:
     def unclaim_robots(self, key: str, holder: str) -> None:
         self._hosts.update_one(
             {"_id": key, "robots_claimed_by": holder},
-            {"$set": {"robots_claim_until": None, "robots_claimed_by": None}},
+            {
+                "$set": {"robots_claim_until": None, "robots_claimed_by": None},
+                "$inc": {"version": 1},
+            },
         )
 
     def store_robots(
