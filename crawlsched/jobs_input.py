@@ -352,6 +352,8 @@ def preserved_job_doc(
     state = doc.get("state", int(JobState.PENDING))
     if isinstance(state, bool) or state not in tuple(int(s) for s in JobState):
         raise BadJobInput(f"state must be one of 1, 2, 3, 4, got {state!r}")
+    # A row without a state is a job to crawl: pending (stored, so the planner sees it).
+    doc["state"] = state
     if state == int(JobState.RUNNING):
         # Running when the dump was taken, with no worker here: kept running, with a dispatch
         # deadline already passed, so the next tick reclaims it like a job whose worker died.

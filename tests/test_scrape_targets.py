@@ -101,3 +101,24 @@ def test_a_bad_frequency_is_refused_naming_the_field(tmp_path, store):
     )
     assert result.exit_code != 0 and "frequency" in result.output
     assert Runtime(Settings(mongo_url=url)).db.websites.count_documents({}) == 0
+
+
+def test_a_preserved_row_without_a_state_is_pending_and_planned(tmp_path, store):
+    url, env, runner = store
+    dump = tmp_path / "targets.jsonl"
+    row = {"media_name": "web", "task": "article", "target": "https://nostate.example/"}
+    dump.write_text(json.dumps(row) + "\n")
+    result = runner.invoke(
+        app, ["jobs", "import", "--preserve", "--kind", "website", str(dump)], env=env
+    )
+    assert result.exit_code == 0, result.output
+    rt = Runtime(Settings(mongo_url=url))
+    (job,) = rt.db.websites.find({"target": "https://nostate.example/"})
+    assert job["state"] == 1  # pending, stored
+    schedule_ops.create(
+        rt,
+        "nostate",
+        {"interval_s": 60, "target_collection": "websites", "targets": [row["target"]]},
+    )
+    run = plan_run(rt, "nostate", datetime.now(UTC), lambda message: None)
+    assert rt.db.websites.count_documents({"run_id": run["_id"]}) == 1  # and planned
