@@ -20,6 +20,7 @@ READ_COMMANDS = {
     ("schedules", "missed"),
     ("jobs", "problems"),
     ("jobs", "summary"),
+    ("jobs", "list"),
     ("jobs", "show"),
     ("accounts", "list"),
     ("nodes", "list"),

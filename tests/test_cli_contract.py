@@ -37,6 +37,7 @@ READS = {
     ("jobs", "problems"): ["jobs", "problems"],
     ("jobs", "summary"): ["jobs", "summary"],
     ("jobs", "show"): ["jobs", "show", "websites", "str:contract-job"],
+    ("jobs", "list"): ["jobs", "list", "websites"],
     ("accounts", "list"): ["accounts", "list"],
     ("nodes", "list"): ["nodes", "list"],
     ("hosts", "list"): ["hosts", "list"],

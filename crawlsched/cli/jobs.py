@@ -522,6 +522,48 @@ def _duration(seconds: Any) -> str:
     return f"{seconds:.0f} s"
 
 
+@app.command("list")
+def list_jobs(
+    collection: str = typer.Argument(..., help=f"One of {', '.join(JOB_COLLECTIONS)}."),
+    state: str | None = typer.Option(None, "--state", help="pending, running, failed or done."),
+    task: str | None = typer.Option(None, "--task"),
+    target: str | None = typer.Option(None, "--target", help="Exactly this target."),
+    limit: int = typer.Option(50, "--limit", min=1, max=1000),
+    skip: int = typer.Option(0, "--skip", min=0),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
+) -> None:
+    """Jobs of a collection, in id order, filtered by state, task or target."""
+    with cli_runtime() as rt:
+        jobs = job_ops.find_jobs(rt, collection, state, task, target, None, limit, skip)
+    if as_json:
+        for job in jobs:
+            print_json(job)
+        return
+    table = Table(title=f"Jobs in {collection}")
+    for column in ("job", "state", "task", "target", "next crawl"):
+        table.add_column(column, overflow="fold")
+    for job in jobs:
+        table.add_row(
+            job["job_id"],
+            job["state"],
+            str(job.get("task", "-")),
+            str(job.get("target", "-")),
+            _when(job.get("execution_date")),
+        )
+    console.print(table)
+
+
+@app.command("remove")
+def remove(
+    collection: str = typer.Argument(..., help=f"One of {', '.join(JOB_COLLECTIONS)}."),
+    job_id: str = typer.Argument(..., help="An encoded job id (oid:…, int:…, str:…)."),
+) -> None:
+    """Delete a job no crawl holds (a job being crawled is refused, exit 2)."""
+    with cli_runtime() as rt:
+        job = job_ops.remove_job(rt, collection, job_id)
+    console.print(f"removed {collection} {job['job_id']} ({job.get('target', '-')})")
+
+
 @app.command("show")
 def show(
     collection: str = typer.Argument(..., help=f"One of {', '.join(JOB_COLLECTIONS)}."),

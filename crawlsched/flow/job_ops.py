@@ -16,7 +16,7 @@ from typing import Any
 import bson
 import bson.errors
 
-from crawlsched.catalog import JOB_COLLECTIONS, STATE_NAMES, TARGET_KINDS
+from crawlsched.catalog import JOB_COLLECTIONS, STATE_NAMES, TARGET_KINDS, JobState
 from crawlsched.errors import BadJobInput, JobNotFound
 from crawlsched.ids import decode_id, encode_id
 from crawlsched.jobs_input import build_job_docs, job_input_from_row
@@ -180,6 +180,22 @@ def find_jobs(
         query["_id"] = {"$in": [_job_id(i) for i in ids]}
     cursor = rt.db[_collection(collection)].find(query).sort("_id", 1).skip(skip).limit(limit)
     return [public_job(collection, doc) for doc in cursor]
+
+
+def remove_job(rt: Runtime, collection: str, job_id: str) -> dict[str, Any]:
+    """Delete a job that no crawl holds; the job as it was. A job being crawled is refused
+    (its run would wait for a report about it): stop its run, or wait for the crawl."""
+    jobs = rt.db[_collection(collection)]
+    doc = jobs.find_one({"_id": _job_id(job_id)})
+    if doc is None:
+        raise JobNotFound(job_id, collection)
+    idle = {"_id": doc["_id"], "dispatch_id": None, "state": {"$ne": int(JobState.RUNNING)}}
+    if jobs.delete_one(idle).deleted_count == 0:
+        raise BadJobInput(
+            f"job {job_id!r} is being crawled (run {doc.get('run_id') or '?'}): "
+            "stop its run or wait for the crawl to end"
+        )
+    return public_job(collection, doc)
 
 
 def update_meta(
