@@ -4,38 +4,22 @@ clock per host and how they steer it, on a small embedded store."""
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
-from typer.testing import CliRunner, Result
 
-from crawlsched.cli import app
-from crawlsched.logs import configure_logging
 from crawlsched.runtime import Runtime
 from crawlsched.settings import Settings
-from crawlsched.store.client import drop_embedded
+from tests.support.cli_store import Invoke, cli_on_fresh_store
 
-Invoke = Callable[..., Result]
 HOST = "http://127.0.0.1:8001"
 
 
 @pytest.fixture
 def setup(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Invoke, Runtime]]:
-    url = f"mongomock://cli-hosts-{uuid.uuid4().hex}"
-    monkeypatch.setenv("CRAWLSCHED_MONGO_URL", url)
-    monkeypatch.setenv("CRAWLSCHED_BROKER_URL", "stub://")
-    runner = CliRunner()
-
-    def run(*args: str) -> Result:
-        result = runner.invoke(app, list(args))
-        configure_logging("json", "INFO")
-        return result
-
-    assert run("init-db").exit_code == 0
-    yield run, Runtime(Settings(mongo_url=url, broker_url="stub://"))
-    drop_embedded(url)
+    with cli_on_fresh_store(monkeypatch, "cli-hosts") as (run, url):
+        yield run, Runtime(Settings(mongo_url=url, broker_url="stub://"))
 
 
 def _rows(run: Invoke) -> dict[str, dict]:

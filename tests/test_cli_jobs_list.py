@@ -4,45 +4,28 @@ crawl holds, and refuse one being crawled (its run waits for a report about it).
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
-from typer.testing import CliRunner, Result
 
-from crawlsched.cli import app
-from crawlsched.logs import configure_logging
 from crawlsched.runtime import Runtime
 from crawlsched.settings import Settings
-from crawlsched.store.client import drop_embedded
-
-Invoke = Callable[..., Result]
+from tests.support.cli_store import Invoke, cli_on_fresh_store
 
 
 @pytest.fixture
 def setup(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Invoke, Runtime]]:
-    url = f"mongomock://cli-jobs-list-{uuid.uuid4().hex}"
-    monkeypatch.setenv("CRAWLSCHED_MONGO_URL", url)
-    monkeypatch.setenv("CRAWLSCHED_BROKER_URL", "stub://")
-    runner = CliRunner()
-
-    def run(*args: str) -> Result:
-        result = runner.invoke(app, list(args))
-        configure_logging("json", "INFO")
-        return result
-
-    assert run("init-db").exit_code == 0
-    rt = Runtime(Settings(mongo_url=url, broker_url="stub://"))
-    rt.db.websites.insert_many(
-        [
-            {"_id": "a", "target": "https://a.test/", "task": "article", "state": 1},
-            {"_id": "b", "target": "https://b.test/", "task": "comment", "state": 3},
-            {"_id": "c", "target": "https://c.test/", "task": "article", "state": 2,
-             "dispatch_id": "d1", "run_id": "sweep@1"},
-        ]
-    )  # fmt: skip
-    yield run, rt
-    drop_embedded(url)
+    with cli_on_fresh_store(monkeypatch, "cli-jobs-list") as (run, url):
+        rt = Runtime(Settings(mongo_url=url, broker_url="stub://"))
+        rt.db.websites.insert_many(
+            [
+                {"_id": "a", "target": "https://a.test/", "task": "article", "state": 1},
+                {"_id": "b", "target": "https://b.test/", "task": "comment", "state": 3},
+                {"_id": "c", "target": "https://c.test/", "task": "article", "state": 2,
+                 "dispatch_id": "d1", "run_id": "sweep@1"},
+            ]
+        )  # fmt: skip
+        yield run, rt
 
 
 def _listed(run: Invoke, *filters: str) -> list[str]:

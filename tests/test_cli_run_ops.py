@@ -4,40 +4,24 @@ gives one line and exit code 2 with nothing changed; the rest on a small seeded 
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
-from typer.testing import CliRunner, Result
+from typer.testing import Result
 
-from crawlsched.cli import app
-from crawlsched.logs import configure_logging
 from crawlsched.runtime import Runtime
 from crawlsched.settings import Settings
-from crawlsched.store.client import drop_embedded
+from tests.support.cli_store import Invoke, cli_on_fresh_store
 from tests.support.rabbit import queue_depth
 
-Invoke = Callable[..., Result]
 RUN = "sweep-profiles@20261123T080000Z"
 
 
 @pytest.fixture
 def invoke(monkeypatch: pytest.MonkeyPatch) -> Iterator[Invoke]:
-    url = f"mongomock://cli-runs-{uuid.uuid4().hex}"
-    monkeypatch.setenv("CRAWLSCHED_MONGO_URL", url)
-    monkeypatch.setenv("CRAWLSCHED_BROKER_URL", "stub://")
-    runner = CliRunner()
-
-    def run(*args: str) -> Result:
-        result = runner.invoke(app, list(args))
-        # A command that set the broker up pointed the logs at the runner's stream, now closed.
-        configure_logging("json", "INFO")
-        return result
-
-    assert run("init-db").exit_code == 0
-    yield run
-    drop_embedded(url)
+    with cli_on_fresh_store(monkeypatch, "cli-runs") as (run, _):
+        yield run
 
 
 def _seed(rt: Runtime) -> None:

@@ -11,16 +11,14 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from datetime import timedelta
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 
 from crawlsched.runtime import Runtime
 from crawlsched.settings import Settings
-from crawlsched.store.runs import FINISHED, run_id_for
 from tests.support import end_probe
-from tests.support.graph_run import add_graph_schedule, prepare, stored_paths
+from tests.support.graph_run import ended_run, prepare, start_graph_run, stored_paths
 from tests.support.link_graph import GraphSite, LinkGraph, link_graphs
 from tests.support.waiting import wait_for
 from tests.support.workers import TEST_SECRET_KEY, DramatiqWorkers, crawlsched_env
@@ -54,20 +52,6 @@ def graph_env(rabbitmq_broker, rabbitmq_url, multiprocess_mongo_url, mongo_datab
     return rt, env, str(probe)
 
 
-def _start_run(rt: Runtime, base_url: str, schedule_id: str) -> str:
-    from crawlsched.actors.planner import plan_crawls
-
-    add_graph_schedule(rt, base_url, schedule_id)
-    fire_at = rt.now() - timedelta(seconds=1)
-    plan_crawls.send(schedule_id, fire_at.isoformat())
-    return run_id_for(schedule_id, fire_at)
-
-
-def _ended(rt: Runtime, run_id: str) -> dict | None:
-    run = rt.runs.get(run_id)
-    return run if run and run["state"] == FINISHED else None
-
-
 def _assert_run_matches(rt, run, graph: LinkGraph, base_url: str, probe: str) -> None:
     expected = graph.reachable()
     assert stored_paths(rt, run["_id"], base_url) == graph.stored()
@@ -91,9 +75,9 @@ def test_discovered_graph_on_cli_workers(graph_env, graph):
     workers = test_discovered_graph_on_cli_workers.workers
     try:
         with GraphSite(graph) as site:
-            run_id = _start_run(rt, site.base_url, f"cli-graph-{next(RUN_NUMBERS)}")
+            run_id = start_graph_run(rt, site.base_url, f"cli-graph-{next(RUN_NUMBERS)}")
             try:
-                run = wait_for(lambda: _ended(rt, run_id), 120, "the run to end")
+                run = wait_for(lambda: ended_run(rt, run_id), 120, "the run to end")
             except AssertionError:
                 print(workers.output()[-5000:])
                 raise
@@ -125,14 +109,14 @@ def test_discovered_graph_survives_sigkill_of_a_worker(graph_env):
     survivor = None
     try:
         with GraphSite(graph, delay_s=0.1) as site:
-            run_id = _start_run(rt, site.base_url, "sigkill-graph")
+            run_id = start_graph_run(rt, site.base_url, "sigkill-graph")
             # When the crawl is under way, SIGKILL the group, then start another
             wait_for(lambda: sum(site.fetches.values()) >= 6, 120, "the crawl to be under way")
-            assert _ended(rt, run_id) is None, "too fast to kill anything mid-run"
+            assert ended_run(rt, run_id) is None, "too fast to kill anything mid-run"
             victim.kill()
             survivor = DramatiqWorkers(env, processes=2, threads=2).start()
             try:
-                run = wait_for(lambda: _ended(rt, run_id), 180, "the run to end after the kill")
+                run = wait_for(lambda: ended_run(rt, run_id), 180, "the run to end after the kill")
             except AssertionError:
                 print(survivor.output()[-4000:])
                 raise
@@ -186,8 +170,8 @@ def test_a_batch_that_crawls_longer_than_its_dispatch_lease_keeps_it(graph_env):
     graph = LinkGraph(links)
     with DramatiqWorkers(env, processes=1, threads=2) as workers, Ticks():
         with GraphSite(graph, delay_s=0.5) as site:
-            run_id = _start_run(rt, site.base_url, "lease-outlived")
-            run = wait_for(lambda: _ended(rt, run_id), 180, "the run to end")
+            run_id = start_graph_run(rt, site.base_url, "lease-outlived")
+            run = wait_for(lambda: ended_run(rt, run_id), 180, "the run to end")
             fetched = {p: n for p, n in site.fetches.items() if p != "/robots.txt"}
         output = workers.output()
     # Then no live batch was reclaimed: every page fetched once, the run succeeded, once
@@ -207,10 +191,10 @@ def test_a_stuck_worker_s_batch_is_reclaimed_and_its_pages_crawled_again(graph_e
     rescuer = None
     try:
         with GraphSite(graph, delay_s=0.3) as site, Ticks():
-            run_id = _start_run(rt, site.base_url, "stuck-worker")
+            run_id = start_graph_run(rt, site.base_url, "stuck-worker")
             # When it is stopped (SIGSTOP: alive to RabbitMQ, no progress) in the middle
             wait_for(lambda: sum(site.fetches.values()) >= 3, 120, "the crawl to be under way")
-            assert _ended(rt, run_id) is None, "too fast to stop anything mid-run"
+            assert ended_run(rt, run_id) is None, "too fast to stop anything mid-run"
             os.killpg(stuck.process.pid, signal.SIGSTOP)
             rescuer = DramatiqWorkers(env, processes=1, threads=2).start()
             # Then another worker's ticker reclaims its batch once the lease ran out, and gives
@@ -219,7 +203,9 @@ def test_a_stuck_worker_s_batch_is_reclaimed_and_its_pages_crawled_again(graph_e
             # (The messages the stuck process took off the queues stay with it until RabbitMQ
             # gives up on its connection, minutes later: kill it so they come back now.)
             stuck.kill()
-            run = wait_for(lambda: _ended(rt, run_id), 180, "the run to end without the stuck one")
+            run = wait_for(
+                lambda: ended_run(rt, run_id), 180, "the run to end without the stuck one"
+            )
             fetched = {p: n for p, n in site.fetches.items() if p != "/robots.txt"}
     finally:
         if stuck.process and stuck.process.poll() is None:

@@ -10,15 +10,13 @@ import itertools
 import os
 import signal
 import threading
-from datetime import timedelta
 
 import pytest
 
-from crawlsched.actors.planner import plan_crawls
 from crawlsched.runtime import Runtime
 from crawlsched.settings import Settings
-from crawlsched.store.runs import FINISHED, run_id_for
-from tests.support.graph_run import add_graph_schedule, prepare
+from crawlsched.store.runs import FINISHED
+from tests.support.graph_run import ended_run, prepare, start_graph_run
 from tests.support.link_graph import GraphSite, LinkGraph, layered_graph
 from tests.support.waiting import wait_for
 from tests.support.workers import TEST_SECRET_KEY, DramatiqWorkers, crawlsched_env
@@ -63,18 +61,6 @@ def cluster(rabbitmq_broker, rabbitmq_url, multiprocess_mongo_url, mongo_databas
         group.stop()
 
 
-def _crawl(rt: Runtime, base_url: str, schedule_id: str) -> str:
-    add_graph_schedule(rt, base_url, schedule_id)
-    fire_at = rt.now() - timedelta(seconds=1)
-    plan_crawls.send(schedule_id, fire_at.isoformat())
-    return run_id_for(schedule_id, fire_at)
-
-
-def _ended(rt: Runtime, run_id: str) -> dict | None:
-    run = rt.runs.get(run_id)
-    return run if run and run["state"] == FINISHED else None
-
-
 def _gaps(site: GraphSite) -> list[float]:
     arrivals = sorted(at for at, _ in site.access_log)
     return [b - a for a, b in itertools.pairwise(arrivals)]
@@ -87,8 +73,8 @@ def test_two_worker_groups_keep_one_delay_per_host_and_read_robots_txt_once(clus
     groups = [start(), start()]
     with GraphSite(graph) as site:
         # When one run crawls the whole site
-        run_id = _crawl(rt, site.base_url, "polite-two-groups")
-        run = wait_for(lambda: _ended(rt, run_id), 180, "the run to end")
+        run_id = start_graph_run(rt, site.base_url, "polite-two-groups")
+        run = wait_for(lambda: ended_run(rt, run_id), 180, "the run to end")
 
     # Then every page was fetched once, by both groups' processes
     fetched = {p: n for p, n in site.fetches.items() if p != "/robots.txt"}
@@ -126,7 +112,7 @@ def test_a_429_stops_every_worker_and_a_killed_holder_frees_the_host(cluster):
     graph = _TooManyOnce(layered_graph(30, seed=29, fan_out=3))
     victim, survivor = start(), start()
     with GraphSite(graph) as site:
-        run_id = _crawl(rt, site.base_url, "polite-429")
+        run_id = start_graph_run(rt, site.base_url, "polite-429")
         # When the site answers one request 429 (Retry-After: 2)
         wait_for(graph._answered.is_set, 120, "the 429 to be sent")
         # and, later, the process holding the host is SIGKILLed while it holds it
@@ -138,7 +124,7 @@ def test_a_429_stops_every_worker_and_a_killed_holder_frees_the_host(cluster):
         )
         os.kill(int(holder.split(":")[1]), signal.SIGKILL)
         killed_at = rt.now()
-        run = wait_for(lambda: _ended(rt, run_id), 240, "the run to end after the kill")
+        run = wait_for(lambda: ended_run(rt, run_id), 240, "the run to end after the kill")
 
     # Then nobody sent anything to the host until the Retry-After had passed
     log = sorted(site.access_log)

@@ -5,19 +5,15 @@ runs are left out of `crawlsched runs`, `GET /v1/runs` and the status page unles
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from typer.testing import CliRunner
 
-from crawlsched.cli import app
-from crawlsched.logs import configure_logging
 from crawlsched.runtime import Runtime
 from crawlsched.settings import Settings
-from crawlsched.store.client import drop_embedded
 from tests.support.api import ApiServer, seeded_runtime
+from tests.support.cli_store import cli_on_fresh_store
 
 T0 = datetime(2026, 11, 25, 8, 0, tzinfo=UTC)
 BUSY = "sweep-profiles@20261125T080000Z"  # planned 3
@@ -57,21 +53,15 @@ def test_run_store_leaves_out_runs_that_planned_nothing_when_asked(embedded_mong
 
 @pytest.fixture
 def invoke(monkeypatch: pytest.MonkeyPatch) -> Iterator:
-    url = f"mongomock://cli-empty-runs-{uuid.uuid4().hex}"
-    monkeypatch.setenv("CRAWLSCHED_MONGO_URL", url)
-    monkeypatch.setenv("CRAWLSCHED_BROKER_URL", "stub://")
-    runner = CliRunner()
+    with cli_on_fresh_store(monkeypatch, "cli-empty-runs") as (cli, _):
 
-    def run(*args: str) -> str:
-        result = runner.invoke(app, list(args))
-        configure_logging("json", "INFO")  # the command pointed the logs at a closed stream
-        assert result.exit_code == 0, result.output
-        return result.stdout
+        def run(*args: str) -> str:
+            result = cli(*args)
+            assert result.exit_code == 0, result.output
+            return result.stdout
 
-    run("init-db")
-    _seed(Runtime(Settings()))
-    yield run
-    drop_embedded(url)
+        _seed(Runtime(Settings()))
+        yield run
 
 
 def _ids(output: str) -> list[str]:

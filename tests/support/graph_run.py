@@ -8,6 +8,7 @@ from crawlsched.catalog import JobState
 from crawlsched.flow import schedule_ops
 from crawlsched.reference import MediaRow, ReferenceData, TaskRow
 from crawlsched.runtime import Runtime
+from crawlsched.store.runs import FINISHED, run_id_for
 
 GRAPH_MEDIA = MediaRow(
     name="graph",
@@ -63,3 +64,20 @@ def stored_paths(rt: Runtime, run_id: str, base_url: str) -> set[str]:
         doc["key"].removeprefix(base_url)
         for doc in rt.db.articles.find({"run_id": run_id}, {"key": 1})
     }
+
+
+def start_graph_run(rt: Runtime, base_url: str, schedule_id: str) -> str:
+    """A graph schedule (`add_graph_schedule`) fired a second ago through the planner's queue
+    (the workers plan it); the run's id."""
+    from crawlsched.actors.planner import plan_crawls
+
+    add_graph_schedule(rt, base_url, schedule_id)
+    fire_at = rt.now() - timedelta(seconds=1)
+    plan_crawls.send(schedule_id, fire_at.isoformat())
+    return run_id_for(schedule_id, fire_at)
+
+
+def ended_run(rt: Runtime, run_id: str) -> dict | None:
+    """The run once it has ended, else None (to poll with `wait_for`)."""
+    run = rt.runs.get(run_id)
+    return run if run and run["state"] == FINISHED else None
