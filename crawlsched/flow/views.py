@@ -92,7 +92,7 @@ def _counts(rt: Runtime, collection: str, field: str) -> dict[str, int]:
 
 
 def gather_stats(rt: Runtime) -> dict[str, Any]:
-    """Counts across the system, as `crawlsched stats --json` and `GET /v1/stats` give them
+    """Counts across the system, as `crawlsched store stats --json` and `GET /v1/stats` give them
     (`api.models.StatsView`): jobs by state name, seed markers apart as pages seen."""
     return {
         "runs_by_state": _counts(rt, "runs", "state"),
