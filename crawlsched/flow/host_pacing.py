@@ -255,7 +255,7 @@ class ClusterHostPacer:
             elif host.renewable and now >= host.lease_until - timedelta(seconds=self.slice_s / 2):
                 renewed = self.store.renew(
                     key, self.holder, now, slice_for(self.slice_s, delay), host.pages,
-                    host.next_start,
+                    host.next_start, in_flight=host.active,
                 )  # fmt: skip
                 if renewed is None:
                     host.renewable = False
