@@ -19,7 +19,7 @@ from crawlsched.errors import CrawlschedError
 from crawlsched.ids import decode_id, encode_id
 from crawlsched.planning.batching import Batch
 from crawlsched.planning.due import Category
-from crawlsched.resources.host_rules import host_key
+from crawlsched.resources.host_grouping import is_pacing_key
 
 
 class BadMessage(CrawlschedError, ValueError):
@@ -167,11 +167,9 @@ class ReportMessage(BaseModel):
 
 
 def _is_host_key(text: str) -> bool:
-    """`scheme://host:port` exactly as `host_rules.host_key` writes it."""
-    try:
-        return len(text) <= 300 and host_key(text) == text
-    except ValueError:
-        return False
+    """A pacing key exactly as `host_grouping.pacing_key` writes it (`scheme://host:port`,
+    `domain:…`, `address:…`)."""
+    return is_pacing_key(text)
 
 
 class WakeMessage(BaseModel):

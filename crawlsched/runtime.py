@@ -171,6 +171,7 @@ class Runtime:
             max_sleep_s=s.host_max_sleep_s,
             clock=self.now,
             on_blocked=self._host_blocked,
+            grouping=s.host_grouping,
         )
 
     def _host_blocked(self, host: str, until: datetime, reason: str) -> None:
@@ -182,7 +183,13 @@ class Runtime:
     def robots(self) -> SharedRobots | None:
         if not self.settings.robots_txt:
             return None
-        return SharedRobots(self.hosts, self.pacer.holder, self.settings.robots_ttl_s, self.now)
+        return SharedRobots(
+            self.hosts,
+            self.pacer.holder,
+            self.settings.robots_ttl_s,
+            self.now,
+            group_of=self.pacer.key_of,
+        )
 
     def browser_options(self) -> dict[str, Any]:
         """How a batch's browser session is opened (`browser_session.open_browser`)."""

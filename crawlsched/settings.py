@@ -177,6 +177,12 @@ class Settings(BaseSettings):
     host_daily_pages: int = Field(
         0, ge=0, description="At most this many requests to one host per UTC day (0: no cap)."
     )
+    host_grouping: Literal["origin", "domain", "address"] = Field(
+        "origin",
+        description="What one politeness clock covers: an origin (scheme, host, port), a "
+        "registrable domain (every subdomain of example.co.uk together), or the IP address a "
+        "host resolves to (every name one machine serves). Every worker must use the same.",
+    )
     host_lease_s: float = Field(
         10.0,
         gt=0,

@@ -59,6 +59,7 @@ def _pacer(
     max_sleep_s: float = 600.0,
     slice_s: float = 10.0,
     daily_pages: int = 0,
+    grouping: str = "origin",
 ) -> ClusterHostPacer:
     return ClusterHostPacer(
         store or _store(),
@@ -69,6 +70,7 @@ def _pacer(
         sleep=getattr(clock, "sleep", time.sleep),
         holder=holder,
         rng=random.Random(7),
+        grouping=grouping,
     )
 
 

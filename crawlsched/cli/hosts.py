@@ -15,15 +15,19 @@ from rich.table import Table
 from crawlsched.cli.common import bad_input, cli_runtime, console, print_json
 from crawlsched.flow import views
 from crawlsched.resources import host_rules
+from crawlsched.resources.host_grouping import is_pacing_key
 
 app = typer.Typer(help="Hosts as the cluster paces them: limits, holder, blocks, pages today.")
 
 
 def _key(host: str) -> str:
     try:
-        return host_rules.parse_host(host)
+        key = host_rules.parse_host(host)
     except ValueError as e:
         bad_input(f"not a host: {host!r} ({e})")
+    if not is_pacing_key(key):
+        bad_input(f"not a host: {host!r} (domain:NAME with a registrable NAME, or address:IP)")
+    return key
 
 
 def _when(value: Any) -> str:

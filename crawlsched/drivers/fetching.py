@@ -50,6 +50,8 @@ class Pacer(Protocol):
 
     def observe(self, key: str, status: int, retry_after: str | None) -> None: ...
 
+    def key_of(self, url: str) -> str: ...
+
 
 class Robots(Protocol):
     def allowed(self, url: str, user_agent: str, fetch: Any) -> bool: ...
@@ -191,7 +193,7 @@ class PoliteHttp:
         json: Any,
         deadline: float,
     ) -> httpx.Response:
-        key = host_key(url)
+        key = self._pacing_key(url)
         what = f"{method} {redact(url)}"
         with self._slot(key):
             self.requests += 1
@@ -281,6 +283,16 @@ class PoliteHttp:
                 return response.status_code, response.text
             url = str(response.url.join(response.headers.get("location", "")))
         return 404, ""
+
+    def _pacing_key(self, url: str) -> str:
+        """The key the pacer paces `url` under; its origin without a pacer, or when its name
+        does not resolve (grouping by address): the request then fails on its own."""
+        if self.pacer is not None:
+            try:
+                return self.pacer.key_of(url)
+            except OSError:
+                pass
+        return host_key(url)
 
     @contextlib.contextmanager
     def _slot(self, key: str) -> Iterator[None]:

@@ -29,7 +29,6 @@ from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage
 from crawlsched.planning.due import derive_target
 from crawlsched.planning.outcomes import JobUpdate, after_failure, after_success
-from crawlsched.resources.host_rules import host_key
 from crawlsched.resources.rules import ACCOUNT_POOL, SELENIUM_POOL
 from crawlsched.runtime import Runtime
 from crawlsched.store.children import Found
@@ -81,7 +80,7 @@ def crawl_jobs(
     progress = Progress()
     target_fields = ("target", *rt.target_fields(message.collection))
     urls = {id(doc): job_url(doc, derive_target(doc, target_fields), media) for doc in jobs}
-    hosts = {key: _host_of(url) for key, url in urls.items()}
+    hosts = {key: _host_of(rt, url) for key, url in urls.items()}
     pending = list(jobs)
     aside: list[dict] = []  # jobs of hosts not ready within the thread's patience
     not_ready: dict[str, HostNotReady] = {}
@@ -155,10 +154,10 @@ def _lost_resource(rt: Runtime, e: Exception, leases: Leases, context: CrawlCont
     return None
 
 
-def _host_of(url: str) -> str:
+def _host_of(rt: Runtime, url: str) -> str:
     try:
-        return host_key(url)
-    except ValueError:
+        return rt.pacer.key_of(url)
+    except (ValueError, OSError):
         return ""  # not a URL a request could go to: its crawl will say so
 
 

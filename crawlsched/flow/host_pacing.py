@@ -33,6 +33,7 @@ from datetime import datetime, timedelta
 from crawlsched import metrics
 from crawlsched.logs import get_logger
 from crawlsched.resources import host_rules
+from crawlsched.resources.host_grouping import GROUPINGS, Grouping, Resolve, pacing_key
 from crawlsched.resources.host_rules import BLOCKING_STATUSES, Granted, HostPolicy
 from crawlsched.store.hosts import MongoHostStore
 
@@ -73,6 +74,29 @@ def slice_for(slice_s: float, delay_s: float) -> float:
     return max(slice_s, 3 * delay_s)
 
 
+class CachedResolver:
+    """A host's first IP address, remembered for `ttl_s` (pacing by address asks for every
+    request; the lookup itself is the system resolver's)."""
+
+    def __init__(self, ttl_s: float = 300.0, size: int = 10_000) -> None:
+        self.ttl_s, self.size = ttl_s, size
+        self._known: dict[str, tuple[str, float]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, host: str) -> str:
+        now = time.monotonic()
+        with self._lock:
+            known = self._known.get(host)
+        if known is not None and known[1] > now:
+            return known[0]
+        address = str(socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)[0][4][0])
+        with self._lock:
+            if len(self._known) >= self.size:
+                self._known.clear()
+            self._known[host] = (address, now + self.ttl_s)
+        return address
+
+
 def holder_name() -> str:
     """Who holds a host: the machine and process, unique per pacer."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -91,7 +115,11 @@ class ClusterHostPacer:
         holder: str | None = None,
         rng: random.Random | None = None,
         on_blocked: Callable[[str, datetime, str], None] | None = None,
+        grouping: Grouping = "origin",
+        resolve: Resolve | None = None,
     ) -> None:
+        if grouping not in GROUPINGS:
+            raise ValueError(f"grouping must be one of {', '.join(GROUPINGS)}, got {grouping!r}")
         if slice_s <= 0:
             raise ValueError(f"slice_s must be > 0, got {slice_s}")
         self.store = store
@@ -107,6 +135,13 @@ class ClusterHostPacer:
         self._lock = threading.Lock()
         self._hosts: dict[str, _Host] = {}
         self._released: set[str] = set()  # hosts given back since `give_back` last said
+        self.grouping = grouping
+        self._resolve = resolve or CachedResolver()
+
+    def key_of(self, url: str) -> str:
+        """The key `url`'s requests are paced under (`host_grouping`); ValueError for a URL
+        that is not absolute, OSError for a name that does not resolve (grouping by address)."""
+        return pacing_key(url, self.grouping, self._resolve)
 
     # -- what PoliteHttp uses ----------------------------------------------------------------
 

@@ -37,12 +37,15 @@ class SharedRobots:
         clock: Callable[[], datetime],
         sleep: Callable[[float], None] = time.sleep,
         local_ttl_s: float = LOCAL_TTL_S,
+        group_of: Callable[[str], str] = host_key,
     ) -> None:
         if ttl_s <= 0:
             raise ValueError(f"ttl_s must be > 0, got {ttl_s}")
         self.store = store
         self.holder = holder
         self.ttl_s = ttl_s
+        # The key a URL is paced under: its Crawl-delay also raises that group's delay.
+        self._group_of = group_of
         self.local_ttl_s = min(local_ttl_s, ttl_s)
         self._clock = clock
         self._sleep = sleep
@@ -68,6 +71,12 @@ class SharedRobots:
                 entry[:] = [self._shared(key, url, user_agent, fetch), now]
             return entry[0]
 
+    def _group_or_none(self, url: str) -> str | None:
+        try:
+            return self._group_of(url)
+        except (ValueError, OSError):  # a name that no longer resolves: its fetches fail
+            return None
+
     def _shared(self, key: str, url: str, user_agent: str, fetch: Any) -> Protego:
         parts = urlsplit(url)
         site = f"{parts.scheme}://{parts.netloc}"
@@ -88,5 +97,7 @@ class SharedRobots:
                 rules = rules_of(status, text)
                 delay = rules.crawl_delay(user_agent) if status == 200 else None
                 self.store.store_robots(key, status, text, delay, self._clock())
+                if delay and (group := self._group_or_none(url)) not in (None, key):
+                    self.store.raise_crawl_delay(group, float(delay), self._clock())
                 return rules
             self._sleep(WAIT_POLL_S)  # another process is fetching it

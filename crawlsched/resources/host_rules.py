@@ -51,10 +51,13 @@ def host_key(url: str) -> str:
 
 def parse_host(text: str) -> str:
     """An operator's way to name a host (`example.com`, `http://127.0.0.1:8001/`) → its key;
-    a bare name means https on port 443."""
+    a bare name means https on port 443. Keys of the other groupings (`domain:example.com`,
+    `address:10.0.0.5`) are taken as they are (`host_grouping.is_pacing_key` checks them)."""
     text = text.strip()
     if not text:
         raise ValueError("empty host")
+    if text.startswith(("domain:", "address:")):
+        return text.lower()
     return host_key(text if "://" in text else f"https://{text}")
 
 

@@ -290,6 +290,18 @@ class MongoHostStore:
             },
         )
 
+    def raise_crawl_delay(self, key: str, crawl_delay_s: float, now: datetime) -> None:
+        """A group's delay raised by one of its origins' `Crawl-delay` (pacing by domain or
+        address): the largest any of them asked for stands."""
+
+        def decide(doc: dict[str, Any]) -> dict | None:
+            known = doc.get("crawl_delay_s")
+            if isinstance(known, int | float) and known >= crawl_delay_s:
+                return None
+            return {"crawl_delay_s": crawl_delay_s}
+
+        self._change(key, now, decide)
+
 
 def effective_policy(doc: dict[str, Any] | None, policy: HostPolicy) -> HostPolicy:
     """The caller's policy with the host's own limits over it, raised by its Crawl-delay."""
