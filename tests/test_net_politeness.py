@@ -315,8 +315,10 @@ def _base(server) -> str:
 
 def test_delay_between_requests_of_two_processes_holds_in_the_servers_own_log(site):
     # Two pacers on one store (two worker processes), three threads each. The server's arrival
-    # times also carry each request's own travel time, which varies on a busy machine: the
-    # delay is large against that, and only a lower bound is asserted.
+    # times also carry each request's own travel time, which a busy machine stretches (a gap
+    # of 0.33 s for a 0.4 s delay was seen with the suite and five other test runs on 2
+    # cores): half the delay is asserted. Paced per process instead, the two processes'
+    # requests arrive in near-simultaneous pairs.
     store = _store()
     now = lambda: datetime.now(UTC)  # noqa: E731
     pacers = [
@@ -335,7 +337,8 @@ def test_delay_between_requests_of_two_processes_holds_in_the_servers_own_log(si
             t.join(timeout=60)
     arrivals = sorted(at for at, _ in site.log)
     assert len(arrivals) == 6
-    assert all(b - a >= 0.4 - 0.05 for a, b in itertools.pairwise(arrivals))
+    gaps = [round(b - a, 3) for a, b in itertools.pairwise(arrivals)]
+    assert all(gap >= 0.4 / 2 for gap in gaps), gaps
 
 
 def test_two_processes_fetch_a_sites_robots_txt_once(site):
