@@ -84,9 +84,10 @@ def test_run_timeline_live_then_frozen_survives_retention(embedded_mongo_url):
         assert t["outcomes"] == {"succeeded": 2, "exhausted": 1}
         assert t["cut"] == {"depth": 4}
         assert t["throughput"]["width_s"] == 1.0
-        assert t["throughput"]["counts"] == [2, 0, 1]
-        assert t["throughput"]["rates"] == [2.0, 0.0, 1.0]
-        assert at(t["throughput"]["start"]) == planned
+        # From the run's creation, a second before planning closed.
+        assert t["throughput"]["counts"] == [0, 2, 0, 1]
+        assert t["throughput"]["rates"] == [0.0, 2.0, 0.0, 1.0]
+        assert at(t["throughput"]["start"]) == created
         assert t["by_depth"] == [
             {"depth": 0, "discovered": 3, "outstanding": 0, "done": 3},
             {"depth": 1, "discovered": 2, "outstanding": 2, "done": 0},
@@ -118,7 +119,7 @@ def test_run_timeline_live_then_frozen_survives_retention(embedded_mongo_url):
         assert (ended["state"], ended["result"]) == ("finished", "incomplete")
         assert ended["progress"] == {"planned": 3, "discovered": 2, "done": 5, "outstanding": 0}
         assert ended["outcomes"] == {"succeeded": 3, "exhausted": 1, "expired": 1}
-        assert ended["throughput"]["counts"] == [2, 0, 1, 1, 1]
+        assert ended["throughput"]["counts"] == [0, 2, 0, 1, 1, 1]
         assert ended["throughput"]["pages"] == 5
         assert ended["by_depth"][1] == {"depth": 1, "discovered": 2, "outstanding": 0, "done": 2}
         assert ended["waiting"] == []

@@ -10,7 +10,6 @@ later; an ended run's timeline is then read from the run document alone.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from crawlsched.flow.views import by_depth, waiting_groups
@@ -25,17 +24,13 @@ def _ends_a_page(row: dict[str, Any]) -> bool:
     return row.get("outcome") != REDO and not row.get("retried")
 
 
-def _start_of(run: dict[str, Any]) -> datetime:
-    """Where the series starts: when planning closed and the first batches went out."""
-    return run.get("planned_at") or run["created_at"]
-
-
 def freeze(rt: Runtime, run: dict[str, Any]) -> dict[str, Any]:
     """What the timeline reads from the task history and the discovered jobs, computed now."""
     rows = rt.history.ends_of(run["_id"])
     ends = [r["ended_at"] for r in rows if _ends_a_page(r) and r.get("ended_at") is not None]
     starts = [r["started_at"] for r in rows if r.get("started_at") is not None]
-    start = _start_of(run)
+    # From the run's creation: its first batches may go out before its planning closes.
+    start = run["created_at"]
     series = bucket([(end - start).total_seconds() for end in ends])
     return {
         "first_fetch_at": min(starts, default=None),
