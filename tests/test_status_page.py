@@ -77,21 +77,21 @@ def test_the_status_page_follows_a_run_and_shows_a_starved_batch(tmp_path: Path)
             def left_counts() -> bool:
                 row = run_row(browser, websites)
                 if row:
-                    seen_left.add(row[4])
+                    seen_left.add(row[3])
                 return row is not None and row[1] == "succeeded"
 
             wait_for(left_counts, 90, "the website run to finish on the page", interval=0.2)
             # The page refreshed itself while the run went on: several "left" figures, 0 last.
             assert len(seen_left) >= 2, seen_left
-            assert run_row(browser, websites)[4] == "0"
+            assert run_row(browser, websites)[3] == "0"
 
             profiles = server.json_lines("run", "now", "sweep-profiles")[0]["run_id"]
 
             def starved() -> bool:
                 row = run_row(browser, profiles)
-                # run, state, planned, found, left, ok, failed, exhausted, expired, cut,
-                # waiting, starved
-                return row is not None and row[11] not in ("", "0")
+                # run, state, done, left, planned, found, ok, failed, exhausted, expired,
+                # cut, waiting, starved
+                return row is not None and row[12] not in ("", "0")
 
             wait_for(starved, 90, "a starved batch on the page", interval=0.2)
             assert "account" in browser.find_element(By.ID, "pools").text

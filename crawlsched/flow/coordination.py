@@ -21,6 +21,7 @@ from typing import Any
 from crawlsched import metrics
 from crawlsched.errors import ReportRejected
 from crawlsched.events import emit
+from crawlsched.flow import run_timeline
 from crawlsched.flow.notifying import plan_webhook
 from crawlsched.flow.views import given_up_of
 from crawlsched.logs import get_logger
@@ -46,7 +47,10 @@ def finish_if_done(rt: Runtime, run: dict[str, Any], notify: Notify = _no_notify
         return False
     counts = run.get("counts", {})
     end = run_end(counts, bool(run.get("stop_requested")))
-    if not rt.runs.finish(run["_id"], rt.now(), end.state, end.result):
+    # Frozen before the compare-and-set, while the run's history and children still exist;
+    # a caller that loses the race computed it for nothing (rare: two last reports at once).
+    frozen = run_timeline.freeze(rt, run)
+    if not rt.runs.finish(run["_id"], rt.now(), end.state, end.result, timeline=frozen):
         return False
     metrics.run_finished()
     log.info("run_ended", run_id=run["_id"], result=end.result, planned=run.get("planned"))

@@ -56,18 +56,22 @@ def node_rows(rt: Runtime) -> list[dict[str, Any]]:
 
 
 def waiting_groups(rt: Runtime, waiting: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Waiting batches grouped by what they wait for: batches, jobs, the oldest wait."""
+    """Waiting batches grouped by what they wait for: batches, jobs, the oldest wait. `needs`
+    are the resource keys themselves (`account:twitter`, `host:https://example.com`)."""
     now = rt.now()
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for doc in waiting:
         key = (describe_keys(doc["needs"]), doc["media_name"])
-        group = groups.setdefault(key, {"batches": 0, "jobs": 0, "oldest": now})
+        group = groups.setdefault(
+            key, {"batches": 0, "jobs": 0, "oldest": now, "needs": sorted(doc["needs"])}
+        )
         group["batches"] += 1
         group["jobs"] += doc.get("jobs", 0)
         group["oldest"] = min(group["oldest"], doc["enqueued_at"])
     return [
         {
             "waits_for": needs,
+            "needs": g["needs"],
             "media": media,
             "batches": g["batches"],
             "jobs": g["jobs"],

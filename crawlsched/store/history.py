@@ -54,6 +54,11 @@ class MongoHistoryStore:
     def for_run(self, run_id: str, limit: int = 10_000) -> list[dict[str, Any]]:
         return self._list({"run_id": run_id}, limit)
 
+    def ends_of(self, run_id: str) -> list[dict[str, Any]]:
+        """Each execution of a run, its times and outcome only: what its timeline counts."""
+        fields = {"_id": 0, "started_at": 1, "ended_at": 1, "outcome": 1, "retried": 1}
+        return list(self._history.find({"run_id": run_id}, fields))
+
     def _list(self, query: dict[str, Any], limit: int) -> list[dict[str, Any]]:
         return list(self._history.find(query).sort("started_at", DESCENDING).limit(limit))
 

@@ -189,20 +189,31 @@ class MongoRunStore:
             return_document=ReturnDocument.AFTER,
         )
 
-    def finish(self, run_id: str, now: datetime, state: str = FINISHED, result: str = "") -> bool:
-        """True for exactly one caller: the one whose compare-and-set ended the run."""
+    def finish(
+        self,
+        run_id: str,
+        now: datetime,
+        state: str = FINISHED,
+        result: str = "",
+        timeline: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """True for exactly one caller: the one whose compare-and-set ended the run.
+
+        `timeline` is what the run's page reads from rows retention may delete later (its
+        pages per second, per depth): frozen onto the run in the same write."""
+        ended: dict[str, Any] = {
+            "state": state,
+            "result": result or state,
+            "finished_at": now,
+            # The outbox mark, in the same write as the end: until `announced` clears
+            # it, the relay knows the end event, webhook and parent count may be owed.
+            "announce": "pending",
+        }
+        if timeline is not None:
+            ended["timeline"] = dict(timeline)
         update = self._runs.update_one(
             {"_id": run_id, "state": RUNNING, "planning": False, "outstanding": {"$lte": 0}},
-            {
-                "$set": {
-                    "state": state,
-                    "result": result or state,
-                    "finished_at": now,
-                    # The outbox mark, in the same write as the end: until `announced` clears
-                    # it, the relay knows the end event, webhook and parent count may be owed.
-                    "announce": "pending",
-                }
-            },
+            {"$set": ended},
         )
         return update.modified_count == 1
 

@@ -1,4 +1,5 @@
-"""The status page at `/`: runs, schedules, pools and activity, refreshed in place.
+"""The status page at `/`: runs, schedules, pools and activity, refreshed in place; one
+page per run at `/status/runs/{run_id}`.
 
 Server-rendered shell plus a few lines of plain JavaScript that fetch `/v1/status` every two
 seconds (no build step). It needs a read token like the API: the login form keeps it in an
@@ -40,6 +41,15 @@ def status_page(request: Request) -> HTMLResponse:
         message = next((m for key, m in LOGIN_MESSAGES.items() if key in request.query_params), "")
         return HTMLResponse(_asset("login.html").replace("{{message}}", message))
     return HTMLResponse(_asset("status.html"))
+
+
+@router.get("/status/runs/{run_id}", response_class=HTMLResponse, include_in_schema=False)
+def run_page(request: Request, run_id: str) -> HTMLResponse:
+    """One run's page; the same static shell for every run (its script reads the id from the
+    address, so no run id is ever written into the HTML)."""
+    if _page_token_row(request, request.cookies.get(COOKIE)) is None:
+        return HTMLResponse(_asset("login.html").replace("{{message}}", ""))
+    return HTMLResponse(_asset("run.html"))
 
 
 LOGIN_MESSAGES = {

@@ -14,7 +14,7 @@ from crawlsched.api.paging import Limit, Offset, Page, page_of
 from crawlsched.api.problems import PROBLEM_RESPONSES, ApiProblem, problem_doc
 from crawlsched.encoding import plain
 from crawlsched.errors import RunAlreadyEnded, RunNotFound
-from crawlsched.flow import views
+from crawlsched.flow import run_timeline, views
 from crawlsched.store.runs import run_id_for
 
 router = APIRouter(prefix="/v1", tags=["runs"], responses=PROBLEM_RESPONSES)
@@ -90,6 +90,16 @@ def create_run(
 @router.get("/runs/{run_id}", summary="One run: counts, waiting batches, pages per depth")
 def get_run(caller: Reader, run_id: str) -> dict[str, Any]:
     return plain(views.run_details(caller.rt, _run(caller, run_id)))
+
+
+@router.get(
+    "/runs/{run_id}/timeline",
+    summary="One run's page: progress, outcomes, per depth, waiting, stage times, pages/s",
+)
+def get_run_timeline(caller: Reader, run_id: str) -> dict[str, Any]:
+    """Read live while the run goes on; for an ended run, from what its end froze onto it
+    (so it stays whole after retention deletes the run's history and discovered jobs)."""
+    return plain(run_timeline.timeline(caller.rt, _run(caller, run_id)))
 
 
 def _stop_result(summary: Any, task: str | None) -> dict[str, Any]:
