@@ -206,9 +206,12 @@ class MongoRunStore:
         )
         return update.modified_count == 1
 
-    def announced(self, run_id: str) -> None:
-        """Everyone who must hear of this run's end has it in their outbox."""
-        self._runs.update_one({"_id": run_id}, {"$unset": {"announce": ""}})
+    def announced(self, run_id: str, given_up: list[dict] | None = None) -> None:
+        """Everyone who must hear of this run's end has it in their outbox. The pages it gave
+        up are named on the run from now on: its discovered pages expire."""
+        self._runs.update_one(
+            {"_id": run_id}, {"$unset": {"announce": ""}, "$set": {"given_up": given_up or []}}
+        )
 
     def unannounced(self, ended_before: datetime, limit: int = 100) -> list[dict]:
         """Ended runs whose announcement a crash may have cut short."""
