@@ -47,11 +47,12 @@ def finish_if_done(rt: Runtime, run: dict[str, Any], notify: Notify = _no_notify
         return False
     counts = run.get("counts", {})
     end = run_end(counts, bool(run.get("stop_requested")))
-    if not rt.runs.finish(run["_id"], rt.now(), end.state, end.result):
+    now = rt.now()
+    if not rt.runs.finish(run["_id"], now, end.state, end.result):
         return False
     metrics.run_finished()
     log.info("run_ended", run_id=run["_id"], result=end.result, planned=run.get("planned"))
-    announce(rt, {**run, "state": end.state, "result": end.result}, notify)
+    announce(rt, {**run, "state": end.state, "result": end.result, "finished_at": now}, notify)
     return True
 
 
