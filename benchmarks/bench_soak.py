@@ -61,6 +61,12 @@ def snapshot_bytes(data_dir: Path) -> int:
     return sum(p.stat().st_size for p in current.rglob("*") if p.is_file())
 
 
+def collection_bytes(data_dir: Path) -> dict[str, int]:
+    """Bytes of each collection's documents in the current snapshot (its .bson file)."""
+    current = (data_dir / "current").resolve()
+    return {p.stem: p.stat().st_size for p in sorted(current.rglob("*.bson"))}
+
+
 class Api:
     def __init__(self, server: Standalone) -> None:
         api = json.loads((server.data_dir / "api.json").read_text())
@@ -91,6 +97,7 @@ def measure(server: Standalone, api: Api, args: argparse.Namespace) -> dict:
     return {
         "rss_bytes": rss_bytes(server.process.pid),
         "snapshot_bytes": snapshot_bytes(server.data_dir),
+        "collection_bytes": collection_bytes(server.data_dir),
         "job_documents": sum(sum(v.values()) for v in stats["jobs_by_state"].values()),
         "history_rows": sum(stats["executions_by_outcome"].values()),
         "events": sum(stats["events_by_name"].values()),

@@ -177,3 +177,19 @@ def test_retention_settings_have_the_documented_defaults():
         7 * 86400, 30 * 86400, 30 * 86400
     )  # fmt: skip
     assert (s.retain_deliveries_s, s.retain_idempotency_s) == (7 * 86400, 86400)
+
+
+def test_sweep_leaves_no_index_entry_of_what_it_removed(db):
+    # Given documents filed under a field index (as a run's jobs are under its id)
+    db.docs.create_index("expire_at", expireAfterSeconds=0, name="expiry")
+    db.docs.insert_many([{"_id": i, "run": "r1", "expire_at": NOW} for i in range(5)])
+    db.docs.insert_one({"_id": "kept", "run": "r2"})
+    assert db.docs.count_documents({"run": "r1"}) == 5  # builds the `run` field index
+    # When the sweep removes them
+    with db.locked():
+        sweep_expired(db.raw, NOW)
+    # Then no index remembers them (the value r1 is never looked up again to prune it)
+    indexes = db.raw.docs._indexes
+    assert set(indexes.order) == {"kept"}
+    assert "r1" not in indexes.fields["run"].by_value
+    assert db.docs.count_documents({"run": "r2"}) == 1

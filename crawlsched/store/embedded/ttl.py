@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from crawlsched.planning.retention import ttl_expired
+from crawlsched.store.embedded.indexes import store_key
 
 # How many ids one delete names (mongomock builds an `$in` set of them).
 DELETE_CHUNK = 5000
@@ -53,4 +54,9 @@ def sweep_expired(database: Any, now: datetime) -> dict[str, int]:
             chunk = ids[start : start + DELETE_CHUNK]
             gone = collection.delete_many({"_id": {"$in": chunk}}).deleted_count
             removed[name] = removed.get(name, 0) + gone
+            # The field indexes drop a deleted id only when a lookup meets it again; the
+            # values of an expired run (its id, its dispatches) are never asked for again.
+            indexes = collection._indexes
+            for doc_id in chunk:
+                indexes.forget(store_key(doc_id))
     return removed
