@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from crawlsched.logs import get_logger
+from crawlsched.planning.retention import EXPIRE_AT
 
 if TYPE_CHECKING:
     from crawlsched.runtime import Runtime
@@ -154,7 +155,10 @@ def emit(rt: Runtime, name: str, event_id: str | None = None, **fields: Any) -> 
     event_id = event_id or uuid.uuid4().hex
     doc: dict[str, Any] = {"event": name, "event_id": event_id, "at": now, **fields}
     publisher = publisher_for(rt.settings.broker_url)
-    if publisher is not None:
+    if publisher is None:
+        # Nothing to publish: the event is complete as stored, and kept for its retention.
+        doc[EXPIRE_AT] = rt.retention.activity_until(now)
+    else:
         # Claimed by this call until PUBLISH_CLAIM_S: the relay then takes it up only if this
         # publish never marked it sent (the process died, the broker was away).
         claim_until = now + timedelta(seconds=PUBLISH_CLAIM_S)
@@ -217,8 +221,17 @@ def _publish(rt: Runtime, publisher: RabbitmqEventPublisher, doc: dict[str, Any]
             "event_publish_deferred", event_name=doc["event"], retry_in_s=delay, error=error
         )
         return False
+    now = rt.now()
+    # Kept for its retention from now on; never while it is still owed to the exchange.
     rt.db.activity.update_one(
-        {"_id": doc["_id"]}, {"$set": {"outbox": SENT, "published_at": rt.now()}}
+        {"_id": doc["_id"]},
+        {
+            "$set": {
+                "outbox": SENT,
+                "published_at": now,
+                EXPIRE_AT: rt.retention.activity_until(now),
+            }
+        },
     )
     return True
 

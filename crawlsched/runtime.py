@@ -10,7 +10,7 @@ import os
 import socket
 import threading
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Any
 
@@ -27,6 +27,7 @@ from crawlsched.flow.shared_robots import SharedRobots
 from crawlsched.logs import get_logger
 from crawlsched.planning.outcomes import RedoPolicy, RetryPolicy
 from crawlsched.planning.recrawl import RecrawlPolicy, policy_of
+from crawlsched.planning.retention import EXPIRE_AT, Retention
 from crawlsched.resources.backends.mongo import MongoLeaseBackend
 from crawlsched.resources.host_rules import HostPolicy, merge_policy
 from crawlsched.resources.inventory import MongoPoolInventory
@@ -118,7 +119,22 @@ class Runtime:
 
     @cached_property
     def idempotency(self) -> MongoIdempotencyStore:
-        return MongoIdempotencyStore(self.db)
+        return MongoIdempotencyStore(self.db, timedelta(seconds=self.retention.idempotency_s))
+
+    @cached_property
+    def retention(self) -> Retention:
+        s = self.settings
+        return Retention(
+            discovered_s=s.retain_discovered_s,
+            history_s=s.retain_history_s,
+            activity_s=s.retain_activity_s,
+            deliveries_s=s.retain_deliveries_s,
+            idempotency_s=s.retain_idempotency_s,
+        )
+
+    @cached_property
+    def deliveries(self) -> MongoDeliveryStore:
+        return MongoDeliveryStore(self.db, self.retention)
 
     @cached_property
     def http(self) -> httpx.Client:
@@ -240,7 +256,7 @@ class Runtime:
 
     @cached_property
     def history(self) -> MongoHistoryStore:
-        return MongoHistoryStore(self.db)
+        return MongoHistoryStore(self.db, self.retention)
 
     def max_wait_s(self, schedule_id: str | None) -> float:
         """How long a batch of this schedule may wait for a resource before it starves."""
@@ -328,7 +344,7 @@ class Runtime:
         self.waiting.create_indexes()
         self.assignments.create_indexes()
         self.history.create_indexes()
-        MongoDeliveryStore(self.db).create_indexes()
+        self.deliveries.create_indexes()
         self.db.activity.create_index([("at", -1)], name="recent")
         # The outbox: one document per event id; the relay reads the pending ones.
         self.db.activity.create_index(
@@ -340,6 +356,8 @@ class Runtime:
         self.db.activity.create_index(
             [("outbox", 1), ("publish_after", 1)], name="outbox", sparse=True
         )
+        # Events expire once stored (stub broker) or published (RabbitMQ): events.py.
+        self.db.activity.create_index(EXPIRE_AT, expireAfterSeconds=0, name="expiry")
         self.idempotency.create_indexes()
 
 

@@ -18,6 +18,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 from crawlsched.catalog import MAX_BATCH_JOBS
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# The longest retention a setting accepts: ten years.
+MAX_RETAIN_S = 10 * 365 * 86400.0
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
@@ -342,6 +344,53 @@ class Settings(BaseSettings):
         True,
         description="The clock's exporter also serves gauges read from MongoDB at scrape time "
         "(due jobs, waiting batches, leases, nodes, accounts, open runs).",
+    )
+
+    retain_discovered_s: float = Field(
+        7 * 86400.0,
+        ge=1,
+        le=MAX_RETAIN_S,
+        allow_inf_nan=False,
+        description="A run's discovered pages (job documents) are kept this long after the "
+        "run ended, then removed by a TTL index; imported jobs are never removed.",
+    )
+    retain_history_s: float = Field(
+        30 * 86400.0,
+        ge=1,
+        le=MAX_RETAIN_S,
+        allow_inf_nan=False,
+        description="Task history rows are kept this long after their execution ended.",
+    )
+    retain_activity_s: float = Field(
+        30 * 86400.0,
+        ge=1,
+        le=MAX_RETAIN_S,
+        allow_inf_nan=False,
+        description="Events (the activity feed) are kept this long after they were stored, "
+        "or, on RabbitMQ, after they were published.",
+    )
+    retain_deliveries_s: float = Field(
+        7 * 86400.0,
+        ge=1,
+        le=MAX_RETAIN_S,
+        allow_inf_nan=False,
+        description="Webhook deliveries are kept this long after the receiver took them "
+        "(pending ones are kept until then).",
+    )
+    retain_idempotency_s: float = Field(
+        86400.0,
+        ge=1,
+        le=MAX_RETAIN_S,
+        allow_inf_nan=False,
+        description="An API idempotency key (and the answer it replays) is kept this long.",
+    )
+    ttl_sweep_s: float = Field(
+        60.0,
+        gt=0,
+        le=3600,
+        allow_inf_nan=False,
+        description="How often the standalone server removes expired documents (a MongoDB "
+        "server's own TTL monitor runs every 60 s).",
     )
 
     data_dir: Path = Field(

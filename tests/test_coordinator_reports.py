@@ -9,7 +9,7 @@ so each case starts from a known state without a worker.
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import structlog
@@ -142,6 +142,8 @@ def test_coordinator_report_that_ends_its_run_finishes_it_once_with_its_event(rt
             "discovered": 0,
             "items": {"new": 2, "changed": 1},
             "cut": {"depth": 1},
+            # Kept for CRAWLSCHED_RETAIN_ACTIVITY_S (30 days) from when it was stored
+            "expire_at": NOW + timedelta(days=30),
         }
     ]
     assert [e for e in logs if e["event"] == "run_ended"] == [

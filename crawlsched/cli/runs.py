@@ -119,7 +119,7 @@ def status(
             console.print(f"result: {run['result']}")
         if cut := run.get("cut"):
             console.print("cut by a bound: " + ", ".join(f"{k} {v}" for k, v in cut.items()))
-        for page in views.run_details(rt, run)["given_up"] if run["counts"].get("expired") else []:
+        for page in views.given_up_named(rt, run):
             console.print(f"given up: {page['url']} ({page['task']}): {page['reason']}")
         if run.get("stop_requested") or run.get("stopped_tasks"):
             what = ", ".join(run.get("stopped_tasks") or []) or "the whole run"

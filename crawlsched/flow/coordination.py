@@ -19,6 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 from crawlsched import metrics
+from crawlsched.catalog import JOB_COLLECTIONS
 from crawlsched.errors import ReportRejected
 from crawlsched.events import emit
 from crawlsched.flow import run_timeline
@@ -50,11 +51,12 @@ def finish_if_done(rt: Runtime, run: dict[str, Any], notify: Notify = _no_notify
     # Frozen before the compare-and-set, while the run's history and children still exist;
     # a caller that loses the race computed it for nothing (rare: two last reports at once).
     frozen = run_timeline.freeze(rt, run)
-    if not rt.runs.finish(run["_id"], rt.now(), end.state, end.result, timeline=frozen):
+    now = rt.now()
+    if not rt.runs.finish(run["_id"], now, end.state, end.result, timeline=frozen):
         return False
     metrics.run_finished()
     log.info("run_ended", run_id=run["_id"], result=end.result, planned=run.get("planned"))
-    announce(rt, {**run, "state": end.state, "result": end.result}, notify)
+    announce(rt, {**run, "state": end.state, "result": end.result, "finished_at": now}, notify)
     return True
 
 
@@ -70,7 +72,10 @@ def announce(rt: Runtime, run: dict[str, Any], notify: Notify = _no_notify) -> N
     short; the run's `announce` mark, set by the write that ended it, is cleared last."""
     counts = run.get("counts", {})
     end = run_end(counts, bool(run.get("stop_requested")))
-    given_up = given_up_of(rt, run) if counts.get(Outcome.EXPIRED) else []
+    # Named on the run by the first announcement (its pages may have expired since).
+    given_up = run.get("given_up")
+    if given_up is None:
+        given_up = given_up_of(rt, run) if counts.get(Outcome.EXPIRED) else []
     event_id = f"{run['_id']}:{end.event}"
     emit(
         rt,
@@ -90,7 +95,17 @@ def announce(rt: Runtime, run: dict[str, Any], notify: Notify = _no_notify) -> N
     if (delivery_id := plan_webhook(rt, run, end, event_id, given_up)) is not None:
         notify(delivery_id)
     _count_child_ended(rt, run, notify)
-    rt.runs.announced(run["_id"])
+    _let_pages_expire(rt, run)
+    rt.runs.announced(run["_id"], given_up)
+
+
+def _let_pages_expire(rt: Runtime, run: dict[str, Any]) -> None:
+    """The run's discovered pages are no longer needed (its end is counted, the dedup is per
+    run): they expire after the retention, counted from the run's end. Imported jobs are
+    never stamped. Repeated by the relay with the same date, so harmless twice."""
+    until = rt.retention.discovered_until(run["finished_at"])
+    for collection in JOB_COLLECTIONS:
+        MongoChildStore(rt.db, collection).expire_with_run(run["_id"], until)
 
 
 def relay_announcements(rt: Runtime, notify: Notify = _no_notify) -> int:

@@ -24,7 +24,6 @@ from crawlsched.logs import get_logger
 from crawlsched.planning.run_end import RunEnd
 from crawlsched.runtime import Runtime
 from crawlsched.schedules.spec import DEFAULT_NOTIFY_ON
-from crawlsched.store.deliveries import MongoDeliveryStore
 
 log = get_logger(__name__)
 
@@ -78,7 +77,7 @@ def plan_webhook(
         "cut": run.get("cut", {}),
         "given_up": given_up or [],
     }
-    MongoDeliveryStore(rt.db).create(
+    rt.deliveries.create(
         delivery_id,
         {"url": url, "event": end.event, "run_id": run["_id"], "body": body},
         rt.now(),
@@ -89,7 +88,7 @@ def plan_webhook(
 def relay_webhooks(rt: Runtime, notify: Callable[[str], None]) -> int:
     """Send again every delivery still pending whose next try is due: its message was lost
     (a process killed) or its retries ran out while the receiver was down."""
-    due = MongoDeliveryStore(rt.db).due(rt.now())
+    due = rt.deliveries.due(rt.now())
     for delivery_id in due:
         notify(delivery_id)
     if due:
@@ -99,7 +98,7 @@ def relay_webhooks(rt: Runtime, notify: Callable[[str], None]) -> int:
 
 def deliver(rt: Runtime, delivery_id: str, client: httpx.Client) -> str:
     """POST one delivery. Returns what happened; raises WebhookFailed to be retried."""
-    store = MongoDeliveryStore(rt.db)
+    store = rt.deliveries
     timeout_s = rt.settings.webhook_timeout_s
     taken = store.take(delivery_id, rt.now(), hold_s=timeout_s + 5)
     if taken is None:

@@ -165,8 +165,16 @@ def run_details(rt: Runtime, run: dict[str, Any]) -> dict[str, Any]:
         "waiting": {"batches": len(waiting), "jobs": sum(d.get("jobs", 0) for d in waiting)},
         "child_runs": [{"_id": c["_id"], "state": c["state"]} for c in children],
         "by_depth": by_depth(rt, run),
-        "given_up": given_up_of(rt, run) if run.get("counts", {}).get("expired") else [],
+        "given_up": given_up_named(rt, run),
     }
+
+
+def given_up_named(rt: Runtime, run: dict[str, Any]) -> list[dict[str, Any]]:
+    """As named on the run when its end was announced (its pages may have expired since),
+    or read from its jobs while it is running."""
+    if "given_up" in run:
+        return run["given_up"]
+    return given_up_of(rt, run) if run.get("counts", {}).get("expired") else []
 
 
 # How many given-up pages a run's end names (the rest are counted, and listed by the run).

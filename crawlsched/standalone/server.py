@@ -3,7 +3,8 @@
 Start: load the latest snapshot of the data directory into the embedded store, load the
 reference data and default sweeps (safe to repeat), put back the messages a clean stop saved
 (or, after a crash, re-drive what the lost ones held: `flow.restart`), then start the worker
-threads, the clock, the snapshot thread and the API.
+threads, the clock, the snapshot thread, the expiry sweep (what TTL indexes remove on a MongoDB
+server, every `ttl_sweep_s`) and the API.
 
 Stop (SIGTERM, Ctrl-C): the API stops taking requests, the clock stops, the workers finish the
 message in hand and hand the rest back, and one last snapshot saves the store and every message
@@ -24,6 +25,7 @@ from pydantic import SecretStr
 from crawlsched.logs import get_logger
 from crawlsched.settings import Settings
 from crawlsched.standalone.datadir import DataDir
+from crawlsched.store.embedded.ttl import sweep_expired
 
 log = get_logger(__name__)
 
@@ -93,6 +95,7 @@ class StandaloneServer:
         self.worker: Any = None
         self._clock: Periodic | None = None
         self._snapshots: Periodic | None = None
+        self._expiry: Periodic | None = None
 
     # -- start ----------------------------------------------------------------------------
 
@@ -136,6 +139,9 @@ class StandaloneServer:
         ticker.tick.send()
         self._snapshots = Periodic("snapshots", self.settings.snapshot_interval_s, self.snapshot)
         self._snapshots.start()
+        self.expire()
+        self._expiry = Periodic("expiry", self.settings.ttl_sweep_s, self.expire)
+        self._expiry.start()
         report = StartReport(
             state["snapshot"], state["loaded"], state["clean"], restored, recovered
         )
@@ -145,6 +151,16 @@ class StandaloneServer:
     def snapshot(self, messages: list | None = None, clean: bool = False) -> Any:
         with self._snapshot_lock:
             return self.data.snapshot(self.runtime.db, messages, clean)
+
+    def expire(self) -> dict[str, int]:
+        """Remove what the TTL indexes say has expired (a MongoDB server's TTL monitor does
+        this on its own), under the store's lock: no request sees a half-swept collection."""
+        db = self.runtime.db
+        with db.locked():
+            removed = sweep_expired(db.raw, self.runtime.now())
+        if removed:
+            log.info("documents_expired", **removed)
+        return removed
 
     def local_token(self) -> str:
         """A new admin token for the command line of this machine; earlier ones are revoked."""
@@ -162,6 +178,8 @@ class StandaloneServer:
         started = time.perf_counter()
         if self._snapshots:
             self._snapshots.stop()
+        if self._expiry:
+            self._expiry.stop()
         if self._clock:
             self._clock.stop()
         if self.worker:

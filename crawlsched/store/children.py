@@ -21,6 +21,7 @@ from pymongo import ReturnDocument, UpdateOne
 
 from crawlsched.catalog import JobState
 from crawlsched.drivers.context import Discovery
+from crawlsched.planning.retention import EXPIRE_AT
 from crawlsched.store.counting import CountingDatabase
 
 # A seed marker (`_marker`): a planned page's place among its run's children, so that the page
@@ -202,6 +203,12 @@ class MongoChildStore:
             {**row, "done": row["discovered"] - row["outstanding"]}
             for _, row in sorted(rows.items())
         ]
+
+    def expire_with_run(self, run_id: str, until: datetime) -> int:
+        """Stamp the ended run's discovered jobs (and seed markers) with their expiry date, for
+        the TTL index on `expire_at` (`JOB_INDEXES`). Only documents scoped to the run."""
+        query = {"scope_run": run_id, EXPIRE_AT: {"$ne": until}}
+        return self._jobs.update_many(query, {"$set": {EXPIRE_AT: until}}).modified_count
 
     def of_run(self, run_id: str, limit: int = 50, skip: int = 0) -> list[dict[str, Any]]:
         fields = {

@@ -13,6 +13,7 @@ from typing import Any
 
 from pymongo import ReturnDocument
 
+from crawlsched.planning.retention import DEFAULT_RETENTION, EXPIRE_AT, Retention
 from crawlsched.store.counting import CountingDatabase
 
 PENDING, DELIVERED = "pending", "delivered"
@@ -23,12 +24,15 @@ RELAY_BACKOFF_MAX_S = 600.0
 
 
 class MongoDeliveryStore:
-    def __init__(self, db: CountingDatabase) -> None:
+    def __init__(self, db: CountingDatabase, retention: Retention = DEFAULT_RETENTION) -> None:
         self._deliveries = db.webhook_deliveries
+        self._retention = retention
 
     def create_indexes(self) -> None:
         self._deliveries.create_index([("run_id", 1)], name="run")
         self._deliveries.create_index([("state", 1), ("next_try_at", 1)], name="due")
+        # Set once delivered: a pending delivery is never forgotten.
+        self._deliveries.create_index(EXPIRE_AT, expireAfterSeconds=0, name="expiry")
 
     def create(self, delivery_id: str, doc: dict[str, Any], now: datetime) -> None:
         self._deliveries.update_one(
@@ -67,7 +71,14 @@ class MongoDeliveryStore:
     def delivered(self, delivery_id: str, status: int, now: datetime) -> None:
         self._deliveries.update_one(
             {"_id": delivery_id},
-            {"$set": {"state": DELIVERED, "status": status, "delivered_at": now}},
+            {
+                "$set": {
+                    "state": DELIVERED,
+                    "status": status,
+                    "delivered_at": now,
+                    EXPIRE_AT: self._retention.deliveries_until(now),
+                }
+            },
         )
 
     def attempt_failed(self, delivery_id: str, error: str, now: datetime) -> None:

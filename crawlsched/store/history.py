@@ -15,6 +15,7 @@ from bson import ObjectId
 from bson.errors import InvalidId
 from pymongo import ASCENDING, DESCENDING
 
+from crawlsched.planning.retention import DEFAULT_RETENTION, EXPIRE_AT, Retention
 from crawlsched.store.counting import CountingDatabase
 
 # What a correction may change; the facts of the execution (times, account, node) stay.
@@ -29,8 +30,9 @@ def row_id(text: str) -> ObjectId:
 
 
 class MongoHistoryStore:
-    def __init__(self, db: CountingDatabase) -> None:
+    def __init__(self, db: CountingDatabase, retention: Retention = DEFAULT_RETENTION) -> None:
         self._history = db.task_history
+        self._retention = retention
 
     def create_indexes(self) -> None:
         self._history.create_index(
@@ -39,11 +41,20 @@ class MongoHistoryStore:
         self._history.create_index([("job_id", ASCENDING), ("started_at", DESCENDING)], name="job")
         self._history.create_index([("run_id", ASCENDING)], name="run")
         self._history.create_index([("outcome", ASCENDING)], name="outcome")
+        self._history.create_index(EXPIRE_AT, expireAfterSeconds=0, name="expiry")
 
     def add(self, rows: Sequence[Mapping[str, Any]]) -> int:
         if not rows:
             return 0
-        return len(self._history.insert_many([dict(r) for r in rows]).inserted_ids)
+        return len(self._history.insert_many([self._expiring(r) for r in rows]).inserted_ids)
+
+    def _expiring(self, row: Mapping[str, Any]) -> dict[str, Any]:
+        """The row with its expiry: its retention counted from the execution's end (a row
+        that names no end is kept)."""
+        ended_at = row.get("ended_at")
+        if not isinstance(ended_at, datetime):
+            return dict(row)
+        return {**row, EXPIRE_AT: self._retention.history_until(ended_at)}
 
     def for_schedule(self, schedule_id: str, limit: int = 100) -> list[dict[str, Any]]:
         return self._list({"schedule_id": schedule_id}, limit)

@@ -3,7 +3,8 @@
 The first request with a key claims it (insert on the unique `_id`) and stores its answer when
 done. A retry with the same key and the same request gets that answer again, with nothing done
 twice; the same key with another request is refused, as is a retry while the first is still
-being answered. Keys are scoped to the token that sent them and kept for a day.
+being answered. Keys are scoped to the token that sent them and kept for a day
+(`CRAWLSCHED_RETAIN_IDEMPOTENCY_S`).
 """
 
 from __future__ import annotations
@@ -43,8 +44,9 @@ def fingerprint(method: str, path: str, body: Any) -> str:
 
 
 class MongoIdempotencyStore:
-    def __init__(self, db: CountingDatabase) -> None:
+    def __init__(self, db: CountingDatabase, keep: timedelta = KEEP) -> None:
         self._keys = db.idempotency_keys
+        self._keep = keep
 
     def create_indexes(self) -> None:
         self._keys.create_index("expires_at", expireAfterSeconds=0, name="expiry")
@@ -61,7 +63,7 @@ class MongoIdempotencyStore:
                     "_id": doc_id,
                     "fingerprint": request_fingerprint,
                     "state": "running",
-                    "expires_at": now + KEEP,
+                    "expires_at": now + self._keep,
                 }
             )
             return Claimed()

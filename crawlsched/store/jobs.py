@@ -19,6 +19,7 @@ from crawlsched.catalog import JobState
 from crawlsched.planning.due import Category
 from crawlsched.planning.outcomes import JobUpdate
 from crawlsched.planning.problems import Problem, ReferenceIndex
+from crawlsched.planning.retention import EXPIRE_AT
 from crawlsched.store.children import MARKER_FILTER
 from crawlsched.store.counting import CountingDatabase
 from crawlsched.store.pipeline import (
@@ -54,6 +55,9 @@ JOB_INDEXES: list[tuple[list[tuple[str, int]], dict[str, Any]]] = [
         {"name": "children", "sparse": True},
     ),
     ([("found_by", ASCENDING)], {"name": "found_by", "sparse": True}),
+    # Discovered jobs expire after their run ended (`MongoChildStore.expire_with_run` sets the
+    # date then); imported and scheduled jobs never carry the field, so never expire.
+    ([(EXPIRE_AT, ASCENDING)], {"name": "expiry", "expireAfterSeconds": 0, "sparse": True}),
     ([("state", ASCENDING), ("lease_deadline", ASCENDING)], {"name": "running_by_deadline"}),
     # Jobs the machinery failed, waiting for another try in their run (the ticker's sweep).
     ([("redo_run", ASCENDING), ("execution_date", ASCENDING)], {"name": "redo", "sparse": True}),

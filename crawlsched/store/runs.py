@@ -144,8 +144,11 @@ class MongoRunStore:
             inc[f"items.{label}"] = n
         for label, n in (cut or {}).items():
             inc[f"cut.{label}"] = n
+        # An ended run takes no report (every report it waited for was applied before it
+        # ended); its keys are dropped when its end is announced, so this is also what keeps
+        # a late duplicate from being counted twice.
         return self._runs.find_one_and_update(
-            {"_id": run_id, "reports": {"$ne": report_key}},
+            {"_id": run_id, "state": {"$nin": list(ENDED)}, "reports": {"$ne": report_key}},
             {"$inc": inc, "$push": {"reports": report_key}},
             return_document=ReturnDocument.AFTER,
         )
@@ -184,7 +187,7 @@ class MongoRunStore:
             inc[f"counts.{outcome}"] = n
         key = f"child:{child_id}"
         return self._runs.find_one_and_update(
-            {"_id": parent_id, "reports": {"$ne": key}},
+            {"_id": parent_id, "state": {"$nin": list(ENDED)}, "reports": {"$ne": key}},
             {"$inc": inc, "$push": {"reports": key}},
             return_document=ReturnDocument.AFTER,
         )
@@ -217,9 +220,18 @@ class MongoRunStore:
         )
         return update.modified_count == 1
 
-    def announced(self, run_id: str) -> None:
-        """Everyone who must hear of this run's end has it in their outbox."""
-        self._runs.update_one({"_id": run_id}, {"$unset": {"announce": ""}})
+    def announced(self, run_id: str, given_up: list[dict] | None = None) -> None:
+        """Everyone who must hear of this run's end has it in their outbox. The pages it gave
+        up are named on the run from now on (its discovered pages expire), and what only a
+        running run needs goes: its report keys (an ended run takes no report) and its
+        reclaimed dispatches, so a kept run costs its counts, not its history."""
+        self._runs.update_one(
+            {"_id": run_id},
+            {
+                "$unset": {"announce": "", "reports": "", "reclaimed": ""},
+                "$set": {"given_up": given_up or []},
+            },
+        )
 
     def unannounced(self, ended_before: datetime, limit: int = 100) -> list[dict]:
         """Ended runs whose announcement a crash may have cut short."""

@@ -28,6 +28,9 @@ touching what it computes:
   without mongomock's expression parser (`reshaping`). Each answers only where its answer is
   mongomock's and hands every other case to mongomock.
 
+- **TTL indexes** expire documents in a sweep (`ttl`), with `now` passed in, instead of
+  mongomock's scan of the whole collection on every read.
+
 Field indexes are built on first use, one scan each. Values that cannot be hashed (lists,
 sub-documents) go to an "always a candidate" bucket, which keeps array matching correct.
 """
@@ -39,6 +42,7 @@ from typing import Any
 
 import mongomock
 from mongomock import aggregate as mongomock_aggregate
+from mongomock import store as mongomock_store
 
 from crawlsched.store.embedded.collection import IndexedCollection
 from crawlsched.store.embedded.copying import copy_document, patch_datetimes
@@ -57,6 +61,10 @@ class _CopyModule:
         return copy_document(value) if memo is None else copy.deepcopy(value, memo)
 
 
+def _no_read_expiry(store: Any) -> None:
+    """mongomock's expiry on every read, turned off."""
+
+
 _installed = False
 
 
@@ -68,4 +76,6 @@ def install() -> None:
         mongomock.helpers.patch_datetime_awareness_in_document = patch_datetimes
         mongomock.collection.copy = _CopyModule
         mongomock_aggregate.copy = _CopyModule
+        # Documents expire only in `ttl.sweep_expired` (see there why not on every read).
+        mongomock_store.CollectionStore._remove_expired_documents = _no_read_expiry
         _installed = True

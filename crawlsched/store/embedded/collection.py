@@ -6,12 +6,13 @@ import itertools
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from mongomock import DuplicateKeyError, helpers
+from mongomock import DuplicateKeyError, OperationFailure, helpers
 from mongomock import aggregate as mongomock_aggregate
 from mongomock.collection import Collection, Cursor
 from mongomock.command_cursor import CommandCursor
 from mongomock.filtering import filter_applies
 
+from crawlsched.planning.retention import check_ttl_index
 from crawlsched.store.embedded.copying import copy_fields, make_aware, reader_copy, typed
 from crawlsched.store.embedded.indexes import SELECTIVE, StoreIndexes, equality_values, store_key
 from crawlsched.store.embedded.matching import UNSURE, compile_filter
@@ -155,8 +156,7 @@ class IndexedCollection(Collection):
             return None
         indexes = self._indexes
         # The store's own dict: every operation already holds the client's lock (client.py),
-        # so the store's reader lock per lookup is not needed. Expire as its reads would.
-        store._remove_expired_documents()
+        # so the store's reader lock per lookup is not needed. (TTL expiry is `ttl.py`'s.)
         documents = store._documents
         docs = []
         for doc_id in best:
@@ -309,6 +309,12 @@ class IndexedCollection(Collection):
         partial filter, so a partial unique index over jobs it does not cover (the old system's,
         without `target`) was refused. Check only the covered documents, then register it."""
         self._written()
+        if "expireAfterSeconds" in kwargs:
+            keys = helpers.create_index_list(key_or_list)
+            try:
+                check_ttl_index(keys, kwargs["expireAfterSeconds"])
+            except ValueError as e:  # what a MongoDB server answers to such an index
+                raise OperationFailure(str(e), 67) from None
         partial = kwargs.get("partialFilterExpression")
         if session or not kwargs.get("unique") or partial is None:
             return super().create_index(key_or_list, cache_for, session, **kwargs)
