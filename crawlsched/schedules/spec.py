@@ -227,7 +227,8 @@ def apply_update(
     unknown = [k for k in changes if k not in EDITABLE]
     if unknown:
         raise ValueError(f"{unknown[0]}: cannot be changed (editable: {', '.join(EDITABLE)})")
-    merged = {k: current.get(k) for k in EDITABLE}
+    # A field the stored schedule lacks (the default sweeps carry no shards) takes its default.
+    merged = {k: current[k] for k in EDITABLE if current.get(k) is not None}
     notify = current.get("notify") or {}
     merged["webhook"], merged["notify_on"] = notify.get("webhook"), notify.get("on")
     merged["notices"] = notify.get("notices")
