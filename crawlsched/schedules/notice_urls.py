@@ -20,7 +20,7 @@ MAX_NOTICES = 10
 MAX_NOTICE_URL_CHARS = 2000
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]{0,31})://")
 # Runs of characters long enough to be a token or a password (see `scrub`).
-_TOKEN = re.compile(r"[A-Za-z0-9_\-:.~%+=]{4,}")
+_TOKEN = re.compile(r"[A-Za-z0-9_\-.~%+=]{4,}")
 
 
 @dataclass(frozen=True)
