@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import apprise
-
 from crawlsched.drivers.targets import check_addresses
 from crawlsched.planning.run_end import RunEnd
 from crawlsched.runtime import Runtime
@@ -26,11 +24,8 @@ NOTICE = "notice"
 # sender takes the record while the first may still be talking to the service.
 NOTICE_HOLD_S = 60.0
 NOTICE_TIMEOUT_S = 45.0
-_TYPES = {
-    "succeeded": apprise.NotifyType.SUCCESS,
-    "failed": apprise.NotifyType.FAILURE,
-    "incomplete": apprise.NotifyType.FAILURE,
-}
+# Apprise's notify types (`apprise.NotifyType` values) per run result; `warning` otherwise.
+_TYPES = {"succeeded": "success", "failed": "failure", "incomplete": "failure"}
 
 
 def notice_text(run: dict[str, Any], end: RunEnd, given_up: int) -> tuple[str, str]:
@@ -85,13 +80,15 @@ def send_notice(rt: Runtime, delivery: dict[str, Any]) -> str | None:
         check_addresses(shown, target.addresses, rt.allowed_networks)
     except ValueError as e:
         return scrub(str(e), url, shown)
+    import apprise  # imported where it is used: every command line would pay for it otherwise
+
     sender = apprise.Apprise()
     sender.add(url)
     said: list[str] = []
     sent = sender.notify(
         body=delivery["body"],
         title=delivery["title"],
-        notify_type=_TYPES.get(delivery.get("result", ""), apprise.NotifyType.WARNING),
+        notify_type=apprise.NotifyType(_TYPES.get(delivery.get("result", ""), "warning")),
         timeout=NOTICE_TIMEOUT_S,
         log_callback=lambda entry, _plugin: said.append(f"{entry.level}: {entry.message}"),
     )

@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-import apprise
-
 MAX_NOTICES = 10
 MAX_NOTICE_URL_CHARS = 2000
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]{0,31})://")
@@ -44,6 +42,8 @@ def parse_notice_url(url: Any, position: int = 1) -> NoticeTarget:
     scheme = _SCHEME.match(url)
     if scheme is None:
         raise ValueError(f"{where}: not a URL of the form scheme://…")
+    import apprise  # on first use: importing it and its ~190 services takes a second or more
+
     plugin = apprise.Apprise.instantiate(url, suppress_exceptions=True)
     if plugin is None:
         name = scheme.group(1).lower()
