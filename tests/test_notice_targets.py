@@ -235,7 +235,8 @@ def test_api_refuses_a_bad_notice_url_with_422(api, bad, named):
     ):
         assert response.status_code == 422, response.text
         body = response.json()
-        assert body["errors"][0]["location"].startswith("body.notices.")
+        assert body["errors"][0]["location"] == "body.notices"
         assert named in body["detail"] and BOT_TOKEN not in response.text
+    assert "entry 2" in response.json()["detail"]  # the PATCH's second URL
     assert api.runtime.db.schedules.find_one({"_id": "b"}) is None
     assert api.runtime.db.schedules.find_one({"_id": "sweep-websites"}).get("notify") is None

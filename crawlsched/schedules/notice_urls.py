@@ -32,9 +32,9 @@ class NoticeTarget:
     addresses: tuple[str, ...]
 
 
-def parse_notice_url(url: Any, position: int = 1) -> NoticeTarget:
+def parse_notice_url(url: Any, position: int | None = None) -> NoticeTarget:
     """The target an Apprise URL names, or ValueError naming the entry (never the URL)."""
-    where = f"notices: entry {position}"
+    where = "notices" if position is None else f"notices: entry {position}"
     if not isinstance(url, str) or not url.strip():
         raise ValueError(f"{where}: an Apprise URL (e.g. tgram://TOKEN/CHAT_ID)")
     if len(url) > MAX_NOTICE_URL_CHARS:

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from zoneinfo import available_timezones
 
 from fastapi import APIRouter, Query, Request
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from crawlsched.api.auth import Admin, Reader
@@ -57,16 +57,10 @@ NonBlank = Annotated[str, StringConstraints(min_length=1, max_length=2000, patte
 JobCollection = Literal[JOB_COLLECTIONS]
 
 
-def _apprise_url(url: str) -> str:
-    parse_notice_url(url)  # a ValueError (422) naming the scheme, never the URL
-    return url
-
-
 NoticeUrl = Annotated[
     str,
     StringConstraints(max_length=MAX_NOTICE_URL_CHARS),
     Field(json_schema_extra={"pattern": NAMED_JSON_NOTICE}),
-    AfterValidator(_apprise_url),
 ]
 
 
@@ -113,6 +107,14 @@ class ScheduleFields(BaseModel):
         "replaces the list; `[]` removes them all.",
     )
     notify_on: Given[list[Literal[NOTIFY_EVENTS]], Field(min_length=1, max_length=4)] = None
+
+    @field_validator("notices")
+    @classmethod
+    def _apprise_urls(cls, urls: list[str] | None) -> list[str] | None:
+        """Each a URL Apprise accepts: a 422 naming the entry and its scheme, never the URL."""
+        for position, url in enumerate(urls or [], start=1):
+            parse_notice_url(url, position)
+        return urls
 
     def given(self) -> dict[str, Any]:
         given = {k: v for k, v in self.model_dump().items() if v not in (None, [])}
