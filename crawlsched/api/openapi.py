@@ -29,6 +29,13 @@ NAMED_WEB_URL = (
     r"^https?://([A-Za-z0-9-]{1,20}\.){1,3}[A-Za-z][A-Za-z0-9-]{0,20}(:[1-9][0-9]{0,3})?"
     r"(/[!-~]{0,100})?$"
 )
+# A notice target the schema can vouch for: Apprise's JSON service on a host name Apprise
+# takes (labels start with a letter, no hyphen at either end). The routes
+# take any URL Apprise accepts (tgram://, slack://, mailto://, …).
+NAMED_JSON_NOTICE = (
+    r"^jsons?://([A-Za-z][A-Za-z0-9]{0,19}(-[A-Za-z0-9]{1,10})?\.){1,3}[A-Za-z][A-Za-z0-9]{1,20}"
+    r"(:[1-9][0-9]{0,3})?(/[A-Za-z0-9._~-]{0,30}){0,4}$"
+)
 # A handle: visible ASCII but '/' and '@' (the route also takes other letters, not spaces).
 PROFILE_HANDLE = r"^@?[!-.0-?A-~]{1,100}$"
 

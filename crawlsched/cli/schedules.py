@@ -15,6 +15,7 @@ from crawlsched.errors import ScheduleNotFound
 from crawlsched.flow import schedule_ops
 from crawlsched.flow.job_ops import empty_store_hint
 from crawlsched.runtime import Runtime
+from crawlsched.schedules.notice_urls import public_schedule
 from crawlsched.schedules.spec import horizon
 
 app = typer.Typer(help="Create, change and inspect schedules.", no_args_is_help=True)
@@ -35,8 +36,16 @@ SHARDS = typer.Option(None, "--shards", help="Split each firing into N child run
 WEBHOOK = typer.Option(
     None, "--webhook", help="URL to POST to when a run ends; '' removes it (update)."
 )
+NOTICE = typer.Option(
+    None,
+    "--notice",
+    help="Apprise URL told of run ends, e.g. tgram://TOKEN/CHAT (repeatable; replaces the "
+    "schedule's list; '' removes them all).",
+)
 NOTIFY_ON = typer.Option(
-    None, "--notify-on", help="Run ends the webhook is told of: finished, failed, stopped."
+    None,
+    "--notify-on",
+    help="Run ends the webhook and notices are told of: finished, failed, incomplete, stopped.",
 )
 
 
@@ -75,6 +84,7 @@ FIELDS = {
     "overlap": "overlap",
     "shards": "shards",
     "webhook": "webhook",
+    "notice": "notices",
     "notify_on": "notify_on",
 }
 
@@ -89,7 +99,7 @@ def _given(options: dict[str, Any]) -> dict[str, Any]:
 
 def _print(doc: dict[str, Any], as_json: bool, message: str) -> None:
     if as_json:
-        print_json(doc)
+        print_json(public_schedule(doc))
     else:
         console.print(message)
 
@@ -127,6 +137,7 @@ def add(
     overlap: str | None = OVERLAP,
     shards: int | None = SHARDS,
     webhook: str | None = WEBHOOK,
+    notice: list[str] | None = NOTICE,
     notify_on: list[str] | None = NOTIFY_ON,
     as_json: bool = JSON,
 ) -> None:
@@ -155,6 +166,7 @@ def update(
     overlap: str | None = OVERLAP,
     shards: int | None = SHARDS,
     webhook: str | None = WEBHOOK,
+    notice: list[str] | None = NOTICE,
     notify_on: list[str] | None = NOTIFY_ON,
     as_json: bool = JSON,
 ) -> None:
@@ -194,7 +206,7 @@ def list_schedules(
         docs = rt.schedules.for_owner(owner, include_deleted)
         if as_json:
             for doc in docs:
-                print_json(doc)
+                print_json(public_schedule(doc))
             return
         table = Table(title="Schedules")
         for column in ("id", "owner", "fires", "trigger", "state", "next", "fired", "missed"):
@@ -219,6 +231,7 @@ def show(schedule_id: str = typer.Argument(...), as_json: bool = JSON) -> None:
     """One schedule, every field."""
     with _runtime() as rt:
         doc = rt.schedules.require(schedule_id, "show", ("active", "paused", "stopped", "done"))
+        doc = public_schedule(doc)
         if as_json:
             print_json(doc)
             return

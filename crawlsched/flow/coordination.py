@@ -7,9 +7,10 @@ refused (dead-lettered by the actor), so a forged or foreign report changes noth
 
 A run ends exactly once (a compare-and-set): finished (succeeded, failed when jobs ran and none
 succeeded, or incomplete when the machinery made it give pages up) or stopped. The write that
-ends it also marks it to be announced; the announcement — its event, a webhook delivery when
-its schedule asks for one, one child off its parent — goes to outboxes that relays drain until
-delivered, and is repeated by the relay if a crash cut it short (`relay_announcements`).
+ends it also marks it to be announced; the announcement — its event, a webhook delivery and
+notices when its schedule asks for them, one child off its parent — goes to outboxes that
+relays drain until delivered, and is repeated by the relay if a crash cut it short
+(`relay_announcements`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from crawlsched.catalog import JOB_COLLECTIONS
 from crawlsched.errors import ReportRejected
 from crawlsched.events import emit
 from crawlsched.flow import run_timeline
-from crawlsched.flow.notifying import plan_webhook
+from crawlsched.flow.notifying import plan_deliveries
 from crawlsched.flow.views import given_up_of
 from crawlsched.logs import get_logger
 from crawlsched.messages import ReportMessage
@@ -92,7 +93,7 @@ def announce(rt: Runtime, run: dict[str, Any], notify: Notify = _no_notify) -> N
         cut=run.get("cut", {}),
         given_up=given_up,
     )
-    if (delivery_id := plan_webhook(rt, run, end, event_id, given_up)) is not None:
+    for delivery_id in plan_deliveries(rt, run, end, event_id, given_up):
         notify(delivery_id)
     _count_child_ended(rt, run, notify)
     _let_pages_expire(rt, run)

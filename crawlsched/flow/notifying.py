@@ -1,4 +1,5 @@
-"""Webhook notifications of a run's end, as a schedule asks (`notify: {webhook, on}`).
+"""Webhook notifications of a run's end, as a schedule asks (`notify: {webhook, on}`), and
+the same outbox for notices to Apprise targets (`notify.notices`, see `flow.notices`).
 
 A schedule document may carry `notify: {"webhook": "https://…", "on": ["finished", "failed"]}`.
 When a top-level run of it ends with one of those results, a delivery record is created and
@@ -20,6 +21,7 @@ from typing import Any
 import httpx
 
 from crawlsched.errors import WebhookFailed
+from crawlsched.flow.notices import NOTICE, NOTICE_HOLD_S, plan_notices, send_notice
 from crawlsched.logs import get_logger
 from crawlsched.planning.run_end import RunEnd
 from crawlsched.runtime import Runtime
@@ -28,15 +30,23 @@ from crawlsched.schedules.spec import DEFAULT_NOTIFY_ON
 log = get_logger(__name__)
 
 
-def webhook_of(schedule: dict[str, Any] | None, result_word: str) -> str | None:
-    """The URL to notify of a run that ended `result_word`, or None (unset, or malformed)."""
+def notify_of(schedule: dict[str, Any] | None, result_word: str) -> dict[str, Any] | None:
+    """The schedule's `notify` field when it asks to hear of a run that ended `result_word`."""
     notify = (schedule or {}).get("notify")
     if not isinstance(notify, dict):
         return None
-    url, on = notify.get("webhook"), notify.get("on", list(DEFAULT_NOTIFY_ON))
+    on = notify.get("on", list(DEFAULT_NOTIFY_ON))
     if result_word == "incomplete" and isinstance(on, list) and "failed" in on:
         on = [*on, "incomplete"]  # asked before runs could end incomplete: the worse end too
-    if not isinstance(url, str) or not isinstance(on, list) or result_word not in on:
+    if not isinstance(on, list) or result_word not in on:
+        return None
+    return notify
+
+
+def webhook_of(schedule: dict[str, Any] | None, result_word: str) -> str | None:
+    """The URL to notify of a run that ended `result_word`, or None (unset, or malformed)."""
+    url = (notify_of(schedule, result_word) or {}).get("webhook")
+    if not isinstance(url, str):
         return None
     try:
         scheme = httpx.URL(url).scheme
@@ -85,6 +95,26 @@ def plan_webhook(
     return delivery_id
 
 
+def plan_deliveries(
+    rt: Runtime,
+    run: dict[str, Any],
+    end: RunEnd,
+    event_id: str | None = None,
+    given_up: list[dict[str, Any]] | None = None,
+) -> list[str]:
+    """Every delivery of this run's end its schedule asks for: the webhook's, then one per
+    notice target. Child runs do not notify (their parent's end does, once)."""
+    delivery_id = plan_webhook(rt, run, end, event_id, given_up)
+    ids = [] if delivery_id is None else [delivery_id]
+    if run.get("parent_id"):
+        return ids
+    schedule = rt.schedules.get(run.get("schedule_id") or "")
+    notify = notify_of(schedule, end.event.removeprefix("Run").lower())
+    if notify is not None:
+        ids += plan_notices(rt, run, end, notify, len(given_up or []))
+    return ids
+
+
 def relay_webhooks(rt: Runtime, notify: Callable[[str], None]) -> int:
     """Send again every delivery still pending whose next try is due: its message was lost
     (a process killed) or its retries ran out while the receiver was down."""
@@ -100,7 +130,9 @@ def deliver(rt: Runtime, delivery_id: str, client: httpx.Client) -> str:
     """POST one delivery. Returns what happened; raises WebhookFailed to be retried."""
     store = rt.deliveries
     timeout_s = rt.settings.webhook_timeout_s
-    taken = store.take(delivery_id, rt.now(), hold_s=timeout_s + 5)
+    # A notice may take an SMTP handshake or two: it is held for as long as Apprise may take.
+    is_notice = f":{NOTICE}:" in delivery_id
+    taken = store.take(delivery_id, rt.now(), hold_s=NOTICE_HOLD_S if is_notice else timeout_s + 5)
     if taken is None:
         existing = store.get(delivery_id)
         if existing is None:
@@ -109,6 +141,8 @@ def deliver(rt: Runtime, delivery_id: str, client: httpx.Client) -> str:
         if existing["state"] == "delivered":
             return "already_delivered"
         raise WebhookFailed(delivery_id, "another worker is sending it")
+    if taken.get("kind") == NOTICE:
+        return _deliver_notice(rt, store, taken)
     try:
         response = client.post(
             taken["url"],
@@ -124,4 +158,16 @@ def deliver(rt: Runtime, delivery_id: str, client: httpx.Client) -> str:
         raise WebhookFailed(delivery_id, f"HTTP {response.status_code}")
     store.delivered(delivery_id, response.status_code, rt.now())
     log.info("webhook_delivered", delivery_id=delivery_id, attempts=taken["attempts"])
+    return "delivered"
+
+
+def _deliver_notice(rt: Runtime, store: MongoDeliveryStore, taken: dict[str, Any]) -> str:
+    delivery_id = taken["_id"]
+    error = send_notice(rt, taken)
+    if error is not None:
+        store.attempt_failed(delivery_id, error, rt.now())
+        log.warning("notice_failed", delivery_id=delivery_id, target=taken.get("shown"))
+        raise WebhookFailed(delivery_id, f"notice to {taken.get('shown')} not sent")
+    store.delivered(delivery_id, 0, rt.now())
+    log.info("notice_delivered", delivery_id=delivery_id, attempts=taken["attempts"])
     return "delivered"

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from crawlsched import metrics
-from crawlsched.drivers.targets import check_literal
+from crawlsched.drivers.targets import check_addresses, check_literal
 from crawlsched.events import emit
 from crawlsched.runtime import Runtime
 from crawlsched.schedules.policies import MissedReason, due_times
@@ -33,9 +33,22 @@ def _check_webhook(rt: Runtime, notify: Mapping[str, Any] | None) -> None:
         check_literal(notify["webhook"], rt.allowed_networks)
 
 
+def _seal_notices(rt: Runtime, notify: dict[str, Any] | None) -> None:
+    """Encrypt each new notice target's URL in place (it holds the service's secrets), after
+    the addresses it names passed the network rule (UnsafeTarget, a ValueError)."""
+    if not notify or not notify.get("notices"):
+        return
+    for entry in notify["notices"]:
+        if "url" not in entry:
+            continue  # stored before: sealed already
+        check_addresses(entry["shown"], entry.pop("addresses", []), rt.allowed_networks)
+        entry["secret"] = rt.secrets.encrypt(entry.pop("url"))
+
+
 def create(rt: Runtime, schedule_id: str, given: Mapping[str, Any]) -> dict[str, Any]:
     doc = build_schedule(schedule_id, given, rt.now())
     _check_webhook(rt, doc.get("notify"))
+    _seal_notices(rt, doc.get("notify"))
     rt.schedules.insert(doc)
     emit(rt, "ScheduleCreated", schedule_id=schedule_id, owner=doc["owner"])
     return doc
@@ -46,6 +59,7 @@ def update(rt: Runtime, schedule_id: str, changes: Mapping[str, Any]) -> dict[st
     fields = apply_update(doc, changes, rt.now())
     if changes.get("webhook"):
         _check_webhook(rt, fields.get("notify"))
+    _seal_notices(rt, fields.get("notify"))
     fields["updated_at"] = rt.now()
     if doc.get("state", "active") == "paused":
         fields["enabled"] = False

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from crawlsched.catalog import JOB_COLLECTIONS
 from crawlsched.schedules.interval import IntervalSchedule
+from crawlsched.schedules.notice_urls import MAX_NOTICES, parse_notice_url
 from crawlsched.schedules.policies import Misfire, Overlap
 from crawlsched.schedules.triggers import CronTrigger, trigger_of
 
@@ -44,6 +45,7 @@ EDITABLE = (
     "overlap",
     "shards",
     "webhook",
+    "notices",
     "notify_on",
 )
 
@@ -128,11 +130,52 @@ def _fan_out(given: Mapping[str, Any]) -> dict[str, Any]:
     return {"shards": shards}
 
 
+def _notices(given: Any) -> list[dict[str, Any]]:
+    """Notice targets: new ones as Apprise URLs (checked, kept in `url` until the caller
+    seals them), stored ones as they are (sealed: `secret` and `shown`). No URL, or only
+    empty ones (an update's way to drop them all), means none."""
+    if given is None:
+        return []
+    if not isinstance(given, list | tuple):
+        raise ValueError("notices: a list of Apprise URLs")
+    entries = [e for e in given if e != ""]
+    if len(entries) > MAX_NOTICES:
+        raise ValueError(f"notices: at most {MAX_NOTICES}, got {len(entries)}")
+    checked = []
+    for position, entry in enumerate(entries, start=1):
+        if isinstance(entry, Mapping) and {"secret", "shown"} <= set(entry):
+            checked.append(dict(entry))
+            continue
+        target = parse_notice_url(entry, position)
+        checked.append(
+            {
+                "url": target.url,
+                "shown": target.shown,
+                "service": target.service,
+                "addresses": list(target.addresses),
+            }
+        )
+    return checked
+
+
 def _notify(given: Mapping[str, Any]) -> dict[str, Any]:
-    """The webhook told of a run's end; an empty URL (an update's way to drop it) means none."""
+    """Who is told of a run's end: a webhook and notice targets; an empty webhook URL, or an
+    empty list of notices, (an update's way to drop them) means none."""
     webhook = given.get("webhook")
-    if not webhook:
+    notices = _notices(given.get("notices"))
+    if not webhook and not notices:
         return {"notify": None}
+    notify: dict[str, Any] = {"notices": notices} if notices else {}
+    if webhook:
+        notify["webhook"] = _webhook(webhook)
+    on = list(given.get("notify_on") or DEFAULT_NOTIFY_ON)
+    unknown = [event for event in on if event not in NOTIFY_EVENTS]
+    if unknown:
+        raise ValueError(f"notify_on: unknown {unknown}; one or more of {list(NOTIFY_EVENTS)}")
+    return {"notify": {**notify, "on": [e for e in NOTIFY_EVENTS if e in on]}}
+
+
+def _webhook(webhook: Any) -> str:
     if not isinstance(webhook, str) or len(webhook) > MAX_URL_CHARS:
         raise ValueError(f"webhook: a URL of at most {MAX_URL_CHARS} characters")
     try:
@@ -144,11 +187,7 @@ def _notify(given: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError(f"webhook: an http:// or https:// URL with a host, got {webhook[:100]!r}")
     if parts.username or parts.password:
         raise ValueError("webhook: no user:password@ in the URL (it would be logged and stored)")
-    on = list(given.get("notify_on") or DEFAULT_NOTIFY_ON)
-    unknown = [event for event in on if event not in NOTIFY_EVENTS]
-    if unknown:
-        raise ValueError(f"notify_on: unknown {unknown}; one or more of {list(NOTIFY_EVENTS)}")
-    return {"notify": {"webhook": webhook, "on": [e for e in NOTIFY_EVENTS if e in on]}}
+    return webhook
 
 
 def build_schedule(schedule_id: str, given: Mapping[str, Any], now: datetime) -> dict[str, Any]:
@@ -188,9 +227,11 @@ def apply_update(
     unknown = [k for k in changes if k not in EDITABLE]
     if unknown:
         raise ValueError(f"{unknown[0]}: cannot be changed (editable: {', '.join(EDITABLE)})")
-    merged = {k: current.get(k) for k in EDITABLE}
+    # A field the stored schedule lacks (the default sweeps carry no shards) takes its default.
+    merged = {k: current[k] for k in EDITABLE if current.get(k) is not None}
     notify = current.get("notify") or {}
     merged["webhook"], merged["notify_on"] = notify.get("webhook"), notify.get("on")
+    merged["notices"] = notify.get("notices")
     if any(changes.get(k) is not None for k in TRIGGER_FIELDS):
         for name in (*TRIGGER_FIELDS, "timezone"):
             merged[name] = None

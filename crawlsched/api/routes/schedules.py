@@ -8,18 +8,24 @@ from typing import Annotated, Any, Literal
 from zoneinfo import available_timezones
 
 from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from crawlsched.api.auth import Admin, Reader
 from crawlsched.api.idempotent import IdempotencyKey, once
 from crawlsched.api.models import Given
-from crawlsched.api.openapi import NAMED_WEB_URL
+from crawlsched.api.openapi import NAMED_JSON_NOTICE, NAMED_WEB_URL
 from crawlsched.api.paging import Limit, Offset, Page, page_of
 from crawlsched.api.problems import PROBLEM_RESPONSES, ApiProblem
 from crawlsched.catalog import JOB_COLLECTIONS
 from crawlsched.encoding import plain
 from crawlsched.flow import schedule_ops
+from crawlsched.schedules.notice_urls import (
+    MAX_NOTICE_URL_CHARS,
+    MAX_NOTICES,
+    parse_notice_url,
+    public_schedule,
+)
 from crawlsched.schedules.policies import Misfire, Overlap
 from crawlsched.schedules.spec import (
     MAX_CATCH_UP,
@@ -49,6 +55,13 @@ CRON = (
 )
 NonBlank = Annotated[str, StringConstraints(min_length=1, max_length=2000, pattern=r"\S")]
 JobCollection = Literal[JOB_COLLECTIONS]
+
+
+NoticeUrl = Annotated[
+    str,
+    StringConstraints(max_length=MAX_NOTICE_URL_CHARS),
+    Field(json_schema_extra={"pattern": NAMED_JSON_NOTICE}),
+]
 
 
 def _zones() -> list[str]:
@@ -87,10 +100,27 @@ class ScheduleFields(BaseModel):
         description="Told of each run's end. (An IP literal is also taken when an allowed "
         "network admits it.)",
     )
+    notices: Given[list[NoticeUrl], Field(max_length=MAX_NOTICES)] = Field(
+        None,
+        description="Apprise URLs told of each run's end (Telegram `tgram://`, Slack "
+        "`slack://`, e-mail `mailto://`, …); stored encrypted, shown redacted. A change "
+        "replaces the list; `[]` removes them all.",
+    )
     notify_on: Given[list[Literal[NOTIFY_EVENTS]], Field(min_length=1, max_length=4)] = None
 
+    @field_validator("notices")
+    @classmethod
+    def _apprise_urls(cls, urls: list[str] | None) -> list[str] | None:
+        """Each a URL Apprise accepts: a 422 naming the entry and its scheme, never the URL."""
+        for position, url in enumerate(urls or [], start=1):
+            parse_notice_url(url, position)
+        return urls
+
     def given(self) -> dict[str, Any]:
-        return {k: v for k, v in self.model_dump().items() if v not in (None, [])}
+        given = {k: v for k, v in self.model_dump().items() if v not in (None, [])}
+        if self.notices == []:  # said on purpose: no notice targets
+            given["notices"] = []
+        return given
 
 
 class ScheduleChanges(ScheduleFields):
@@ -132,7 +162,7 @@ def list_schedules(
     docs = caller.rt.schedules.for_owner(owner, include_deleted)
     if state is not None:
         docs = [d for d in docs if d.get("state", "active") == state]
-    return page_of(docs[offset : offset + limit + 1], limit, offset)
+    return page_of([public_schedule(d) for d in docs[offset : offset + limit + 1]], limit, offset)
 
 
 @router.post("/schedules", status_code=201, summary="Create a schedule (Schedule)")
@@ -146,13 +176,13 @@ def create_schedule(
         caller,
         idempotency_key,
         body.model_dump(mode="json"),
-        lambda: schedule_ops.create(caller.rt, body.id, fields),
+        lambda: public_schedule(schedule_ops.create(caller.rt, body.id, fields)),
     )
 
 
 @router.get("/schedules/{schedule_id}", summary="One schedule")
 def get_schedule(caller: Reader, schedule_id: str) -> dict[str, Any]:
-    return plain(caller.rt.schedules.require(schedule_id, "show", SHOWN))
+    return plain(public_schedule(caller.rt.schedules.require(schedule_id, "show", SHOWN)))
 
 
 @router.patch("/schedules/{schedule_id}", summary="Change a schedule (UpdateSchedule)")
@@ -161,29 +191,29 @@ def update_schedule(caller: Admin, schedule_id: str, body: ScheduleChanges) -> d
     if not changes:
         raise ValueError("nothing to change: give at least one field")
     try:
-        return plain(schedule_ops.update(caller.rt, schedule_id, changes))
+        return plain(public_schedule(schedule_ops.update(caller.rt, schedule_id, changes)))
     except ValueError as e:  # the changes are well formed: they do not fit this schedule
         raise ApiProblem(409, str(e)) from None
 
 
 @router.post("/schedules/{schedule_id}/pause", summary="Pause a schedule")
 def pause_schedule(caller: Admin, schedule_id: str) -> dict[str, Any]:
-    return plain(schedule_ops.pause(caller.rt, schedule_id))
+    return plain(public_schedule(schedule_ops.pause(caller.rt, schedule_id)))
 
 
 @router.post("/schedules/{schedule_id}/unpause", summary="Unpause a schedule (UnpauseSchedule)")
 def unpause_schedule(caller: Admin, schedule_id: str) -> dict[str, Any]:
-    return plain(schedule_ops.unpause(caller.rt, schedule_id))
+    return plain(public_schedule(schedule_ops.unpause(caller.rt, schedule_id)))
 
 
 @router.post("/schedules/{schedule_id}/stop", summary="Stop a schedule for good (StopSchedule)")
 def stop_schedule(caller: Admin, schedule_id: str) -> dict[str, Any]:
-    return plain(schedule_ops.stop(caller.rt, schedule_id))
+    return plain(public_schedule(schedule_ops.stop(caller.rt, schedule_id)))
 
 
 @router.delete("/schedules/{schedule_id}", summary="Delete a schedule")
 def delete_schedule(caller: Admin, schedule_id: str) -> dict[str, Any]:
-    return plain(schedule_ops.delete(caller.rt, schedule_id))
+    return plain(public_schedule(schedule_ops.delete(caller.rt, schedule_id)))
 
 
 def _upcoming(
