@@ -26,6 +26,7 @@ from crawlsched.logs import get_logger
 from crawlsched.planning.run_end import RunEnd
 from crawlsched.runtime import Runtime
 from crawlsched.schedules.spec import DEFAULT_NOTIFY_ON
+from crawlsched.store.deliveries import MongoDeliveryStore
 
 log = get_logger(__name__)
 
