@@ -26,6 +26,8 @@ READ_COMMANDS = {
     ("nodes", "list"),
     ("hosts", "list"),
     ("hosts", "show"),
+    ("media", "list"),
+    ("media", "show"),
     ("pools",),
     ("activity",),
     ("stats",),
