@@ -6,6 +6,7 @@ import os
 import signal
 import socket
 import subprocess
+from pathlib import Path
 
 import httpx
 
@@ -52,7 +53,7 @@ def test_serve_sites_serves_both_sites_until_interrupted(tmp_path):
     finally:
         os.killpg(process.pid, signal.SIGINT)
         code = process.wait(timeout=60)
-    printed = open(log.name).read()
+    printed = Path(log.name).read_text()
     assert code == 0, printed
     assert f"http://127.0.0.1:{news_port}/news" in printed
     assert f"http://127.0.0.1:{network_port}/" in printed
