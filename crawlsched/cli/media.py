@@ -117,10 +117,8 @@ def media_show(
         for key in ("max_depth", "max_pages"):
             row[key] = row.get(key, "- (the settings' default)")
         for key, value in row.items():
-            if isinstance(value, list):
-                value = ", ".join(map(str, value))
-            shown = value if value not in (None, "") else "-"
-            console.print(f"{key:15} {shown}")
+            shown = ", ".join(map(str, value)) if isinstance(value, list) else value
+            console.print(f"{key:15} {shown if shown not in (None, '') else '-'}")
         table = Table(title=f"Tasks of {name}")
         for column in ("task", "login", "selenium", "crawl limit", "batch limit", "enabled"):
             table.add_column(column, overflow="fold")
