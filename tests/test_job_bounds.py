@@ -4,6 +4,7 @@ from the operator's input (`crawlsched.jobs_input`)."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import pytest
@@ -171,3 +172,29 @@ def test_jobs_add_website_stores_the_bounds_it_prints(monkeypatch):
         assert "discovery: links 2 deep, at most 5 pages a run" in result.stdout
         [job] = Runtime(Settings(mongo_url=url)).db.websites.find({})
         assert (job["max_depth"], job["max_pages"]) == (2, 5)
+
+
+def test_jobs_import_keeps_bounds_and_pagination_and_rejects_them_on_a_profile(
+    monkeypatch, tmp_path
+):
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(
+        '{"kind": "website", "target": "https://example.com/blog", "max_depth": 3, '
+        '"max_pages": 40, "pagination": "page_param", "page_param": "p"}\n'
+        '{"kind": "profile", "media": "twitter", "target": "alice", "max_depth": 2}\n'
+    )
+    rejects = tmp_path / "rejects.jsonl"
+    with cli_on_fresh_store(monkeypatch, "bounds") as (run, url):
+        result = run("jobs", "import", str(rows), "--rejects", str(rejects))
+        assert result.exit_code == 0, result.output
+        assert "rows rejected" in result.stdout
+        [job] = Runtime(Settings(mongo_url=url)).db.websites.find({})
+        assert Runtime(Settings(mongo_url=url)).db.profiles.count_documents({}) == 0
+    assert (job["max_depth"], job["max_pages"], job["pagination"], job["page_param"]) == (
+        3,
+        40,
+        "page_param",
+        "p",
+    )
+    [rejected] = [json.loads(line) for line in rejects.read_text().splitlines()]
+    assert rejected["line"] == 2 and "max_depth: only a website job" in rejected["reason"]
