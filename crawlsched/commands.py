@@ -9,7 +9,8 @@ Commands that start processes of their own (demo, standalone, clock, api serve) 
 from __future__ import annotations
 
 READ_COMMANDS = {
-    ("runs",),
+    ("runs",),  # the old spelling of `run list`
+    ("run", "list"),
     ("run", "status"),
     ("run", "children"),
     ("run", "history"),
@@ -28,9 +29,11 @@ READ_COMMANDS = {
     ("hosts", "show"),
     ("media", "list"),
     ("media", "show"),
-    ("pools",),
+    ("pools",),  # the old spelling of `pools show`
+    ("pools", "show"),
     ("activity",),
-    ("stats",),
+    ("stats",),  # the old spelling of `store stats`
+    ("store", "stats"),
     ("results",),
     ("doctor",),
     ("drivers",),

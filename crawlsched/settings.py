@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import ipaddress
+import os
 import re
 import sys
 import tempfile
@@ -40,6 +41,12 @@ class Settings(BaseSettings):
         "stub://",
         description="amqp://user:pass@host:5672/vhost for RabbitMQ (several nodes of a cluster: "
         "their URLs joined by ';', tried in order); stub:// in-process.",
+    )
+    broker_spread: bool = Field(
+        True,
+        description="With several node URLs, each process starts at a different one (by its "
+        "process id), so connections and the queues their processes declare first spread over "
+        "the cluster instead of all landing on the first node. False: always in the given order.",
     )
     queue_type: Literal["classic", "quorum"] = Field(
         "classic",
@@ -428,8 +435,10 @@ class Settings(BaseSettings):
 
     @property
     def broker_urls(self) -> list[str]:
-        """The node URLs of `broker_url` (one, or a cluster's, tried in order)."""
-        return split_broker_urls(self.broker_url)
+        """The node URLs of `broker_url` (one, or a cluster's) in the order this process tries
+        them: from a node of its own when `broker_spread` is on."""
+        urls = split_broker_urls(self.broker_url)
+        return spread_nodes(urls, os.getpid()) if self.broker_spread else urls
 
     @field_validator("metrics_address", "clock_metrics_address")
     @classmethod
@@ -450,6 +459,15 @@ class Settings(BaseSettings):
 def split_broker_urls(value: str) -> list[str]:
     """`a;b;c` → its URLs: the separator dramatiq's RabbitmqBroker takes for a cluster's nodes."""
     return [url.strip() for url in value.split(";") if url.strip()] or [value]
+
+
+def spread_nodes(urls: list[str], offset: int) -> list[str]:
+    """`urls` rotated to start at `offset` (mod their number): every process tries every node,
+    in the same cyclic order, but processes with different offsets start at different nodes."""
+    if not urls:
+        return []
+    start = offset % len(urls)
+    return urls[start:] + urls[:start]
 
 
 def split_address(value: str, field: str = "address") -> tuple[str, int]:

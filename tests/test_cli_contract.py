@@ -26,6 +26,7 @@ RUN_ID = "sweep-websites@20260101T000000Z"
 # Every read command, with the arguments it needs on the seeded store.
 READS = {
     ("runs",): ["runs"],
+    ("run", "list"): ["run", "list"],
     ("run", "status"): ["run", "status", RUN_ID],
     ("run", "children"): ["run", "children", RUN_ID],
     ("run", "history"): ["run", "history", "--schedule", "sweep-websites"],
@@ -47,6 +48,8 @@ READS = {
     ("pools",): ["pools"],
     ("activity",): ["activity"],
     ("stats",): ["stats"],
+    ("store", "stats"): ["store", "stats"],
+    ("pools", "show"): ["pools", "show"],
     ("results",): ["results", "article"],
     ("doctor",): ["doctor"],
     ("drivers",): ["drivers"],
@@ -189,3 +192,26 @@ def test_an_unreachable_store_exits_1_in_one_line(monkeypatch, args):
     assert code == 1
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and "MongoDB unreachable" in lines[0], err
+
+
+OLD_SPELLINGS = [
+    (["runs"], ["run", "list"]),
+    (["stats"], ["store", "stats"]),
+    (["pools"], ["pools", "show"]),
+    (["sweep-now", "sweep-websites"], ["schedules", "fire", "sweep-websites"]),
+]
+
+
+@pytest.mark.parametrize(("old", "new"), OLD_SPELLINGS, ids=" ".join)
+def test_an_old_spelling_does_what_its_noun_group_command_does(seeded, old, new):
+    assert invoke(*old) == invoke(*new)
+    code, out, _ = invoke(*new)
+    assert code == 0 and out.strip()
+
+
+def test_old_spellings_are_hidden_from_the_help():
+    code, out, _ = invoke("--help")
+    assert code == 0
+    listed = {line.split()[1] for line in out.splitlines() if line.startswith("│ ")}
+    assert {"run", "store", "pools", "schedules"} <= listed
+    assert not {"runs", "stats", "sweep-now"} & listed

@@ -34,9 +34,14 @@ def test_a_held_host_shows_its_holder_limits_and_pages_today(setup):
     now = rt.now()
     rt.hosts.store_robots(HOST, 200, "User-agent: *\nCrawl-delay: 2\n", 2.0, now)
     rt.hosts.acquire(HOST, "vm:123", rt.host_policy, now, 10.0)
-    rt.hosts.renew(HOST, "vm:123", now, 10.0, pages=3, next_start=now + timedelta(seconds=2))
+    rt.hosts.renew(
+        HOST, "vm:123", now, 10.0, pages=3, next_start=now + timedelta(seconds=2), in_flight=1
+    )
     # Then the list shows it, with the robots.txt delay in force over the settings' 1 s
     row = _rows(run)[HOST]
+    assert row["in_flight"] == 1
+    table = run("hosts", "list")
+    assert "flight" in table.stdout and "1/2" in table.stdout  # (the header may wrap)
     assert (row["held_by"], row["delay_s"], row["crawl_delay_s"]) == ("vm:123", 2.0, 2.0)
     assert (row["concurrency"], row["pages_today"], row["blocked_until"]) == (2, 3, None)
     shown = run("hosts", "show", "http://127.0.0.1:8001/any/path")

@@ -71,13 +71,13 @@ def provisioned_uids() -> set[str]:
     return {source["uid"] for source in config["datasources"] if source["type"] == "prometheus"}
 
 
-def test_dashboards_are_three_and_importable():
-    assert [p.stem for p in DASHBOARDS] == ["overview", "queues", "resources"]
+def test_dashboards_are_four_and_importable():
+    assert [p.stem for p in DASHBOARDS] == ["crawling", "overview", "queues", "resources"]
     uids = provisioned_uids()
     assert uids == {"prometheus"}
     for path in DASHBOARDS:
         assert dashboard_problems(load_dashboard(path), uids) == [], path.name
-    assert len({load_dashboard(p)["uid"] for p in DASHBOARDS}) == 3
+    assert len({load_dashboard(p)["uid"] for p in DASHBOARDS}) == 4
 
 
 def test_dashboard_check_fails_on_a_panel_with_an_empty_query():
@@ -161,12 +161,13 @@ def test_compose_file_validates_and_has_every_service(compose_config):
         "init-db",
         "worker",
         "clock",
+        "api",
         "prometheus",
         "grafana",
     }
     assert services["rabbitmq"]["image"].endswith("-management")
     assert services["init-db"]["restart"] == "no"
-    for name in ("worker", "clock"):
+    for name in ("worker", "clock", "api"):
         assert services[name]["restart"] == "unless-stopped"
         assert services[name]["depends_on"]["init-db"]["condition"] == (
             "service_completed_successfully"
@@ -204,7 +205,7 @@ def test_dockerfile_and_compose_commands_are_the_ones_the_readme_documents(compo
         for service in compose_config["services"].values()
         if service.get("image") == "crawlsched:latest"
     ]
-    assert len(commands) == 4
+    assert len(commands) == 5
     for command in commands:
         assert " ".join(command) in documented, " ".join(command)
     assert "ENTRYPOINT" not in (REPO / "Dockerfile").read_text()
@@ -214,9 +215,21 @@ def test_compose_requires_a_message_signing_key_for_every_crawlsched_service():
     compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
     env = compose["x-crawlsched"]["environment"]
     assert env["CRAWLSCHED_MESSAGE_SIGNING_KEY"].startswith("${CRAWLSCHED_MESSAGE_SIGNING_KEY:?")
-    for name in ("worker", "clock", "init-db"):
+    for name in ("worker", "clock", "init-db", "api"):
         service = compose["services"][name]
         assert (
             service["environment"]["CRAWLSCHED_MESSAGE_SIGNING_KEY"]
             == env["CRAWLSCHED_MESSAGE_SIGNING_KEY"]
         ), name
+
+
+def test_compose_api_service_is_checked_on_its_health_route(compose_config):
+    api = compose_config["services"]["api"]
+    assert api["command"][:3] == ["crawlsched", "api", "serve"]
+    port = api["command"][api["command"].index("--port") + 1]
+    check = " ".join(api["healthcheck"]["test"])
+    assert f"http://127.0.0.1:{port}/health" in check
+    # published on this host only: the status page and the API are behind a token, not open
+    assert [str(p).split(":")[0] for p in api["ports"]] == ["127.0.0.1"]
+    assert api["depends_on"]["init-db"]["condition"] == "service_completed_successfully"
+    assert compose_config["services"]["worker"]["environment"]["CRAWLSCHED_BROKER_SPREAD"]

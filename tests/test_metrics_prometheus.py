@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -36,6 +37,30 @@ pytestmark = [pytest.mark.rabbitmq, pytest.mark.multiprocess]
 
 WORKERS_JOB, CLOCK_JOB = "crawlsched-workers", "crawlsched-clock"
 METRIC_NAME = re.compile(r"\b(?:crawlsched|dramatiq)_[a-z0-9_]+")
+
+
+class GatedDemoSite(DemoSite):
+    """The demo's site, holding every request until `release()`: its runs stay running (their
+    pages in flight) as long as the test needs to look at them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._open = threading.Event()
+        handle, is_open = self._server.RequestHandlerClass.do_GET, self._open
+
+        class Held(self._server.RequestHandlerClass):
+            def do_GET(self) -> None:
+                is_open.wait(120)
+                handle(self)
+
+        self._server.RequestHandlerClass = Held
+
+    def release(self) -> None:
+        self._open.set()
+
+    def __exit__(self, *exc: object) -> None:
+        self._open.set()
+        super().__exit__(*exc)
 
 
 def _total(prom: PrometheusServer, expr: str) -> float:
@@ -76,7 +101,7 @@ def observed(rabbitmq_url, multiprocess_mongo_url, tmp_path_factory):
     found: dict = {}
     targets = {WORKERS_JOB: [worker_address], CLOCK_JOB: [clock_address]}
     cli = str(Path(sys.executable).parent / "crawlsched")
-    with DemoSite() as site, PrometheusServer(targets) as prom:
+    with GatedDemoSite() as site, PrometheusServer(targets) as prom:
         seed(rt, site.base_url, node_url=None)
         # A node nobody listens on: the ticker finds it down, Selenium batches starve.
         rt.inventory.add_node(f"http://127.0.0.1:{free_port()}", "chromedriver", 2, rt.now())
@@ -86,6 +111,14 @@ def observed(rabbitmq_url, multiprocess_mongo_url, tmp_path_factory):
             [cli, "clock", "--interval", "0.5"], cwd=REPO, env=env, stderr=subprocess.PIPE
         )
         try:
+            # While the site holds every page, the runs are running for sure: Prometheus sees
+            # the per-run gauges of the clock's exporter before anything can end.
+            wait_for(
+                lambda: (prom.value("count(crawlsched_run_outstanding_jobs > 0)") or 0) >= 1,
+                60,
+                "Prometheus to see a running run's outstanding pages",
+            )
+            site.release()
             runs = wait_for(lambda: all_runs_finished(rt), 120, "both sweeps to finish")
             found["runs"] = runs
             counts = Counter()

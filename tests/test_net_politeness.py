@@ -389,3 +389,20 @@ def test_a_renewal_that_lost_its_compare_and_set_to_a_request_for_the_host_is_re
     assert db.hosts.find_one({"_id": A})["lease_until"] == granted.lease_until.replace(
         microsecond=granted.lease_until.microsecond // 1000 * 1000
     )
+
+
+def test_the_holders_requests_in_flight_are_noted_with_its_renewal_and_cleared_on_release():
+    # Given a holder with 10 s slices, two requests at once allowed
+    clock, store = FakeClock(), _store()
+    pacer = _pacer(clock, 0.0, 2, store=store, slice_s=10.0)
+    with pacer.slot(A):
+        assert store.get(A)["in_flight"] == 0  # granted: nothing under way yet
+        # When, past half its slice, it starts a second request while the first runs
+        clock.sleep(6)
+        with pacer.slot(A):
+            # Then the renewal that came with it noted the one already under way
+            doc = store.get(A)
+            assert (doc["in_flight"], doc["in_flight_at"]) == (1, clock.now)
+    # And giving the host back says nothing is under way
+    pacer.give_back()
+    assert store.get(A)["in_flight"] == 0

@@ -62,7 +62,7 @@ class JobStates(BaseModel):
 
 
 class StatsView(BaseModel):
-    """Counts across the system (`flow.views.gather_stats`); `crawlsched stats --json`."""
+    """Counts across the system (`flow.views.gather_stats`); `crawlsched store stats --json`."""
 
     runs_by_state: dict[str, int]
     runs_by_result: dict[str, int]

@@ -1,4 +1,5 @@
-"""`crawlsched activity` (the event feed) and `crawlsched stats` (counts across the system)."""
+"""`crawlsched activity` (the event feed) and `crawlsched store stats` (counts across the
+system; `stats` is its old spelling)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from rich.table import Table
 
 from crawlsched.cli.common import cli_runtime, console, print_json
 from crawlsched.cli.runs import require_run
+from crawlsched.cli.server import store_app
 from crawlsched.flow import views
 
 
@@ -36,7 +38,7 @@ def register(app: typer.Typer) -> None:
                 table.add_row(e["at"].strftime("%Y-%m-%d %H:%M:%S"), e["event"], str(subject))
             console.print(table)
 
-    @app.command("stats")
+    @store_app.command("stats")
     def stats(as_json: bool = typer.Option(False, "--json")) -> None:
         """Runs, jobs, executions, waiting batches, webhooks and events, counted."""
         with cli_runtime() as rt:
@@ -52,6 +54,8 @@ def register(app: typer.Typer) -> None:
                 for of, counts in _breakdown(value):
                     table.add_row(name.replace("_", " "), of, counts)
             console.print(table)
+
+    app.command("stats", hidden=True, help="Old spelling of `store stats`.")(stats)
 
 
 def _breakdown(value: Any) -> list[tuple[str, str]]:

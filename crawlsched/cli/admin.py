@@ -1,4 +1,5 @@
-"""Operator commands: init-db, sweep-now, the clock process, drivers."""
+"""Operator commands: init-db, the clock process, drivers (and `sweep-now`, the old spelling
+of `schedules fire`)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ from crawlsched.cli.common import (
 )
 from crawlsched.drivers import registry
 from crawlsched.flow.clocking import run_clock
-from crawlsched.flow.job_ops import empty_store_hint
 from crawlsched.logs import configure_logging, get_logger
 from crawlsched.reference import load_reference
 from crawlsched.services import check_broker, services_or_exit
@@ -55,16 +55,9 @@ def register(app: typer.Typer) -> None:
                 f"{loaded['tasks']} tasks; {added} default sweeps added"
             )
 
-    @app.command("sweep-now")
-    def sweep_now(
-        schedule_id: str = typer.Argument(..., help="e.g. sweep-profiles or sweep-websites"),
-    ) -> None:
-        """Make a schedule due now; the next tick fires it."""
-        with cli_runtime() as rt:
-            if not rt.schedules.fire_now(schedule_id, rt.now()):
-                known = ", ".join(s["_id"] for s in rt.schedules.all()) or empty_store_hint(rt)
-                raise typer.BadParameter(f"no schedule {schedule_id!r}; known: {known}")
-            console.print(f"{schedule_id} is due; it fires on the next tick")
+    from crawlsched.cli.schedules import fire
+
+    app.command("sweep-now", hidden=True, help="Old spelling of `schedules fire`.")(fire)
 
     @app.command("drivers")
     def drivers(as_json: bool = typer.Option(False, "--json")) -> None:

@@ -32,7 +32,8 @@ def _when(value: Any) -> str:
 
 @app.command("list")
 def hosts_list(as_json: bool = typer.Option(False, "--json", help="One JSON object per line.")):
-    """Every host crawled so far: its limits, holder, next start, block and pages today."""
+    """Every host crawled so far: its limits, holder and requests in flight (as of its last
+    renewal), next start, block and pages today."""
     with cli_runtime() as rt:
         rows = views.host_rows(rt)
         if as_json:
@@ -40,7 +41,16 @@ def hosts_list(as_json: bool = typer.Option(False, "--json", help="One JSON obje
                 print_json(row)
             return
         table = Table(title="Hosts")
-        for column in ("host", "delay", "at once", "held by", "next start", "blocked", "today"):
+        for column in (
+            "host",
+            "delay",
+            "at once",
+            "held by",
+            "in flight",
+            "next start",
+            "blocked",
+            "today",
+        ):
             table.add_column(column, overflow="fold")
         for row in rows:
             blocked = _when(row["blocked_until"])
@@ -52,6 +62,7 @@ def hosts_list(as_json: bool = typer.Option(False, "--json", help="One JSON obje
                 f"{row['delay_s']:g} s",
                 str(row["concurrency"]),
                 row["held_by"] or "-",
+                f"{row['in_flight']}/{row['concurrency']}" if row["held_by"] else "-",
                 _when(row["next_start"]),
                 blocked,
                 f"{row['pages_today']}{budget}",

@@ -241,23 +241,37 @@ def register(app: typer.Typer) -> None:
     app.add_typer(accounts_app, name="accounts")
     app.add_typer(nodes_app, name="nodes")
 
-    @app.command("pools")
-    def pools(as_json: bool = typer.Option(False, "--json")) -> None:
-        """Capacity and use of each pool, and what waits for what."""
-        with cli_runtime() as rt:
-            if as_json:
-                print_json(views.pools_overview(rt))
-                return
-            table = Table(title="Resource pools")
-            for column in ("pool", "resources", "usable", "capacity", "held"):
-                table.add_column(column)
-            for pool, row in rt.inventory.overview(rt.now()).items():
-                table.add_row(
-                    pool, *(str(row[c]) for c in ("resources", "usable", "capacity", "held"))
-                )
-            console.print(table)
-            waiting = rt.waiting.all()
-            if waiting:
-                console.print(waiting_table(rt, waiting))
-            else:
-                console.print("no batch is waiting for a resource")
+    app.add_typer(pools_app, name="pools")
+
+
+pools_app = typer.Typer(
+    help="Capacity and use of each pool, and what waits for what (`pools show`).",
+    invoke_without_command=True,
+)
+
+
+@pools_app.callback()
+def _pools(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> None:
+    """Capacity and use of each pool, and what waits for what (`pools show`)."""
+    if ctx.invoked_subcommand is None:  # `crawlsched pools`, the old spelling
+        show(as_json)
+
+
+@pools_app.command("show")
+def show(as_json: bool = typer.Option(False, "--json")) -> None:
+    """Capacity and use of each pool, and what waits for what."""
+    with cli_runtime() as rt:
+        if as_json:
+            print_json(views.pools_overview(rt))
+            return
+        table = Table(title="Resource pools")
+        for column in ("pool", "resources", "usable", "capacity", "held"):
+            table.add_column(column)
+        for pool, row in rt.inventory.overview(rt.now()).items():
+            table.add_row(pool, *(str(row[c]) for c in ("resources", "usable", "capacity", "held")))
+        console.print(table)
+        waiting = rt.waiting.all()
+        if waiting:
+            console.print(waiting_table(rt, waiting))
+        else:
+            console.print("no batch is waiting for a resource")

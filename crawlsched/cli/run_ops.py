@@ -67,7 +67,7 @@ def run_now(
 
 @run_app.command("stop")
 def stop(
-    run_id: str = typer.Argument(..., help="As shown by `crawlsched runs`."),
+    run_id: str = typer.Argument(..., help="As shown by `crawlsched run list`."),
     task: str | None = typer.Option(None, help="Stop only this task of the run."),
     children: bool = typer.Option(False, "--children", help="Stop only the run's children."),
     as_json: bool = typer.Option(False, "--json"),

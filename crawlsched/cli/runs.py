@@ -1,4 +1,4 @@
-"""`crawlsched runs` and `crawlsched run status RUN_ID`."""
+"""`crawlsched run list` (once `runs`) and `crawlsched run status RUN_ID`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from crawlsched.flow import views
 from crawlsched.planning.outcomes import OUTCOME_MEANINGS, STOPPED
 from crawlsched.runtime import Runtime
 
-run_app = typer.Typer(help="Look at one run.", no_args_is_help=True)
+run_app = typer.Typer(help="Runs: list them, look at one, fire, stop.", no_args_is_help=True)
 
 # "stopped" is shown only when a run in the table has some: the usual table fits 80 columns.
 COUNT_COLUMNS = (*OUTCOME_MEANINGS, STOPPED)
@@ -78,7 +78,7 @@ def require_run(rt: Runtime, run_id: str) -> dict[str, Any]:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("runs")
+    @run_app.command("list")
     def list_runs(
         limit: int = typer.Option(20, min=1, help="How many of the most recent runs."),
         as_json: bool = typer.Option(False, "--json", help="One JSON document per line."),
@@ -95,12 +95,13 @@ def register(app: typer.Typer) -> None:
                 return
             console.print(runs_table(runs))
 
+    app.command("runs", hidden=True, help="Old spelling of `run list`.")(list_runs)
     app.add_typer(run_app, name="run")
 
 
 @run_app.command("status")
 def status(
-    run_id: str = typer.Argument(..., help="As shown by `crawlsched runs`."),
+    run_id: str = typer.Argument(..., help="As shown by `crawlsched run list`."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """One run: state, counts, and time spent per stage."""
@@ -146,7 +147,7 @@ def status(
 
 @run_app.command("resources")
 def resources(
-    run_id: str = typer.Argument(..., help="As shown by `crawlsched runs`."),
+    run_id: str = typer.Argument(..., help="As shown by `crawlsched run list`."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Which account and which node served each batch of a run, and how long it waited."""

@@ -13,6 +13,7 @@ from rich.table import Table
 from crawlsched.cli.common import cli_runtime, console, print_error, print_json
 from crawlsched.errors import ScheduleNotFound
 from crawlsched.flow import schedule_ops
+from crawlsched.flow.job_ops import empty_store_hint
 from crawlsched.runtime import Runtime
 from crawlsched.schedules.spec import horizon
 
@@ -276,3 +277,15 @@ def missed(
             detail = ", ".join(row.get("pools", [])) or row.get("detail") or ""
             table.add_row(_when(row["fire_at"]), row["schedule_id"], row["reason"], detail)
         console.print(table)
+
+
+@app.command("fire")
+def fire(
+    schedule_id: str = typer.Argument(..., help="e.g. sweep-profiles or sweep-websites"),
+) -> None:
+    """Make a schedule due now; the next tick fires it (`run now` fires it at once)."""
+    with cli_runtime() as rt:
+        if not rt.schedules.fire_now(schedule_id, rt.now()):
+            known = ", ".join(s["_id"] for s in rt.schedules.all()) or empty_store_hint(rt)
+            raise typer.BadParameter(f"no schedule {schedule_id!r}; known: {known}")
+        console.print(f"{schedule_id} is due; it fires on the next tick")

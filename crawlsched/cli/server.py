@@ -21,7 +21,8 @@ from crawlsched.store.tokens import ROLES, TOKENS_COLLECTION
 
 tokens_app = typer.Typer(help="API tokens: create, list, revoke.", no_args_is_help=True)
 store_app = typer.Typer(
-    help="Dump the store, or load a dump (mongodump format).", no_args_is_help=True
+    help="The store: counts (stats), a dump, or a dump loaded (mongodump format).",
+    no_args_is_help=True,
 )
 
 

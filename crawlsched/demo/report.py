@@ -222,6 +222,6 @@ server: API, status page, clock and workers in one process, no other service.
   crawlsched standalone     # http://127.0.0.1:8080; data in CRAWLSCHED_DATA_DIR
 Then, from another terminal:
   crawlsched jobs add website https://example.org/
-  crawlsched run now sweep-websites; sleep 10; crawlsched runs
+  crawlsched run now sweep-websites; sleep 10; crawlsched run list
 For RabbitMQ and MongoDB, see "Running workers" in README.md.
 Run the whole test suite (it installs what it needs): bash scripts/test"""

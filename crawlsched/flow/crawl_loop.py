@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from crawlsched import metrics
 from crawlsched.drivers import registry
 from crawlsched.drivers.base import CrawlJob, LoginRejected, RateLimited, task_method
 from crawlsched.drivers.browser_session import is_session_lost
@@ -104,7 +105,9 @@ def crawl_jobs(
             # Not the page's failure, nor the machinery's: its host is not ready yet. Its jobs
             # wait for it; the others of the batch go on.
             not_ready[e.key] = e
-            aside += [doc, *(d for d in pending if hosts[id(d)] == e.key)]
+            waiting = [doc, *(d for d in pending if hosts[id(d)] == e.key)]
+            metrics.jobs_waited_for_host(e.why, e.on_release, len(waiting))
+            aside += waiting
             pending = [d for d in pending if hosts[id(d)] != e.key]
             continue
         except Exception as e:  # one job's failure is that job's, never the batch's

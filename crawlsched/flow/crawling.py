@@ -181,6 +181,7 @@ def _keep(
             message.run_id, message.dispatch_id, media, progress.found, bounds.max_pages, now,
             seeds=seeds,
         )  # fmt: skip
+        metrics.pages_discovered(sum(registered.new.values()))
     else:
         registered = Registered({}, {})
         markers = children.marker_ops(message.run_id, seeds, now)

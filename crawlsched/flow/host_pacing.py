@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from crawlsched import metrics
 from crawlsched.logs import get_logger
 from crawlsched.resources import host_rules
 from crawlsched.resources.host_rules import BLOCKING_STATUSES, Granted, HostPolicy
@@ -117,6 +118,7 @@ class ClusterHostPacer:
         try:
             start = self._reserve(key, host, policy or self.default)
             if (wait := (start - self._clock()).total_seconds()) > 0:
+                metrics.host_pacing_waited(wait)
                 self._sleep(wait)
             with host.condition:
                 # The request starts now, maybe later than planned (a late wake-up, a wait for
@@ -150,6 +152,7 @@ class ClusterHostPacer:
                 reason = f"HTTP {status}" + (f", Retry-After {retry_after}" if retry_after else "")
                 until, began = self.store.block(key, now + timedelta(seconds=pause), reason, now)
                 log.warning("host_blocked", host=key, until=until.isoformat(), reason=reason)
+                metrics.host_blocked(status)
                 with host.condition:
                     host.blocked_before = True
                     self._give_back(key, host, now)
@@ -252,7 +255,7 @@ class ClusterHostPacer:
             elif host.renewable and now >= host.lease_until - timedelta(seconds=self.slice_s / 2):
                 renewed = self.store.renew(
                     key, self.holder, now, slice_for(self.slice_s, delay), host.pages,
-                    host.next_start,
+                    host.next_start, in_flight=host.active,
                 )  # fmt: skip
                 if renewed is None:
                     host.renewable = False

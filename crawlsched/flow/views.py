@@ -92,7 +92,7 @@ def _counts(rt: Runtime, collection: str, field: str) -> dict[str, int]:
 
 
 def gather_stats(rt: Runtime) -> dict[str, Any]:
-    """Counts across the system, as `crawlsched stats --json` and `GET /v1/stats` give them
+    """Counts across the system, as `crawlsched store stats --json` and `GET /v1/stats` give them
     (`api.models.StatsView`): jobs by state name, seed markers apart as pages seen."""
     return {
         "runs_by_state": _counts(rt, "runs", "state"),
@@ -197,8 +197,9 @@ def when(value: datetime | None) -> str:
 
 
 def host_row(rt: Runtime, doc: dict[str, Any]) -> dict[str, Any]:
-    """One host as `crawlsched hosts` shows it: the limits in force, who holds it, when the
-    next request may start, whether it is blocked and why, and its pages today."""
+    """One host as `crawlsched hosts` shows it: the limits in force, who holds it and its
+    requests in flight, when the next request may start, whether it is blocked and why, and
+    its pages today."""
     now = rt.now()
     policy = effective_policy(doc, rt.host_policy)
     held = rt.hosts.held(doc["_id"], now)
@@ -215,6 +216,9 @@ def host_row(rt: Runtime, doc: dict[str, Any]) -> dict[str, Any]:
         "crawl_delay_s": doc.get("crawl_delay_s"),
         "held_by": doc.get("holder") if held else None,
         "held_until": doc.get("lease_until") if held else None,
+        # The holder's requests under way when it last renewed (nobody else may send).
+        "in_flight": int(doc.get("in_flight") or 0) if held else 0,
+        "in_flight_at": doc.get("in_flight_at") if held else None,
         "next_start": doc.get("next_start") if (doc.get("next_start") or now) > now else None,
         "blocked_until": blocked if blocked and blocked > now else None,
         "blocked_reason": (doc.get("blocked_reason") or None)

@@ -126,3 +126,36 @@ def report_received(lag_s: float) -> None:
 def report_ignored() -> None:
     if _active:
         _active.reports_ignored.inc()
+
+
+def pages_discovered(n: int) -> None:
+    """`n` pages new to their run, found by a crawl (per media: the run's own counts)."""
+    if _active and n > 0:
+        _active.pages_discovered.inc(n)
+
+
+def host_pacing_waited(seconds: float) -> None:
+    """A crawl thread slept `seconds` for its host's turn."""
+    if _active:
+        _active.host_pacing_wait.observe(max(seconds, 0.0))
+
+
+def host_wait_reason(why: str, held_elsewhere: bool) -> str:
+    """The closed label for a host that was not ready (`HostNotReady.why`)."""
+    if held_elsewhere:
+        return "held"
+    if why.startswith("blocked"):
+        return "blocked"
+    if "budget" in why:
+        return "budget"
+    return "paced"
+
+
+def jobs_waited_for_host(why: str, held_elsewhere: bool, jobs: int) -> None:
+    if _active and jobs > 0:
+        _active.host_waits.labels(host_wait_reason(why, held_elsewhere)).inc(jobs)
+
+
+def host_blocked(status: int) -> None:
+    if _active:
+        _active.host_blocks.labels(str(status)).inc()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from crawlsched.resources.host_rules import BLOCKING_STATUSES
 from crawlsched.schedules.policies import MissedReason
 
 # Seconds, from a fraction of a second (a tick) to a day (a batch that waited its whole bound).
@@ -17,6 +18,8 @@ SECONDS_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 
 # Why a fire time was never run: the same closed set the `missed_runs` collection records (no
 # clock ticked in time, the previous run still ran, the schedule was paused, batches starved).
 MISSED_REASONS = tuple(reason.value for reason in MissedReason)
+# Why a crawl put a host's jobs aside (see `host_wait_reason`).
+HOST_WAIT_REASONS = ("held", "blocked", "paced", "budget")
 
 
 class FlowMetrics:
@@ -103,6 +106,29 @@ class FlowMetrics:
             "crawlsched_reports_ignored_total",
             "Reports dropped as duplicates (redeliveries) or for an unknown run.",
         )
+        self.pages_discovered = counter(
+            "crawlsched_pages_discovered_total",
+            "Pages a crawl discovered that its run took in (new to the run, within its bounds).",
+        )
+        self.host_pacing_wait = histogram(
+            "crawlsched_host_pacing_wait_seconds",
+            "How long a crawl thread slept for its host's turn before a request (politeness).",
+        )
+        self.host_waits = counter(
+            "crawlsched_host_waits_total",
+            "Jobs put aside to wait because their host was not ready, by why (held by another "
+            "process, blocked, paced, daily budget used).",
+            ("reason",),
+        )
+        self.host_blocks = counter(
+            "crawlsched_host_blocks_total",
+            "Times a host answered 429 or 503 and was blocked for the whole cluster.",
+            ("status",),
+        )
         # Zero series for the closed label sets, so rates and alerts work from the first scrape.
+        for reason in HOST_WAIT_REASONS:
+            self.host_waits.labels(reason=reason)
+        for status in sorted(BLOCKING_STATUSES):
+            self.host_blocks.labels(status=str(status))
         for reason in MISSED_REASONS:
             self.missed_runs.labels(reason=reason)

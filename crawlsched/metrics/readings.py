@@ -30,9 +30,45 @@ class Waiting:
 
 
 def pool_labels(key: str) -> tuple[str, str]:
-    """A pool key (`account:<media>` or `selenium`) as the labels (pool, media)."""
+    """A pool key (`account:<media>` or `selenium`) as the labels (pool, media). Hosts
+    (`host:<origin>`) are one pool with no media label: a crawl meets hosts without end, and a
+    label per origin would be a series per origin."""
     pool, _, media = key.partition(":")
+    if pool == "host":
+        return pool, ""
     return pool, media
+
+
+# Open runs shown one by one in the gauges: the busiest ones, so a deployment with many small
+# schedules still exports a bounded number of series.
+TOP_RUNS = 20
+
+
+def hosts_by_state(docs: Iterable[Mapping[str, Any]], now: datetime) -> dict[str, int]:
+    """Hosts blocked now (a 429/503 or an operator) and held now by a worker process."""
+    blocked = held = 0
+    for doc in docs:
+        until = doc.get("blocked_until")
+        blocked += until is not None and until > now
+        lease_until = doc.get("lease_until")
+        held += bool(doc.get("holder")) and lease_until is not None and lease_until > now
+    return {"blocked": blocked, "held": held}
+
+
+def busiest_runs(runs: Iterable[Mapping[str, Any]], limit: int = TOP_RUNS) -> list[dict]:
+    """The open runs with the most pages outstanding (then the newest first): schedule, run,
+    outstanding, discovered."""
+    rows = [
+        {
+            "schedule": str(run.get("schedule_id") or ""),
+            "run": str(run["_id"]),
+            "outstanding": max(int(run.get("outstanding") or 0), 0),
+            "discovered": int(run.get("discovered") or 0),
+        }
+        for run in runs
+    ]
+    rows.sort(key=lambda r: (-r["outstanding"], r["run"]))
+    return rows[:limit]
 
 
 def due_by_category(

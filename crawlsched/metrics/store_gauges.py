@@ -90,6 +90,19 @@ class StoreCollector(Collector):
             waiting.setdefault(key, readings.Waiting())
         for state in readings.NODE_STATES:
             node_states.setdefault(state, 0)
+        hosts = readings.hosts_by_state(
+            db.hosts.find(
+                {"$or": [{"blocked_until": {"$gt": now}}, {"lease_until": {"$gt": now}}]},
+                {"blocked_until": 1, "holder": 1, "lease_until": 1},
+            ),
+            now,
+        )
+        busiest = readings.busiest_runs(
+            db.runs.find(
+                {"state": RUNNING},
+                {"schedule_id": 1, "outstanding": 1, "discovered": 1},
+            )
+        )
         runs_by_state = dict.fromkeys([(PLANNING,), (RUNNING,)], 0)
         runs_by_state.update({(str(r["_id"]),): r["n"] for r in open_runs})
         return [
@@ -102,6 +115,9 @@ class StoreCollector(Collector):
                           {(k,): v for k, v in node_states.items()}),
             _count_family("crawlsched_open_runs", "Runs not finished, by state.", ["state"],
                           runs_by_state),
+            _count_family("crawlsched_hosts", "Hosts blocked now, and held now by a worker.",
+                          ["state"], {(k,): v for k, v in hosts.items()}),
+            *_run_families(busiest),
         ]  # fmt: skip
 
 
@@ -141,6 +157,24 @@ def _waiting_families(waiting: dict) -> list[Metric]:
         overdue.add_metric(list(key), entry.overdue)
         oldest.add_metric(list(key), entry.oldest_s)
     return [batches, jobs, overdue, oldest]
+
+
+def _run_families(busiest: list[dict]) -> list[Metric]:
+    labels = ["schedule", "run"]
+    outstanding = _gauge(
+        "crawlsched_run_outstanding_jobs",
+        f"Pages a running run still waits for (its {readings.TOP_RUNS} busiest runs).",
+        labels,
+    )
+    discovered = _gauge(
+        "crawlsched_run_discovered_jobs",
+        f"Pages a running run discovered so far (its {readings.TOP_RUNS} busiest runs).",
+        labels,
+    )
+    for row in busiest:
+        outstanding.add_metric([row["schedule"], row["run"]], row["outstanding"])
+        discovered.add_metric([row["schedule"], row["run"]], row["discovered"])
+    return [outstanding, discovered]
 
 
 def _pool_families(slots: dict) -> list[Metric]:

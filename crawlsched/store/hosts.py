@@ -132,6 +132,8 @@ class MongoHostStore:
                 "lease_until": decision.lease_until,
                 "lease_granted_at": now,
                 "wanted_at": None,
+                "in_flight": 0,
+                "in_flight_at": now,
             }
 
         self._change(key, now, decide)
@@ -145,9 +147,12 @@ class MongoHostStore:
         slice_s: float,
         pages: int = 0,
         next_start: datetime | None = None,
+        in_flight: int = 0,
     ) -> datetime | None:
         """Another slice for the holder, unless someone asked for the host meanwhile (or the
-        holder lost it); the new end, or None. Counts the `pages` sent since the last count."""
+        holder lost it); the new end, or None. Counts the `pages` sent since the last count,
+        and notes the holder's `in_flight` requests (read by `crawlsched hosts`: a reading
+        as of this renewal, written with it rather than by a command of its own)."""
         until = now + timedelta(seconds=slice_s)
         renewed: list[datetime] = []
 
@@ -157,6 +162,7 @@ class MongoHostStore:
                 return None
             renewed.append(until)
             fields = {"lease_until": until, **_counted(doc, pages, now)}
+            fields.update(in_flight=max(int(in_flight), 0), in_flight_at=now)
             if next_start is not None:
                 fields["next_start"] = next_start
             return fields
@@ -176,7 +182,7 @@ class MongoHostStore:
                 known = doc.get("next_start")
                 fields["next_start"] = max(next_start, known) if known else next_start
             if doc.get("holder") == holder:
-                fields.update(holder=None, lease_until=now)
+                fields.update(holder=None, lease_until=now, in_flight=0, in_flight_at=now)
             return fields
 
         self._change(key, now, decide)
