@@ -27,6 +27,8 @@ READ_COMMANDS = {
     ("nodes", "list"),
     ("hosts", "list"),
     ("hosts", "show"),
+    ("media", "list"),
+    ("media", "show"),
     ("pools",),  # the old spelling of `pools show`
     ("pools", "show"),
     ("activity",),

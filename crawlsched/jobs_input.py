@@ -28,6 +28,10 @@ MIN_TASKS = {"profile": 2, "website": 1}  # a profile: `profile` plus one more (
 JSON_LINES_SUFFIXES = (".jsonl", ".ndjson")
 CSV_SUFFIXES = (".csv",)
 CSV_TASK_SEPARATOR = ";"
+MAX_DEPTH = 1000  # links deep: as a media's reference row allows
+MAX_PAGES = 10_000_000
+# Fields of a website job stored as given (the bounds, and how its list pages paginate).
+WEBSITE_ONLY = ("max_depth", "max_pages", "pagination", "page_param")
 
 
 class JobInput(BaseModel):
@@ -44,11 +48,26 @@ class JobInput(BaseModel):
     human_validation: bool = False
     certitude: float = Field(0.5, ge=0.0, le=1.0)
     start_at: datetime | None = None  # naive means UTC
+    # A website's own discovery bounds, over its media's (see `crawlsched.drivers.context`).
+    max_depth: int | None = Field(None, ge=0, le=MAX_DEPTH)
+    max_pages: int | None = Field(None, ge=0, le=MAX_PAGES)
+    # How the website driver walks a site's list pages (a driver that ignores it: no effect).
+    pagination: Literal["next_link", "page_param"] | None = None
+    page_param: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{1,40}$")
 
     @model_validator(mode="after")
     def _one_schedule(self) -> JobInput:
         if self.one_off and self.interval_s is not None:
             raise ValueError("give either interval_s or one_off, not both")
+        return self
+
+    @model_validator(mode="after")
+    def _website_fields(self) -> JobInput:
+        given = [name for name in WEBSITE_ONLY if getattr(self, name) is not None]
+        if self.kind != "website" and given:
+            raise ValueError(f"{', '.join(given)}: only a website job takes these")
+        if self.page_param is not None and self.pagination != "page_param":
+            raise ValueError("page_param: only with pagination page_param")
         return self
 
     @property
@@ -182,6 +201,9 @@ def build_job_docs(
     }
     if job.url is not None:
         common["url"] = job.url
+    for name in WEBSITE_ONLY:
+        if (value := getattr(job, name)) is not None:
+            common[name] = value
     return [{**common, "task": task} for task in tasks]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
@@ -58,6 +59,11 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+# How long a process keeps a media row before reading it again (a change reaches every worker
+# within this long).
+MEDIA_CACHE_S = 30.0
+
+
 class Runtime:
     def __init__(
         self,
@@ -70,6 +76,7 @@ class Runtime:
         self.now = clock
         self._model_ids: dict[str, Any] | None = None
         self._media: dict[str, dict[str, Any]] = {}
+        self._media_read_at: dict[str, float] = {}
         self._wait_by_schedule: dict[str | None, float] = {}
         self._target_fields: dict[str, list[str]] | None = None
         registry.load_plugins(settings.driver_modules)
@@ -323,13 +330,17 @@ class Runtime:
     def media(self, name: str, fresh: bool = False) -> dict[str, Any] | None:
         """The media row named `name`, cached for the process; `fresh` reads it again (the
         reference may have been reloaded since)."""
-        if fresh:
+        read_at = self._media_read_at.get(name)
+        if fresh or read_at is None or time.monotonic() - read_at > MEDIA_CACHE_S:
+            # Read again now and then: `crawlsched media update` changes a row that worker
+            # processes elsewhere have cached.
             self._media.pop(name, None)
         if name not in self._media:
             doc = self.reference.media_by_name(name)
             if doc is None:
                 return None
             self._media[name] = doc
+            self._media_read_at[name] = time.monotonic()
         return self._media[name]
 
     def create_indexes(self) -> None:

@@ -43,6 +43,8 @@ READS = {
     ("nodes", "list"): ["nodes", "list"],
     ("hosts", "list"): ["hosts", "list"],
     ("hosts", "show"): ["hosts", "show", "http://127.0.0.1:9"],
+    ("media", "list"): ["media", "list"],
+    ("media", "show"): ["media", "show", "web"],
     ("pools",): ["pools"],
     ("activity",): ["activity"],
     ("stats",): ["stats"],

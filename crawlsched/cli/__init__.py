@@ -14,6 +14,7 @@ from crawlsched.cli import (
     doctor,
     hosts,
     jobs,
+    media,
     pools,
     results,
     run_ops,  # noqa: F401  (adds now/stop/children/history to `run`)
@@ -56,6 +57,9 @@ results.register(app)
 app.add_typer(jobs.app, name="jobs", help="Add, import and inspect crawl jobs.")
 app.add_typer(schedules.app, name="schedules", help="Create, change and inspect schedules.")
 app.add_typer(hosts.app, name="hosts", help="Hosts as the cluster paces them (politeness).")
+app.add_typer(
+    media.app, name="media", help="Media rows: driver, discovery bounds, politeness, tasks."
+)
 
 
 def run(args: list[str], invocation: Invocation = LOCAL) -> int:

@@ -11,6 +11,7 @@ import typer
 from rich.live import Live
 
 from crawlsched.catalog import JOB_COLLECTIONS, JobState
+from crawlsched.cli import demo_sites
 from crawlsched.cli.common import console, err_console, labelled
 from crawlsched.settings import Settings
 from crawlsched.store.runs import FINISHED
@@ -48,8 +49,13 @@ def losses(rt: Any, runs: list[dict]) -> list[str]:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("demo")
+    demo_app = typer.Typer()
+    demo_sites.register(demo_app)
+    app.add_typer(demo_app, name="demo")
+
+    @demo_app.callback(invoke_without_command=True)
     def demo(
+        ctx: typer.Context,
         timeout: float = typer.Option(120.0, min=1, help="Give up (and fail) after this long."),
         threads: int = typer.Option(4, min=1, max=32, help="In-process worker threads."),
     ) -> None:
@@ -58,8 +64,10 @@ def register(app: typer.Typer) -> None:
         Serves a small social network and a news site on 127.0.0.1, seeds profiles and
         websites in all four resource categories, fires both sweeps once, crawls them (pages
         found while crawling included) with an in-process dramatiq worker, and exits non-zero
-        if any job or lease was lost.
+        if any job or lease was lost. `crawlsched demo serve-sites` serves only the two sites.
         """
+        if ctx.invoked_subcommand is not None:
+            return
         from dramatiq import Worker
 
         from crawlsched.brokers import setup_broker

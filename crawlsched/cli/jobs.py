@@ -32,6 +32,8 @@ from crawlsched.flow import job_ops
 from crawlsched.jobs_input import (
     DEFAULT_WEBSITE_MEDIA,
     JSON_LINES_SUFFIXES,
+    MAX_DEPTH,
+    MAX_PAGES,
     JobInput,
     build_job_docs,
     from_extended_json,
@@ -51,6 +53,11 @@ SHOWN_REJECTS = 50
 RERUN_IS_SAFE = (
     "Running the same import again is safe: jobs already in the store are skipped as duplicates."
 )
+
+
+class Pagination(StrEnum):
+    next_link = "next_link"
+    page_param = "page_param"
 
 
 class Kind(StrEnum):
@@ -103,6 +110,12 @@ def _add(fields: dict[str, Any]) -> None:
             f"({_every(first['interval_s'])}, first at {first['execution_date']:%Y-%m-%d %H:%M} "
             f"UTC) in {added.collection}: {added.inserted} new job(s)"
         )
+        bounds = [
+            f"links {first['max_depth']} deep" if "max_depth" in first else "",
+            f"at most {first['max_pages']} pages a run" if "max_pages" in first else "",
+        ]
+        if any(bounds):
+            console.print(f"discovery: {', '.join(b for b in bounds if b)}")
         if added.skipped:
             console.print(f"{len(added.skipped)} already scheduled: skipped, not duplicated")
         _warn_if_off(added.media, added.disabled_tasks)
@@ -167,6 +180,26 @@ def add_website(
     validated: Validated = False,
     certitude: Certitude = 0.5,
     start_at: StartAt = None,
+    depth: int | None = typer.Option(
+        None,
+        "--depth",
+        min=0,
+        max=MAX_DEPTH,
+        help="Follow links this deep from the URL (over the media's max_depth).",
+    ),
+    max_pages: int | None = typer.Option(
+        None,
+        "--max-pages",
+        min=0,
+        max=MAX_PAGES,
+        help="At most this many pages discovered from the URL per run.",
+    ),
+    pagination: Pagination | None = typer.Option(
+        None, "--pagination", help="How the website driver walks list pages."
+    ),
+    page_param: str | None = typer.Option(
+        None, "--page-param", help="The page number's query parameter (page_param; 'page')."
+    ),
 ) -> None:
     """Schedule a website: article by default (or the --task ones)."""
     _add(
@@ -180,6 +213,10 @@ def add_website(
             "human_validation": validated,
             "certitude": certitude,
             "start_at": start_at,
+            "max_depth": depth,
+            "max_pages": max_pages,
+            "pagination": pagination.value if pagination else None,
+            "page_param": page_param,
         }
     )
 

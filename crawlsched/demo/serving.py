@@ -1,5 +1,6 @@
-"""LocalSite: an HTTP server on an ephemeral 127.0.0.1 port, served by daemon threads, as a
-context manager. The demo's sites (and the tests' sites) subclass it and give the handler."""
+"""LocalSite: an HTTP server on a 127.0.0.1 port (ephemeral unless given), served by daemon
+threads, as a context manager. The demo's sites (and the tests' sites) subclass it and give the
+handler."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from typing import Self
 
 
 class LocalSite:
-    def __init__(self, handler: type[BaseHTTPRequestHandler], host: str = "127.0.0.1") -> None:
-        self._server = ThreadingHTTPServer((host, 0), handler)
+    def __init__(
+        self, handler: type[BaseHTTPRequestHandler], host: str = "127.0.0.1", port: int = 0
+    ) -> None:
+        self._server = ThreadingHTTPServer((host, port), handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -24,9 +27,10 @@ class LocalSite:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
+        if self._thread.is_alive():  # shutdown() waits for a loop that was never started
+            self._server.shutdown()
+            self._thread.join(timeout=10)
         self._server.server_close()
-        self._thread.join(timeout=10)
 
 
 class QuietHandler(BaseHTTPRequestHandler):

@@ -46,7 +46,8 @@ def _page(title: str, body: str) -> bytes:
 
 
 class DemoSocialNetwork(LocalSite):
-    """`with DemoSocialNetwork(handles, accounts) as net:` on an ephemeral loopback port."""
+    """`with DemoSocialNetwork(handles, accounts) as net:` on a loopback port (`port` 0: an
+    ephemeral one)."""
 
     def __init__(
         self,
@@ -54,6 +55,7 @@ class DemoSocialNetwork(LocalSite):
         accounts: dict[str, str],
         rate_limit: tuple[int, float] = (10_000, 1.0),
         seed: int = 1,
+        port: int = 0,
     ) -> None:
         self.data: dict[str, Profile] = generate(handles, seed)
         self.accounts = dict(accounts)
@@ -72,7 +74,7 @@ class DemoSocialNetwork(LocalSite):
             def do_POST(self) -> None:
                 network._answer(self, "POST")
 
-        super().__init__(Handler)
+        super().__init__(Handler, port=port)
 
     # -- requests ---------------------------------------------------------------------------------
 

@@ -55,10 +55,16 @@ def _page(title: str, body: str) -> bytes:
 
 
 class DemoWebsite(LocalSite):
-    """`with DemoWebsite() as site:` serves on an ephemeral loopback port (daemon threads)."""
+    """`with DemoWebsite() as site:` serves on a loopback port (daemon threads; `port` 0: an
+    ephemeral one)."""
 
     def __init__(
-        self, articles: int = 7, per_page: int = 3, comments: int = 6, per_comment_page: int = 4
+        self,
+        articles: int = 7,
+        per_page: int = 3,
+        comments: int = 6,
+        per_comment_page: int = 4,
+        port: int = 0,
     ):
         self.data = generate(articles, comments)
         self.per_page = per_page
@@ -78,7 +84,7 @@ class DemoWebsite(LocalSite):
                 self.end_headers()
                 self.wfile.write(body)
 
-        super().__init__(Handler)
+        super().__init__(Handler, port=port)
 
     def render(self, raw_path: str) -> tuple[int, bytes]:
         parts = urlsplit(raw_path)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import urldefrag, urlsplit
 
+from crawlsched.drivers import job_bounds
 from crawlsched.drivers.base import Account, CrawlJob
 from crawlsched.drivers.targets import check_literal
 from crawlsched.errors import UnsafeTarget
@@ -37,7 +38,7 @@ RESERVED_FIELDS = frozenset(
         "parent_job", "depth", "site", "released", "released_at", "dispatch_id",
         "lease_deadline", "last_outcome", "last_dispatch_id", "last_error", "last_discovered",
         "last_items", "last_cut", "exhausted", "problem", "target", "interval_s",
-        "human_validation", "certitude",
+        "human_validation", "certitude", "max_depth", "max_pages", "seed_job",
     }
 )  # fmt: skip
 
@@ -67,6 +68,8 @@ class Discovery:
     depth: int
     site: str
     fields: Mapping[str, Any] = field(default_factory=dict)
+    # The discovering job's own bounds and its planned job (`crawlsched.drivers.job_bounds`).
+    handed_down: Mapping[str, Any] = field(default_factory=dict)
 
 
 def site_of(url: str) -> str:
@@ -208,14 +211,18 @@ class CrawlContext:
             self.cut["refused"] += 1
             return False
         depth = job.depth + 1
-        if depth > self.bounds.max_depth:
+        own = job_bounds.own_bounds(job.document)
+        if depth > own.get("max_depth", self.bounds.max_depth):
             self.cut["depth"] += 1
             return False
         site = str(job.document.get("site") or site_of(job.url))
         if not self._on_site(absolute, site):
             self.cut["offsite"] += 1
             return False
-        self.discovered.setdefault((task, absolute), Discovery(absolute, task, depth, site, fields))
+        handed = job_bounds.handed_down(job.document, job.job_id)
+        self.discovered.setdefault(
+            (task, absolute), Discovery(absolute, task, depth, site, fields, handed)
+        )
         return True
 
     def is_new(self, model: str, key: str) -> bool:

@@ -27,7 +27,8 @@ STATE_NUMBERS = {name: number for number, name in STATE_NAMES.items()}
 PUBLIC_FIELDS = (
     "media_name_id", "target", "task", "url", "state", "execution_date", "interval_s",
     "one_off", "human_validation", "certitude", "last_outcome", "last_error", "attempts",
-    "depth", "scope_run", "meta", "updated_at",
+    "depth", "scope_run", "meta", "updated_at", "max_depth", "max_pages", "pagination",
+    "page_param",
 )  # fmt: skip
 META_MAX_KEYS = 50
 

@@ -20,6 +20,7 @@ from typing import Any
 from pymongo import ReturnDocument, UpdateOne
 
 from crawlsched.catalog import JobState
+from crawlsched.drivers import job_bounds
 from crawlsched.drivers.context import Discovery
 from crawlsched.planning.retention import EXPIRE_AT
 from crawlsched.store.counting import CountingDatabase
@@ -90,6 +91,7 @@ class MongoChildStore:
         adopted = self._adopt(run_id, dispatch_id, unreported)
         fresh = [(cid, f) for cid, f in by_id.items() if cid not in existing | set(markers)]
         cut: dict[Any, int] = {}
+        fresh = self._within_own_bounds(run_id, fresh, cut)
         if fresh:
             # Room is reserved on the run by an atomic $inc, so concurrent batches together
             # never register more than `max_pages`; a batch whose insert then loses a race to
@@ -126,6 +128,35 @@ class MongoChildStore:
                 parent = fresh[index][1].parent_id
                 new[parent] = new.get(parent, 0) + 1
         return Registered(new, cut)
+
+    def _within_own_bounds(
+        self, run_id: str, fresh: list[tuple[str, Found]], cut: dict[Any, int]
+    ) -> list[tuple[str, Found]]:
+        """The discoveries within the `max_pages` their planned job sets for itself (counted
+        on the run per planned job, reserved atomically as the run's own bound is); those
+        refused are added to `cut` by parent. One command per planned job with such a bound."""
+        groups: dict[str, list[int]] = {}
+        for index, (_, f) in enumerate(fresh):
+            if "max_pages" in f.discovery.handed_down:
+                seed = job_bounds.seed_key(f.discovery.handed_down.get(job_bounds.SEED_FIELD))
+                groups.setdefault(seed, []).append(index)
+        refused: set[int] = set()
+        for seed, indexes in groups.items():
+            field = f"pages_by_seed.{seed}"
+            after = self._runs.find_one_and_update(
+                {"_id": run_id},
+                {"$inc": {field: len(indexes)}},
+                projection={field: 1},
+                return_document=ReturnDocument.AFTER,
+            )
+            reserved = ((after or {}).get("pages_by_seed") or {}).get(seed, len(indexes))
+            bound = fresh[indexes[0]][1].discovery.handed_down["max_pages"]
+            room = max(0, min(len(indexes), bound - (reserved - len(indexes))))
+            refused.update(indexes[room:])
+        for index in sorted(refused):
+            parent = fresh[index][1].parent_id
+            cut[parent] = cut.get(parent, 0) + 1
+        return [pair for index, pair in enumerate(fresh) if index not in refused]
 
     def _adopt(self, run_id: str, dispatch_id: str, unreported: dict[str, str]) -> list[str]:
         """Take over children that a reclaimed dispatch of this run registered and never
@@ -231,6 +262,7 @@ def _child_doc(
     d = found.discovery
     return {
         **dict(d.fields),
+        **dict(d.handed_down),
         "_id": cid,
         "url": d.url,
         "task": d.task,

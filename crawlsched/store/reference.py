@@ -7,7 +7,7 @@ from typing import Any
 from bson import ObjectId
 from pymongo import ASCENDING, UpdateOne
 
-from crawlsched.reference import DEFAULT_TARGET_FIELDS, ReferenceData
+from crawlsched.reference import DEFAULT_TARGET_FIELDS, MediaRow, ReferenceData
 from crawlsched.store.counting import CountingDatabase
 from crawlsched.store.pipeline import MEDIA_COLLECTION, TASKS_COLLECTION
 
@@ -36,40 +36,9 @@ class MongoReferenceStore:
         media = []
         tasks = []
         for m in reference.media:
-            media.append(
-                UpdateOne(
-                    {"_id": m.id},
-                    {
-                        "$set": {
-                            "media_name": m.name,
-                            # The old system joins tasks by this field, not by `_id`.
-                            "media_name_id": m.id,
-                            "enabled": m.enabled,
-                            "driver_class": m.driver_class,
-                            "used_tool": m.used_tool,
-                            "url_template": m.url_template,
-                            "secret_hosts": list(m.secret_hosts),
-                            "max_depth": m.max_depth,
-                            "max_pages": m.max_pages,
-                            "follow_offsite": m.follow_offsite,
-                            "extra_hosts": list(m.extra_hosts),
-                            "politeness": (
-                                m.politeness.model_dump(exclude_none=True) if m.politeness else None
-                            ),
-                            "recrawl": m.recrawl.model_dump() if m.recrawl else None,
-                        }
-                    },
-                    upsert=True,
-                )
-            )
-            for name, row in m.tasks.items():
-                tasks.append(
-                    UpdateOne(
-                        {"_id": f"{m.id}:{name}"},
-                        {"$set": {"media_name_id": m.id, "name": name, **row.model_dump()}},
-                        upsert=True,
-                    )
-                )
+            row_op, task_ops = _media_ops(m)
+            media.append(row_op)
+            tasks.extend(task_ops)
         self._db.core_models.bulk_write(models, ordered=False)
         self._db[MEDIA_COLLECTION].bulk_write(media, ordered=False)
         self._db[TASKS_COLLECTION].bulk_write(tasks, ordered=False)
@@ -79,6 +48,12 @@ class MongoReferenceStore:
             upsert=True,
         )
         return {"models": len(models), "media": len(media), "tasks": len(tasks)}
+
+    def save_media(self, row: MediaRow) -> None:
+        """Add or change one media and its task rows, as `load` does for a reference file."""
+        row_op, task_ops = _media_ops(row)
+        self._db[MEDIA_COLLECTION].bulk_write([row_op], ordered=False)
+        self._db[TASKS_COLLECTION].bulk_write(task_ops, ordered=False)
 
     def target_fields(self) -> dict[str, list[str]]:
         """Which fields name a job's target, per job collection (see the reference file)."""
@@ -112,3 +87,40 @@ class MongoReferenceStore:
             media_name_id = media.get("media_name_id", media["_id"])
             coll, flt = self._db[TASKS_COLLECTION], {"media_name_id": media_name_id, "name": task}
         return coll.update_one(flt, {"$set": {"enabled": enabled}}).matched_count
+
+
+def _media_ops(m: MediaRow) -> tuple[UpdateOne, list[UpdateOne]]:
+    """The upserts of one media row and its task rows, by id (ids never change)."""
+    row = UpdateOne(
+        {"_id": m.id},
+        {
+            "$set": {
+                "media_name": m.name,
+                # The old system joins tasks by this field, not by `_id`.
+                "media_name_id": m.id,
+                "enabled": m.enabled,
+                "driver_class": m.driver_class,
+                "used_tool": m.used_tool,
+                "url_template": m.url_template,
+                "secret_hosts": list(m.secret_hosts),
+                "max_depth": m.max_depth,
+                "max_pages": m.max_pages,
+                "follow_offsite": m.follow_offsite,
+                "extra_hosts": list(m.extra_hosts),
+                "politeness": (
+                    m.politeness.model_dump(exclude_none=True) if m.politeness else None
+                ),
+                "recrawl": m.recrawl.model_dump() if m.recrawl else None,
+            }
+        },
+        upsert=True,
+    )
+    tasks = [
+        UpdateOne(
+            {"_id": f"{m.id}:{name}"},
+            {"$set": {"media_name_id": m.id, "name": name, **task.model_dump()}},
+            upsert=True,
+        )
+        for name, task in m.tasks.items()
+    ]
+    return row, tasks

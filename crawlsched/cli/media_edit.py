@@ -1,0 +1,178 @@
+"""`crawlsched media add | update`: the options a media row is set with, turned into changes
+of its reference row (checked by `crawlsched.reference.media_rows`) and saved in the store."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+import typer
+
+from crawlsched.cli.common import bad_input, cli_runtime, console
+from crawlsched.drivers import registry
+from crawlsched.flow.job_ops import empty_store_hint
+from crawlsched.reference.media_rows import changed_row, stored_row
+from crawlsched.runtime import Runtime
+
+
+class Recrawl(StrEnum):
+    adaptive = "adaptive"
+    fixed = "fixed"
+
+
+def stored_media(rt: Runtime, name: str) -> dict[str, Any]:
+    """The media row as a reference file has it, or one line and exit 2 for an unknown name."""
+    media = rt.reference.media_by_name(name)
+    if media is None:
+        known = ", ".join(sorted(m["media_name"] for m in rt.reference.media()))
+        bad_input(f"no media {name!r}; known: {known or empty_store_hint(rt)}")
+    return stored_row(
+        media, rt.reference.tasks_of(media.get("media_name_id", media["_id"])).values()
+    )
+
+
+def _save(name: str, existing: bool, changes: dict[str, Any], task_changes: dict) -> None:
+    with cli_runtime() as rt:
+        current = stored_media(rt, name) if existing else None
+        if not existing:
+            if rt.reference.media_by_name(name) is not None:
+                bad_input(f"media {name!r} exists: change it with `crawlsched media update`")
+            ids = {m.get("media_name_id", m["_id"]) for m in rt.reference.media()}
+            if changes.get("id") is None:
+                changes["id"] = max((i for i in ids if isinstance(i, int)), default=0) + 1
+            elif changes["id"] in ids:
+                bad_input(f"id: {changes['id']} is another media's id")
+            changes["name"] = name
+        row = changed_row(current, changes, task_changes, registry.known())
+        rt.reference.save_media(row)
+        rt.media(name, fresh=True)  # this process's cache (workers re-read theirs)
+        console.print(
+            f"media {row.name} ({'updated' if existing else 'added'}): id {row.id}, driver "
+            f"{row.driver_class}, tasks {', '.join(sorted(row.tasks))}"
+        )
+
+
+def _changes(**given: Any) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The row changes and the task changes the options ask for."""
+    tasks = given.pop("task") or []
+    task_fields = {
+        "crawl_limit": given.pop("crawl_limit"),
+        "batch_limit": given.pop("batch_limit"),
+        "need_login": given.pop("need_login"),
+        "need_selenium": given.pop("need_selenium"),
+    }
+    if not tasks and any(v is not None for v in task_fields.values()):
+        bad_input("--crawl-limit, --batch-limit, --need-login, --need-selenium: give --task too")
+    politeness = {
+        "delay_s": given.pop("delay"),
+        "concurrency": given.pop("concurrency"),
+        "daily_pages": given.pop("daily_pages"),
+    }
+    recrawl = given.pop("recrawl")
+    interval = {
+        "min_interval_s": given.pop("min_interval"),
+        "max_interval_s": given.pop("max_interval"),
+    }
+    changes: dict[str, Any] = {
+        "driver_class": given.pop("driver"),
+        "max_depth": given.pop("max_depth"),
+        "max_pages": given.pop("max_pages"),
+        "follow_offsite": given.pop("follow_offsite"),
+        "extra_hosts": given.pop("extra_host") or None,
+        "secret_hosts": given.pop("secret_host") or None,
+        "url_template": given.pop("url_template"),
+        "enabled": given.pop("enabled"),
+        "id": given.pop("media_id", None),
+    }
+    if any(v is not None for v in politeness.values()):
+        changes["politeness"] = {k: v for k, v in politeness.items() if v is not None}
+    if recrawl is not None or any(v is not None for v in interval.values()):
+        changes["recrawl"] = {"adaptive": recrawl == Recrawl.adaptive} if recrawl else {}
+        changes["recrawl"].update({k: float(v) for k, v in interval.items() if v is not None})
+    return changes, {task: task_fields for task in tasks}
+
+
+_OPTION_NAMES = frozenset(
+    [
+        "driver",
+        "max_depth",
+        "max_pages",
+        "follow_offsite",
+        "extra_host",
+        "delay",
+        "concurrency",
+        "daily_pages",
+        "recrawl",
+        "min_interval",
+        "max_interval",
+        "task",
+        "crawl_limit",
+        "batch_limit",
+        "need_login",
+        "need_selenium",
+        "url_template",
+        "secret_host",
+        "enabled",
+        "media_id",
+    ]
+)
+
+
+def _options(add: bool):
+    driver_help = "The crawl driver (see `crawlsched drivers`)."
+
+    def command(
+        name: str = typer.Argument(..., help="Media name: letters, digits, . _ - (news-site)."),
+        driver: str | None = typer.Option(None, "--driver", help=driver_help),
+        max_depth: int | None = typer.Option(None, help="Links deep a run follows (0: none)."),
+        max_pages: int | None = typer.Option(None, help="Pages a run may discover at most."),
+        follow_offsite: bool | None = typer.Option(
+            None, "--follow-offsite/--stay-on-site", help="Follow links to other sites."
+        ),
+        extra_host: list[str] | None = typer.Option(None, help="Another host to follow (repeat)."),
+        delay: float | None = typer.Option(None, help="Politeness: seconds between requests."),
+        concurrency: int | None = typer.Option(None, help="Politeness: requests at once."),
+        daily_pages: int | None = typer.Option(None, help="Politeness: pages a day (0: no cap)."),
+        recrawl: Recrawl | None = typer.Option(None, help="Recrawl intervals: fixed or adaptive."),
+        min_interval: float | None = typer.Option(None, help="Adaptive recrawl: shortest, s."),
+        max_interval: float | None = typer.Option(None, help="Adaptive recrawl: longest, s."),
+        task: list[str] | None = typer.Option(
+            None, "--task", help="A task to add/change (repeat)."
+        ),
+        crawl_limit: int | None = typer.Option(None, help="The --task ones: items per job."),
+        batch_limit: int | None = typer.Option(None, help="The --task ones: jobs per batch."),
+        need_login: bool | None = typer.Option(
+            None, "--need-login/--no-login", help="The --task ones need an account."
+        ),
+        need_selenium: bool | None = typer.Option(
+            None, "--need-selenium/--no-selenium", help="The --task ones need a browser."
+        ),
+        url_template: str | None = typer.Option(None, help="Profile URL, with {handle}."),
+        secret_host: list[str] | None = typer.Option(
+            None, help="Where an account's secret may go (repeat)."
+        ),
+        enabled: bool | None = typer.Option(None, "--enabled/--disabled"),
+        media_id: int | None = typer.Option(
+            None, "--id", help="A new media's id (media_name_id; never changes): default next."
+        ),
+    ) -> None:
+        given = {k: v for k, v in locals().items() if k in _OPTION_NAMES}
+        if not add and media_id is not None:
+            bad_input("--id: a media's id never changes (it joins its jobs and tasks)")
+        if add and driver is None:
+            bad_input("--driver: a new media needs a driver (see `crawlsched drivers`)")
+        if add and not task:
+            bad_input("--task: a new media needs at least one task")
+        changes, task_changes = _changes(**given)
+        _save(name, not add, changes, task_changes)
+
+    return command
+
+
+def register(app: typer.Typer) -> None:
+    add = _options(add=True)
+    add.__doc__ = "Add a media: its driver, tasks, discovery bounds, politeness and recrawl."
+    app.command("add")(add)
+    update = _options(add=False)
+    update.__doc__ = "Change a media: only what the options give (a --task is added or changed)."
+    app.command("update")(update)
