@@ -26,6 +26,7 @@ from crawlsched.flow.views import given_up_of
 from crawlsched.logs import get_logger
 from crawlsched.messages import ReportMessage
 from crawlsched.planning.outcomes import PHASE_OUTCOMES, Outcome
+from crawlsched.planning.run_control import end_event_id
 from crawlsched.planning.run_end import run_end
 from crawlsched.runtime import Runtime
 from crawlsched.store.children import MongoChildStore
@@ -50,7 +51,8 @@ def finish_if_done(rt: Runtime, run: dict[str, Any], notify: Notify = _no_notify
         return False
     metrics.run_finished()
     log.info("run_ended", run_id=run["_id"], result=end.result, planned=run.get("planned"))
-    announce(rt, {**run, "state": end.state, "result": end.result}, notify)
+    ended = {**run, "state": end.state, "result": end.result, "ends": run.get("ends", 0) + 1}
+    announce(rt, ended, notify)
     return True
 
 
@@ -67,7 +69,8 @@ def announce(rt: Runtime, run: dict[str, Any], notify: Notify = _no_notify) -> N
     counts = run.get("counts", {})
     end = run_end(counts, bool(run.get("stop_requested")))
     given_up = given_up_of(rt, run) if counts.get(Outcome.EXPIRED) else []
-    event_id = f"{run['_id']}:{end.event}"
+    # A run reopened by retry-failed ends again: that end is a new event, with an id of its own.
+    event_id = end_event_id(run["_id"], end.event, run.get("ends", 1))
     emit(
         rt,
         end.event,
