@@ -25,13 +25,13 @@ log = get_logger(__name__)
 def _plan_pass(rt: Runtime) -> tuple[PlanPass, bool]:
     """The sender of a run's own pass, and whether it reaches a worker. Without one (a stub
     broker) the ticker's sweep plans the waiting pages on its next tick."""
+    ensure_broker()  # also points the flow's log lines at stderr, never into the output
     if not sends_messages(rt.settings):
 
         def by_the_ticker(run_id: str, collection: str) -> None:
             log.info("run_pass_left_to_ticker", run_id=run_id, collection=collection)
 
         return by_the_ticker, False
-    ensure_broker()
     from crawlsched.actors.planner import send_plan_children
 
     return send_plan_children, True
@@ -47,6 +47,7 @@ def pause(
 
     with cli_runtime() as rt:
         require_run(rt, run_id)
+        ensure_broker()  # points the flow's log lines at stderr, never into the output
         try:
             summary = pause_run(rt, run_id)
         except CrawlschedError as e:
