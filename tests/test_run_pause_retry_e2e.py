@@ -42,6 +42,10 @@ def _pages_fetched(site: GraphSite) -> dict[str, int]:
     return {path: n for path, n in site.fetches.items() if path != "/robots.txt"}
 
 
+def _ends(probe: str, run_id: str) -> list[dict]:
+    return [row for row in end_probe.read(probe) if row["run_id"] == run_id]
+
+
 def _nothing_running(rt, run_id: str) -> bool:
     return rt.db.websites.count_documents({"run_id": run_id, "state": 2}) == 0 and not (
         rt.waiting.for_run(run_id)
@@ -95,7 +99,8 @@ def test_paused_run_fetches_nothing_then_resumes_and_ends_once(graph_env):
         assert _pages_fetched(site) == dict.fromkeys(expected, 1)
     assert run["counts"] == {Outcome.SUCCEEDED: len(expected)}
     assert run["discovered"] == len(expected) - 1
-    ends = [row for row in end_probe.read(probe) if row["run_id"] == run_id]
+    # (The end handler records the end just after the run's state changed: wait for it.)
+    ends = wait_for(lambda: _ends(probe, run_id), 30, "the end recorded")
     assert len(ends) == 1 and {k: ends[0][k] for k in CLEAN_END} == CLEAN_END, ends
     assert rt.db.websites.count_documents({"redo_run": run_id}) == 0
 
@@ -151,7 +156,7 @@ def test_retry_failed_crawls_exactly_the_failed_pages_again_in_the_same_run(grap
     assert second["counts"] == {Outcome.SUCCEEDED: 20}
     assert second["outstanding"] == 0 and second["discovered"] == len(expected) - 1
     assert stored_paths(rt, run_id, site.base_url) == graph.stored()
-    ends = [row for row in end_probe.read(probe) if row["run_id"] == run_id]
+    ends = wait_for(lambda: len(e := _ends(probe, run_id)) == 2 and e, 30, "both ends recorded")
     assert len(ends) == 2 and all({k: e[k] for k in CLEAN_END} == CLEAN_END for e in ends), ends
     end_ids = sorted(e["event_id"] for e in rt.db.activity.find({"run_id": run_id}))
     assert [i for i in end_ids if "RunFinished" in i] == [
