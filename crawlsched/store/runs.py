@@ -242,11 +242,7 @@ class MongoRunStore:
         A child run also stops with its parent: a stop that came while the parent was still
         planning flagged the parent before the children existed.
         """
-        ids = [run_id, parent] if (parent := parent_run_id(run_id)) else [run_id]
-        docs = self._runs.find(
-            {"_id": {"$in": ids}}, {"stop_requested": 1, "stopped_tasks": 1, "state": 1}
-        )
-        return any(is_stopping(doc, task) for doc in docs)
+        return self.hold_state(run_id, task) == "stop"
 
     def hold_state(self, run_id: str, task: str) -> str | None:
         """ "stop" when work of `task` in this run must stop, "pause" when it must wait, else
