@@ -135,6 +135,11 @@ class RunAlreadyEnded(CrawlschedError, ValueError):
         self.run_id = run_id
 
 
+class RunRefused(CrawlschedError, ValueError):
+    """A run cannot take this command in the state it is in (pause an ended run, retry a run
+    with nothing failed): the message says why."""
+
+
 class WebhookFailed(CrawlschedError):
     """One webhook attempt failed; dramatiq retries the delivery with backoff."""
 

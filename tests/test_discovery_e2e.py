@@ -15,13 +15,16 @@ import threading
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from crawlsched.runtime import Runtime
-from crawlsched.settings import Settings
 from tests.support import end_probe
-from tests.support.graph_run import ended_run, prepare, start_graph_run, stored_paths
+from tests.support.graph_run import (
+    ended_run,
+    start_graph_run,
+    stored_paths,
+    worker_graph_env,
+)
 from tests.support.link_graph import GraphSite, LinkGraph, link_graphs
 from tests.support.waiting import wait_for
-from tests.support.workers import TEST_SECRET_KEY, DramatiqWorkers, crawlsched_env
+from tests.support.workers import DramatiqWorkers
 
 pytestmark = [pytest.mark.rabbitmq, pytest.mark.multiprocess]
 CLEAN_END = {"running": 0, "pending": 0, "waiting": 0}
@@ -30,26 +33,7 @@ CLEAN_END = {"running": 0, "pending": 0, "waiting": 0}
 @pytest.fixture
 def graph_env(rabbitmq_broker, rabbitmq_url, multiprocess_mongo_url, mongo_database_name, tmp_path):
     """A runtime on the shared server, and the workers' environment with the end probe."""
-    rt = Runtime(
-        Settings(
-            mongo_url=multiprocess_mongo_url,
-            mongo_db=mongo_database_name,
-            broker_url=rabbitmq_url,
-            secret_key=TEST_SECRET_KEY,
-        )
-    )
-    prepare(rt)
-    probe = tmp_path / "ends.jsonl"
-    env = crawlsched_env(
-        rabbitmq_url,
-        multiprocess_mongo_url,
-        mongo_database_name,
-        CRAWLSCHED_DRIVER_MODULES='["tests.support.end_probe"]',
-        CRAWLSCHED_TEST_END_PROBE=str(probe),
-        # A batch whose message died with a killed worker is reclaimed after 30 s, not 15 min.
-        CRAWLSCHED_DISPATCH_LEASE_S="30",
-    )
-    return rt, env, str(probe)
+    return worker_graph_env(rabbitmq_url, multiprocess_mongo_url, mongo_database_name, tmp_path)
 
 
 def _assert_run_matches(rt, run, graph: LinkGraph, base_url: str, probe: str) -> None:

@@ -227,13 +227,13 @@ def test_stop_checks_cost_reads_per_batch_not_per_job(stub_pipeline, monkeypatch
     _setup(rt, accounts=1)
     _twitter_jobs(rt, 50, 0, "u")
     reads: list[str] = []
-    real = MongoRunStore.stopping
+    real = MongoRunStore.hold_state
 
     def counted(self, run_id, task):
         reads.append(run_id)
         return real(self, run_id, task)
 
-    monkeypatch.setattr(MongoRunStore, "stopping", counted)
+    monkeypatch.setattr(MongoRunStore, "hold_state", counted)
 
     # When the sweep runs to its end
     _fire_profiles(rt)

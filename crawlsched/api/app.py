@@ -11,7 +11,16 @@ from crawlsched import __version__
 from crawlsched.api import openapi, problems
 from crawlsched.api.body_guard import BodyGuard
 from crawlsched.api.cli_runner import CommandRunner
-from crawlsched.api.routes import cli, history, jobs, page, runs, schedules, system
+from crawlsched.api.routes import (
+    cli,
+    history,
+    jobs,
+    page,
+    run_control,
+    runs,
+    schedules,
+    system,
+)
 from crawlsched.runtime import Runtime
 
 HealthCheck = Callable[[], dict[str, Any]]
@@ -84,7 +93,7 @@ def create_app(
         max_body_bytes=runtime.settings.api_max_body_bytes,
         max_upload_bytes=runtime.settings.api_max_upload_bytes,
     )
-    for module in (system, schedules, runs, jobs, history, cli, page):
+    for module in (system, schedules, runs, run_control, jobs, history, cli, page):
         app.include_router(module.router)
     openapi.install(app, runtime)
     return app

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from crawlsched.errors import CrawlschedError, ScheduleExists, ScheduleStateError
+from crawlsched.errors import CrawlschedError, RunRefused, ScheduleExists, ScheduleStateError
 from crawlsched.logs import get_logger
 
 log = get_logger(__name__)
@@ -155,7 +155,7 @@ def install(app: FastAPI) -> None:
         # A schedule that exists already, or whose state refuses the operation (pausing a
         # stopped one): a conflict with what the store holds, not a malformed request.
         status = 404 if isinstance(exc, LookupError) else 400
-        if isinstance(exc, ScheduleExists | ScheduleStateError):
+        if isinstance(exc, ScheduleExists | ScheduleStateError | RunRefused):
             status = 409
         return problem_response(request, status, str(exc))
 

@@ -17,6 +17,7 @@ from crawlsched.cli import (
     media,
     pools,
     results,
+    run_control,  # noqa: F401  (adds pause/resume/retry-failed to `run`)
     run_ops,  # noqa: F401  (adds now/stop/children/history to `run`)
     runs,
     schedules,

@@ -11,6 +11,7 @@ from crawlsched.cli import discovery
 from crawlsched.cli.common import bad_input, cli_runtime, console, print_json
 from crawlsched.flow import views
 from crawlsched.planning.outcomes import OUTCOME_MEANINGS, STOPPED
+from crawlsched.planning.run_control import display_state
 from crawlsched.runtime import Runtime
 
 run_app = typer.Typer(help="Runs: list them, look at one, fire, stop.", no_args_is_help=True)
@@ -40,7 +41,8 @@ def run_row(run: dict[str, Any], columns: tuple[str, ...] = COUNT_COLUMNS) -> li
         # Schedule on one line, fire time on the next: never cut, whatever the width.
         run["_id"].replace("@", "\n@", 1),
         # An ended run shows how it ended: succeeded, failed, incomplete or stopped.
-        run.get("result") or run["state"] if run["state"] == "finished" else run["state"],
+        # A paused run shows `paused` (its state is still `running` for the coordinator).
+        run.get("result") or run["state"] if run["state"] == "finished" else display_state(run),
         str(run.get("planned", 0)),
         str(max(run.get("outstanding", 0), 0) if not run.get("planning") else "…"),
         *(str(counts.get(c, 0)) for c in columns),

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from crawlsched import metrics
+from crawlsched.flow.pausing import hold_batch
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage, ReportMessage
 from crawlsched.planning.outcomes import PHASE_OUTCOMES, Outcome
@@ -189,10 +190,15 @@ def admit_waiting(
         if doc is None:
             continue  # another pass has it
         message = BatchMessage.parse(doc["message"])
-        if rt.runs.stopping(message.run_id, message.task):
+        if (hold := rt.runs.hold_state(message.run_id, message.task)) == "stop":
             # Stopped while it waited: lease nothing; the crawl actor gives its jobs back as
             # stopped and reports them, as it does for any batch of a stopped run.
             forward(message.model_copy(update={"lease_ids": []}))
+            rt.waiting.remove(batch.dispatch_id, token)
+            continue
+        if hold == "pause":
+            # Paused while it waited: lease nothing, its jobs wait in their run instead.
+            hold_batch(rt, message)
             rt.waiting.remove(batch.dispatch_id, token)
             continue
         if doc.get("takes", 1) > 1:

@@ -29,7 +29,7 @@ from crawlsched.runtime import Runtime
 from crawlsched.store.children import MongoChildStore
 from crawlsched.store.jobs import expiry_deadline
 from crawlsched.store.pipeline import run_work_filter
-from crawlsched.store.runs import ENDED
+from crawlsched.store.runs import ENDED, is_stopping
 
 log = get_logger(__name__)
 
@@ -46,6 +46,8 @@ def plan_discovered(
     run = rt.runs.get(run_id)
     if run is None or run["state"] in ENDED:
         return 0
+    if run.get("paused") and not is_stopping(run):
+        return 0  # its work waits in the run; resuming asks for this pass again
     store = rt.jobs(collection)
     now = rt.now()
     fields = rt.target_fields(collection)

@@ -29,6 +29,7 @@ from crawlsched.flow.views import given_up_of
 from crawlsched.logs import get_logger
 from crawlsched.messages import ReportMessage
 from crawlsched.planning.outcomes import PHASE_OUTCOMES, Outcome
+from crawlsched.planning.run_control import end_event_id
 from crawlsched.planning.run_end import run_end
 from crawlsched.runtime import Runtime
 from crawlsched.store.children import MongoChildStore
@@ -57,7 +58,14 @@ def finish_if_done(rt: Runtime, run: dict[str, Any], notify: Notify = _no_notify
         return False
     metrics.run_finished()
     log.info("run_ended", run_id=run["_id"], result=end.result, planned=run.get("planned"))
-    announce(rt, {**run, "state": end.state, "result": end.result, "finished_at": now}, notify)
+    ended = {
+        **run,
+        "state": end.state,
+        "result": end.result,
+        "finished_at": now,
+        "ends": run.get("ends", 0) + 1,
+    }
+    announce(rt, ended, notify)
     return True
 
 
@@ -73,11 +81,13 @@ def announce(rt: Runtime, run: dict[str, Any], notify: Notify = _no_notify) -> N
     short; the run's `announce` mark, set by the write that ended it, is cleared last."""
     counts = run.get("counts", {})
     end = run_end(counts, bool(run.get("stop_requested")))
-    # Named on the run by the first announcement (its pages may have expired since).
+    # Named on the run by the first announcement of this end (its pages may have expired
+    # since); a run reopened by retry-failed forgets it (`reopen`).
     given_up = run.get("given_up")
     if given_up is None:
         given_up = given_up_of(rt, run) if counts.get(Outcome.EXPIRED) else []
-    event_id = f"{run['_id']}:{end.event}"
+    # A run reopened by retry-failed ends again: that end is a new event, with an id of its own.
+    event_id = end_event_id(run["_id"], end.event, run.get("ends", 1))
     emit(
         rt,
         end.event,

@@ -28,6 +28,7 @@ from crawlsched.drivers.context import CrawlBounds, CrawlContext
 from crawlsched.flow.admission import keys_of, requeue
 from crawlsched.flow.crawl_loop import Progress, crawl_jobs
 from crawlsched.flow.crawl_resources import DispatchLease, Leases, ResourceLost, batch_browser
+from crawlsched.flow.pausing import hold_batch
 from crawlsched.flow.stopping import StopWatch
 from crawlsched.logs import get_logger
 from crawlsched.messages import BadMessage, BatchMessage, ReportMessage
@@ -253,6 +254,9 @@ def crawl_batch(
             # Stopped before it started: nothing is crawled, the leases go back below.
             store.release(message.dispatch_id, STOPPED)
             log.info("batch_stopped", dispatch_id=message.dispatch_id, jobs=len(jobs))
+        elif jobs and stop.paused():
+            # Paused before it started: the jobs wait in their run, nothing ended, no report.
+            hold_batch(rt, message)
         elif jobs:
             checked_media(rt, message, jobs)
             leases = Leases(rt, message.lease_ids)

@@ -76,7 +76,7 @@ def plan_webhook(
     url = webhook_of(rt.schedules.get(run.get("schedule_id") or ""), word)
     if url is None:
         return None
-    delivery_id = f"{run['_id']}:{end.event}"
+    delivery_id = event_id or f"{run['_id']}:{end.event}"
     body = {
         "event": end.event,
         "event_id": event_id or delivery_id,

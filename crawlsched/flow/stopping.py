@@ -30,20 +30,27 @@ log = get_logger(__name__)
 
 
 class StopWatch:
-    """Whether a run (or its task) was stopped: read at once, then at most every
-    `stop_check_s`, so that checking between jobs costs few reads per job."""
+    """Whether a run (or its task) was stopped, or paused: read at once, then at most every
+    `stop_check_s`, so that checking between jobs costs few reads per job. A stop is final;
+    a pause may be lifted, and is read again like any state."""
 
     def __init__(self, rt: Runtime, run_id: str, task: str) -> None:
         self.rt, self.run_id, self.task = rt, run_id, task
         self.every_s = rt.settings.stop_check_s
         self._checked_at = float("-inf")
-        self._stopped = False
+        self._state: str | None = None
+
+    def _read(self) -> str | None:
+        if self._state != "stop" and time.monotonic() - self._checked_at >= self.every_s:
+            self._state = self.rt.runs.hold_state(self.run_id, self.task)
+            self._checked_at = time.monotonic()
+        return self._state
 
     def stopped(self) -> bool:
-        if not self._stopped and time.monotonic() - self._checked_at >= self.every_s:
-            self._stopped = self.rt.runs.stopping(self.run_id, self.task)
-            self._checked_at = time.monotonic()
-        return self._stopped
+        return self._read() == "stop"
+
+    def paused(self) -> bool:
+        return self._read() == "pause"
 
 
 def release_stopped(rt: Runtime, message: BatchMessage) -> dict[str, Any] | None:
@@ -62,7 +69,8 @@ def release_stopped(rt: Runtime, message: BatchMessage) -> dict[str, Any] | None
 
 @dataclass
 class StoppedRunGuard:
-    """The planner's dispatch, unless the run (or the batch's task) was stopped meanwhile."""
+    """The planner's dispatch, unless the run (or the batch's task) was stopped or paused
+    meanwhile."""
 
     rt: Runtime
     run_id: str
@@ -75,6 +83,11 @@ class StoppedRunGuard:
         # The parent's flag: a stop of the whole run reaches its children through it.
         if self._watches[message.task].stopped():
             release_stopped(self.rt, message)  # planning is open: the run ends after it closes
+            return
+        if self._watches[message.task].paused():
+            from crawlsched.flow.pausing import hold_batch  # it imports coordination too
+
+            hold_batch(self.rt, message)  # waits in its run until it is resumed
             return
         self.forward(message)
 

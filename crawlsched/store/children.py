@@ -241,6 +241,12 @@ class MongoChildStore:
         query = {"scope_run": run_id, EXPIRE_AT: {"$ne": until}}
         return self._jobs.update_many(query, {"$set": {EXPIRE_AT: until}}).modified_count
 
+    def keep_with_run(self, run_id: str) -> int:
+        """Take the expiry date off a reopened run's discovered jobs and markers: they are
+        needed again until its next end stamps them anew (`expire_with_run`)."""
+        query = {"scope_run": run_id, EXPIRE_AT: {"$exists": True}}
+        return self._jobs.update_many(query, {"$unset": {EXPIRE_AT: ""}}).modified_count
+
     def of_run(self, run_id: str, limit: int = 50, skip: int = 0) -> list[dict[str, Any]]:
         fields = {
             "url": 1,

@@ -216,7 +216,12 @@ class MongoRunStore:
             ended["timeline"] = dict(timeline)
         update = self._runs.update_one(
             {"_id": run_id, "state": RUNNING, "planning": False, "outstanding": {"$lte": 0}},
-            {"$set": ended},
+            {
+                "$set": ended,
+                # A run reopened by retry-failed ends again: each end has an id of its own.
+                "$inc": {"ends": 1},
+                "$unset": {"paused": ""},
+            },
         )
         return update.modified_count == 1
 
@@ -262,11 +267,75 @@ class MongoRunStore:
         A child run also stops with its parent: a stop that came while the parent was still
         planning flagged the parent before the children existed.
         """
+        return self.hold_state(run_id, task) == "stop"
+
+    def hold_state(self, run_id: str, task: str) -> str | None:
+        """ "stop" when work of `task` in this run must stop, "pause" when it must wait, else
+        None: one small read of the run and its parent (a parent's flag holds its children)."""
         ids = [run_id, parent] if (parent := parent_run_id(run_id)) else [run_id]
-        docs = self._runs.find(
-            {"_id": {"$in": ids}}, {"stop_requested": 1, "stopped_tasks": 1, "state": 1}
+        docs = list(
+            self._runs.find(
+                {"_id": {"$in": ids}},
+                {"stop_requested": 1, "stopped_tasks": 1, "state": 1, "paused": 1},
+            )
         )
-        return any(is_stopping(doc, task) for doc in docs)
+        if any(is_stopping(doc, task) for doc in docs):
+            return "stop"
+        return "pause" if any(doc.get("paused") for doc in docs) else None
+
+    def set_paused(self, run_id: str, now: datetime) -> dict | None:
+        """Flag an open run paused; None if it was paused already, has ended or is stopping."""
+        return self._runs.find_one_and_update(
+            {
+                "_id": run_id,
+                "state": {"$in": [PLANNING, RUNNING]},
+                "paused": {"$ne": True},
+                "stop_requested": {"$ne": True},
+            },
+            {"$set": {"paused": True, "paused_at": now}},
+            projection={"reports": 0},
+            return_document=ReturnDocument.AFTER,
+        )
+
+    def clear_paused(self, run_id: str, now: datetime) -> dict | None:
+        """Lift a pause; None if the run was not paused."""
+        return self._runs.find_one_and_update(
+            {"_id": run_id, "paused": True},
+            {"$unset": {"paused": ""}, "$set": {"resumed_at": now}},
+            projection={"reports": 0},
+            return_document=ReturnDocument.AFTER,
+        )
+
+    def applied_reports(self, run_id: str) -> set[str]:
+        doc = self._runs.find_one({"_id": run_id}, {"reports": 1}) or {}
+        return {r for r in doc.get("reports", []) if isinstance(r, str)}
+
+    def take_back(
+        self, run_id: str, key: str, inc: Mapping[str, int], now: datetime
+    ) -> dict | None:
+        """Take failed pages back into a running or finished run, once per `key`: their counts
+        off their outcomes and onto `outstanding` (`run_control.moved_counts`), in one atomic
+        update that also reopens a finished run. None when the run cannot take them (ended
+        otherwise, planning, stopping, its end not yet announced) or the key was applied."""
+        return self._runs.find_one_and_update(
+            {
+                "_id": run_id,
+                "state": {"$in": [RUNNING, FINISHED]},
+                "planning": False,
+                "stop_requested": {"$ne": True},
+                "announce": {"$exists": False},
+                "reports": {"$ne": key},
+            },
+            {
+                "$set": {"state": RUNNING, "retried_at": now},
+                # What its end froze and named is of that end: the next end sets them anew.
+                "$unset": {"result": "", "finished_at": "", "given_up": "", "timeline": ""},
+                "$inc": {**inc, "retries": 1},
+                "$push": {"reports": key},
+            },
+            projection={"reports": 0},
+            return_document=ReturnDocument.AFTER,
+        )
 
     def children_of(self, run_id: str) -> list[dict]:
         return list(self._runs.find({"parent_id": run_id}, {"reports": 0}).sort("_id", 1))

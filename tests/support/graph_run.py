@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 from crawlsched.catalog import JobState
 from crawlsched.flow import schedule_ops
 from crawlsched.reference import MediaRow, ReferenceData, TaskRow
 from crawlsched.runtime import Runtime
+from crawlsched.settings import Settings
 from crawlsched.store.runs import FINISHED, run_id_for
 
 GRAPH_MEDIA = MediaRow(
@@ -81,3 +83,29 @@ def ended_run(rt: Runtime, run_id: str) -> dict | None:
     """The run once it has ended, else None (to poll with `wait_for`)."""
     run = rt.runs.get(run_id)
     return run if run and run["state"] == FINISHED else None
+
+
+def worker_graph_env(
+    broker_url: str, mongo_url: str, mongo_db: str, tmp_path: Path
+) -> tuple[Runtime, dict[str, str], str]:
+    """A runtime on the shared server with the graph's reference loaded, the environment of
+    `dramatiq` workers that record every run end (tests/support/end_probe.py), and the path
+    of that record."""
+    from tests.support.workers import TEST_SECRET_KEY, crawlsched_env
+
+    settings = Settings(
+        mongo_url=mongo_url, mongo_db=mongo_db, broker_url=broker_url, secret_key=TEST_SECRET_KEY
+    )
+    rt = Runtime(settings)
+    prepare(rt)
+    probe = tmp_path / "ends.jsonl"
+    env = crawlsched_env(
+        broker_url,
+        mongo_url,
+        mongo_db,
+        CRAWLSCHED_DRIVER_MODULES='["tests.support.end_probe"]',
+        CRAWLSCHED_TEST_END_PROBE=str(probe),
+        # A batch whose message died with a killed worker is reclaimed after 30 s, not 15 min.
+        CRAWLSCHED_DISPATCH_LEASE_S="30",
+    )
+    return rt, env, str(probe)

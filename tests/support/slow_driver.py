@@ -2,6 +2,7 @@
 
 `slow`: sleeps per job, so a test can kill a worker in the middle of a batch.
 `boom`: fails every job whose target contains "boom", so failures and retries can be seen.
+`flaky`: a job whose target contains "flaky" fails on its first attempt and succeeds after.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class SlowDriver:
         time.sleep(float(_setting("CRAWLSCHED_TEST_SLOW_DRIVER_S", DEFAULT_DELAY_S)))
         if "boom" in job.target:
             raise DriverError(f"{job.target} always fails")
+        if "flaky" in job.target and not (job.document or {}).get("attempt_count"):
+            raise DriverError(f"{job.target} fails on its first attempt")
         doc = {"key": job.url, "url": job.url, "target": job.target}
         context.save(TASK_RESULTS[job.task].model, [doc])
 

@@ -21,6 +21,7 @@ from crawlsched.api.auth import COOKIE, Reader, runtime_of
 from crawlsched.api.problems import PROBLEM_RESPONSES
 from crawlsched.encoding import plain
 from crawlsched.flow import views
+from crawlsched.planning.run_control import display_state
 from crawlsched.resources import rules
 
 router = APIRouter(tags=["status page"])
@@ -120,7 +121,7 @@ def status(
         runs.append(
             {
                 "run_id": run["_id"],
-                "state": run["state"],
+                "state": display_state(run),  # `paused` for a paused open run
                 "result": run.get("result"),
                 "planned": run.get("planned", 0),
                 "discovered": run.get("discovered", 0),
