@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from crawlsched.planning.run_control import (
     RETRYABLE,
+    actions,
     display_state,
     end_event_id,
     moved_counts,
@@ -87,3 +88,20 @@ def test_readable_cases():
         "counts.exhausted": -1,
         "outstanding": 3,
     }
+
+
+outcome_counts = st.dictionaries(
+    st.sampled_from(["succeeded", "failed", "exhausted", "expired", "starved"]),
+    st.integers(0, 5),
+)
+
+
+@given(runs, outcome_counts)
+def test_the_page_offers_exactly_the_commands_the_rules_accept(run, counts):
+    offered = actions(run, counts)
+    paused = display_state(run) == "paused"
+    assert ("pause" in offered) == (not paused and pause_refusal(run) is None)
+    assert ("resume" in offered) == (paused and resume_refusal(run) is None)
+    failed = sum(counts.get(o, 0) for o in RETRYABLE)
+    assert ("retry-failed" in offered) == (failed > 0 and retry_refusal(run) is None)
+    assert not {"pause", "resume"} <= set(offered)  # never both

@@ -102,11 +102,16 @@ def test_run_page_follows_a_run_at_a_phones_width(tmp_path: Path):
             wait_for(lambda: "/status/runs/" in browser.current_url, 30, "the run's page")
 
             seen: list[tuple[float, float]] = []
+            offered: set[tuple[str, ...]] = set()
+            actions = (
+                "return [...document.querySelectorAll('#actions code')].map(e => e.textContent)"
+            )
 
             def ended() -> bool:
                 shown = browser.execute_script(PROGRESS)
                 if (shown["value"], shown["max"]) not in seen:
                     seen.append((shown["value"], shown["max"]))
+                offered.add(tuple(browser.execute_script(actions)))
                 return shown["state"] == "succeeded"
 
             wait_for(ended, 120, "the run to end on its page", interval=0.2)
@@ -115,6 +120,11 @@ def test_run_page_follows_a_run_at_a_phones_width(tmp_path: Path):
             assert len({v for v in values if v < PAGES}) >= 2, seen
             assert values == sorted(values), seen
             assert seen[-1] == (PAGES, PAGES)
+            # While it ran the page offered to pause it (as a command: its cookie only reads);
+            # ended with every page crawled, nothing.
+            run_id = browser.find_element(By.ID, "run-id").text
+            assert (f"crawlsched run pause {run_id}",) in offered, offered
+            assert browser.execute_script(actions) == []
             assert browser.execute_script(PROGRESS)["text"].startswith(
                 f"{PAGES} done, 0 outstanding"
             )

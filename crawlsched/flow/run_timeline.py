@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from crawlsched.flow.views import by_depth, waiting_groups
+from crawlsched.planning import run_control
 from crawlsched.planning.outcomes import REDO
 from crawlsched.planning.throughput import bucket
 from crawlsched.runtime import Runtime
@@ -57,6 +58,10 @@ def timeline(rt: Runtime, run: dict[str, Any]) -> dict[str, Any]:
         "state": run.get("state"),
         "result": run.get("result"),
         "ended": ended,
+        "paused": run_control.display_state(run) == run_control.PAUSED,
+        # What an operator may do to the run now: `run pause|resume|retry-failed`, the same
+        # rules the commands apply (the page shows them; its cookie cannot act).
+        "actions": run_control.actions(run, counts),
         "frozen": frozen is not None,
         "progress": {
             "planned": run.get("planned", 0),

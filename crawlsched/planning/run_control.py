@@ -73,3 +73,19 @@ def end_event_id(run_id: str, event: str, ends: int) -> str:
     """The stable id of a run's `ends`-th end: `<run>:<event>` for the first (as always), then
     `<run>:<event>:<n>`, so a receiver that drops duplicates by id still hears a new end."""
     return f"{run_id}:{event}" if ends <= 1 else f"{run_id}:{event}:{ends}"
+
+
+def actions(run: Mapping[str, Any], counts: Mapping[str, int]) -> list[str]:
+    """The run commands that would be accepted now (`pause`, `resume`, `retry-failed`): what
+    the run's page offers. A retry is offered only when the run counted a page that failed on
+    its own merits."""
+    offered = []
+    paused = display_state(run) == PAUSED
+    if not paused and pause_refusal(run) is None:
+        offered.append("pause")
+    if paused and resume_refusal(run) is None:
+        offered.append("resume")
+    failed = sum(int(counts.get(outcome) or 0) for outcome in RETRYABLE)
+    if failed and retry_refusal(run) is None:
+        offered.append("retry-failed")
+    return offered
