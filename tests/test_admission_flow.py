@@ -60,6 +60,18 @@ def _fire_profiles(rt: Runtime) -> None:
     ticker.tick.send()
 
 
+def run_waiting_for_an_account(stub_pipeline, jobs: int = 30) -> tuple[Runtime, str]:
+    """A sweep of `jobs` profile jobs with no account to crawl them: its batches wait. The
+    runtime, and the run's id."""
+    stub_pipeline(**SLOW)
+    rt = get_runtime()
+    _setup(rt, accounts=0)
+    _twitter_jobs(rt, jobs, 0, "u")
+    _fire_profiles(rt)
+    wait_for(lambda: sum(d["jobs"] for d in rt.waiting.all()) == jobs, 30, f"{jobs} jobs waiting")
+    return rt, rt.waiting.all()[0]["run_id"]
+
+
 def _finished_run(rt: Runtime, ticks: bool = False):
     from crawlsched.actors import ticker
 

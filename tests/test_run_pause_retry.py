@@ -19,7 +19,13 @@ from crawlsched.planning.run_control import display_state
 from crawlsched.runtime import Runtime, get_runtime
 from crawlsched.store.runs import FINISHED, RUNNING, STOPPED
 from tests.support.waiting import wait_for
-from tests.test_admission_flow import SLOW, _fire_profiles, _setup, _twitter_jobs
+from tests.test_admission_flow import (
+    SLOW,
+    _fire_profiles,
+    _setup,
+    _twitter_jobs,
+    run_waiting_for_an_account,
+)
 
 
 def _the_run(rt: Runtime) -> dict:
@@ -105,13 +111,7 @@ def test_pause_holds_batches_waiting_for_an_account(stub_pipeline):
     from crawlsched.actors import ticker
 
     # Given no account: the run's 30 jobs wait in two batches
-    stub_pipeline(**SLOW)
-    rt = get_runtime()
-    _setup(rt, accounts=0)
-    _twitter_jobs(rt, 30, 0, "u")
-    _fire_profiles(rt)
-    wait_for(lambda: sum(d["jobs"] for d in rt.waiting.all()) == 30, 30, "30 jobs waiting")
-    run_id = rt.waiting.all()[0]["run_id"]
+    rt, run_id = run_waiting_for_an_account(stub_pipeline)
 
     # When it is paused, the waiting batches are taken back into the run (none can starve):
     # by the pause, or by the admission pass that had one in hand at that moment

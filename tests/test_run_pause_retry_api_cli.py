@@ -8,12 +8,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from crawlsched.runtime import Runtime, get_runtime
+from crawlsched.runtime import Runtime
 from crawlsched.settings import Settings
 from tests.support.api import ApiServer
 from tests.support.cli_store import Invoke, cli_on_fresh_store
 from tests.support.waiting import wait_for
-from tests.test_admission_flow import SLOW, _fire_profiles, _setup, _twitter_jobs
+from tests.test_admission_flow import (
+    run_waiting_for_an_account,
+)
 from tests.test_cli_run_ops import RUN, _seed, one_line
 
 
@@ -65,13 +67,7 @@ def test_pause_resume_and_refusals_on_the_command_line(invoke: Invoke):
 
 def test_the_api_pauses_resumes_and_refuses(stub_pipeline):
     # Given no account: a run's 30 jobs wait for one
-    stub_pipeline(**SLOW)
-    rt = get_runtime()
-    _setup(rt, accounts=0)
-    _twitter_jobs(rt, 30, 0, "u")
-    _fire_profiles(rt)
-    wait_for(lambda: sum(d["jobs"] for d in rt.waiting.all()) == 30, 30, "30 jobs waiting")
-    run_id = rt.waiting.all()[0]["run_id"]
+    rt, run_id = run_waiting_for_an_account(stub_pipeline)
     with ApiServer(rt, delivers=True) as api:
         for route in ("pause", "resume", "retry-failed"):
             assert api.admin.post(f"/v1/runs/no-such-run/{route}").status_code == 404

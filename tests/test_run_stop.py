@@ -13,7 +13,13 @@ from crawlsched.runtime import Runtime, get_runtime
 from crawlsched.store.history import row_id
 from crawlsched.store.runs import ENDED, FINISHED, STOPPED, run_id_for
 from tests.support.waiting import wait_for
-from tests.test_admission_flow import SLOW, _fire_profiles, _setup, _twitter_jobs
+from tests.test_admission_flow import (
+    SLOW,
+    _fire_profiles,
+    _setup,
+    _twitter_jobs,
+    run_waiting_for_an_account,
+)
 
 
 def _the_run(rt: Runtime):
@@ -31,13 +37,7 @@ def _events(rt: Runtime, run_id: str) -> list[str]:
 
 def test_stop_releases_waiting_batches_and_reports_stopped_once(stub_pipeline):
     # Given no account at all: the run's 30 jobs wait in two batches
-    stub_pipeline(**SLOW)
-    rt = get_runtime()
-    _setup(rt, accounts=0)
-    _twitter_jobs(rt, 30, 0, "u")
-    _fire_profiles(rt)
-    wait_for(lambda: sum(d["jobs"] for d in rt.waiting.all()) == 30, 30, "30 jobs waiting")
-    run_id = rt.waiting.all()[0]["run_id"]
+    rt, run_id = run_waiting_for_an_account(stub_pipeline)
 
     # When the run is stopped (twice: the second is refused, it has ended)
     summary = stop_run(rt, run_id)

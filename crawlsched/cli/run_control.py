@@ -39,7 +39,7 @@ def _plan_pass(rt: Runtime) -> tuple[PlanPass, bool]:
 
 @run_app.command("pause")
 def pause(
-    run_id: str = typer.Argument(..., help="As shown by `crawlsched runs`."),
+    run_id: str = typer.Argument(..., help="As shown by `crawlsched run list`."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Pause a run: nothing more is dispatched; crawls under way finish; its pages wait."""
@@ -72,7 +72,7 @@ def pause(
 
 @run_app.command("resume")
 def resume(
-    run_id: str = typer.Argument(..., help="As shown by `crawlsched runs`."),
+    run_id: str = typer.Argument(..., help="As shown by `crawlsched run list`."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Resume a paused run: what waited is planned and dispatched again."""
@@ -106,7 +106,7 @@ def resume(
 
 @run_app.command("retry-failed")
 def retry_failed(
-    run_id: str = typer.Argument(..., help="As shown by `crawlsched runs`."),
+    run_id: str = typer.Argument(..., help="As shown by `crawlsched run list`."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Crawl again, in the same run, the pages whose last try failed on their own (failed
