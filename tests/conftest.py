@@ -231,9 +231,37 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if BROWSER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.browser)
-    # The whole-deployment files first: under pytest-xdist they are one long unit of work, and
-    # started first it runs beside everything else instead of after it.
-    items.sort(key=lambda item: Path(item.nodeid.split("::", 1)[0]).name not in WHOLE_DEPLOYMENTS)
+    # Longest work first (under pytest-xdist a file is one unit of work): the whole-deployment
+    # files, then the files that start worker processes, then those on RabbitMQ or a browser,
+    # then the rest. Started first, the long files run beside the many short ones instead of
+    # leaving one process alone with them at the end (the suite's tail).
+    tier: dict[str, int] = {}
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        tier[path] = min(tier.get(path, 3), _tier(item, Path(path).name))
+    items.sort(key=lambda item: tier[item.nodeid.split("::", 1)[0]])
+
+
+# Files that start `crawlsched standalone` servers (each a subprocess with its own start-up)
+# and run a crawl or a schema fuzz against them: long without a marker saying so.
+LONG_STANDALONE_FILES = {
+    "test_readme_walkthrough.py",
+    "test_job_bounds_crawl.py",
+    "test_standalone.py",
+    "test_api_schema.py",
+    "test_datadir_modes.py",
+    "test_api_remote_boundary.py",
+}
+
+
+def _tier(item: pytest.Item, file_name: str) -> int:
+    if file_name in WHOLE_DEPLOYMENTS:
+        return 0
+    if item.get_closest_marker("multiprocess") or file_name in LONG_STANDALONE_FILES:
+        return 1
+    if item.get_closest_marker("rabbitmq") or item.get_closest_marker("browser"):
+        return 2
+    return 3
 
 
 # Under pytest-xdist a test file runs in one process, so its module-scoped fixtures start once,
