@@ -45,10 +45,11 @@ class Settings(BaseSettings):
         "their URLs joined by ';', tried in order); stub:// in-process.",
     )
     broker_spread: bool = Field(
-        True,
+        False,
         description="With several node URLs, each process starts at a different one (by its "
         "process id), so connections and the queues their processes declare first spread over "
-        "the cluster instead of all landing on the first node. False: always in the given order.",
+        "the cluster instead of all landing on the first node. Off by default: see the README's "
+        "cluster section.",
     )
     queue_type: Literal["classic", "quorum"] = Field(
         "classic",
