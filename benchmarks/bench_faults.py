@@ -2,7 +2,7 @@
 moment per trial, and check from the site's access log and the store that the run is still
 exact. See benchmarks/README.md (bench_faults.py) for what each figure means.
 
-    .venv/bin/python benchmarks/bench_faults.py [--faults standalone,worker,clock,rabbit_node,mongo_cut]
+    .venv/bin/python benchmarks/bench_faults.py [--faults standalone,worker,clock,rabbit_node,rabbit_stop,mongo_cut]
         [--trials 5] [--standalone-trials N] [--pages 300] [--delay 0.1] [--seed 1]
 """
 
@@ -21,7 +21,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support.fault_distributed import FAULTS, Services, distributed_trial  # noqa: E402
+from tests.support.fault_distributed import (  # noqa: E402
+    CLUSTER_FAULTS,
+    FAULTS,
+    Services,
+    distributed_trial,
+)
 from tests.support.fault_standalone import (  # noqa: E402
     TrialOutcome,
     after_seconds,
@@ -135,7 +140,7 @@ class Bench:
     def services(self, kind: str) -> Services:
         if self.mongo is None:
             self.mongo = MongoecoServer(start_timeout=120).start()
-        if kind == "rabbit_node":
+        if kind in CLUSTER_FAULTS:
             if self.cluster is None:
                 if reason := cluster_unavailable():
                     raise RuntimeError(f"no RabbitMQ cluster here: {reason}")
@@ -198,7 +203,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for kind in args.faults:
             run = bench.runner(kind)
-            backend = {"standalone": "standalone", "rabbit_node": "cluster"}.get(kind, "one node")
+            backend = (
+                "standalone"
+                if kind == "standalone"
+                else "cluster"
+                if kind in CLUSTER_FAULTS
+                else "one node"
+            )
             if backend not in baselines:
                 base = run(None, None)
                 baselines[backend] = base.duration_s

@@ -401,7 +401,7 @@ def test_contention_two_processes_of_eight_threads_never_over_allocate(mongoeco_
                 KEY,
                 f"p{n}",
                 "8",
-                "63",
+                "32",
                 str(start_at),
             ],
             cwd=REPO,
@@ -417,8 +417,9 @@ def test_contention_two_processes_of_eight_threads_never_over_allocate(mongoeco_
         assert process.returncode == 0, stderr[-3000:]
         results.append(json.loads(stdout))
     # When 16 threads lease and release as fast as they can
-    # Then at least 1,000 lease cycles ran, none over capacity, and contention really happened
-    assert sum(r["cycles"] for r in results) >= 1000
+    # Then 512 lease cycles ran (a bounded count: the benchmark bench_pools runs many more),
+    # none over capacity, and contention really happened
+    assert sum(r["cycles"] for r in results) >= 512
     assert sum(r["over"] for r in results) == 0
     assert sum(r["refused"] for r in results) > 0
     assert backend.held(ACCOUNT_POOL, NOW) == 0

@@ -18,14 +18,14 @@ from crawlsched.runtime import Runtime
 from crawlsched.schedules.triggers import trigger_of
 from crawlsched.settings import Settings
 from crawlsched.store.runs import run_id_for
-from tests.support.rabbit import queue_depth
+from tests.support.rabbit import queue_holding
 from tests.support.waiting import wait_for
 from tests.support.workers import TEST_SECRET_KEY, DramatiqWorkers, crawlsched_env
 
 pytestmark = [pytest.mark.rabbitmq, pytest.mark.multiprocess]
 
 SCHEDULES = 12  # each fires every second
-CLOCK_RUN_S = 50  # how long the clocks tick: 12 x 50, about 600 fire times
+CLOCK_RUN_S = 30  # how long the clocks tick: 12 x 30, about 360 fire times
 TICK_S = 0.3
 QUEUES = ("crawlsched.ticks", "crawlsched.plan")
 
@@ -82,9 +82,18 @@ def test_three_tickers_and_two_clocks_plan_each_fire_time_once(
         ]
         for clock in clocks:
             assert clock.wait(timeout=CLOCK_RUN_S + 30) == 0, clock.stderr.read().decode()[-2000:]
-        for queue in QUEUES:
-            wait_for(lambda q=queue: queue_depth(rabbitmq_url, q) == 0, 60, f"{queue} drained")
-        time.sleep(1)  # the last message acked is the last one processed
+        # No tick left, not even one a ticker holds: the schedules' counts are final.
+        wait_for(lambda: queue_holding(rabbitmq_url, "crawlsched.ticks") == 0, 60, "ticks done")
+        # Every fire time the schedules counted reaches its run, however long its plan message
+        # takes (a message being planned is unacked, one whose store call failed under load
+        # waits in the delay queue for its retry).
+        wait_for(
+            lambda: (
+                rt.db.runs.count_documents({}) >= sum(rt.schedules.get(s)["fired"] for s in ids)
+            ),
+            180,
+            "every fire time planned",
+        )
     finally:
         for ticker in tickers:
             ticker.stop()
@@ -93,7 +102,7 @@ def test_three_tickers_and_two_clocks_plan_each_fire_time_once(
     # Then every plan message sent is for a fire time no other ticker sent
     sent = [pair for output in outputs for pair in fired_lines(output)]
     per_fire_time = Counter(sent)
-    assert len(sent) >= 500, f"only {len(sent)} fire times in {CLOCK_RUN_S}s"
+    assert len(sent) >= 300, f"only {len(sent)} fire times in {CLOCK_RUN_S}s"
     assert max(per_fire_time.values()) == 1, per_fire_time.most_common(3)
     assert all(fired_lines(output) for output in outputs), "a ticker never won a fire time"
     # and each became exactly one run, and the schedules counted each once

@@ -6,6 +6,8 @@ multi-process MongoDB server, with one fault at a chosen moment:
 - `clock`: SIGKILL of the clock process, then a new one;
 - `rabbit_node`: SIGKILL of the cluster node that leads the crawl queue (started again after
   the run, for the next trial);
+- `rabbit_stop`: the same node stopped gracefully (`rabbitmqctl stop_app`; started again after
+  the run);
 - `mongo_cut`: the workers' connection to MongoDB (through a TcpProxy) cut for `outage_s`.
 
 The run's end event is read from a queue bound to `run.#` on the events exchange, its webhook
@@ -45,7 +47,9 @@ from tests.support.workers import REPO, TEST_SECRET_KEY, DramatiqWorkers, crawls
 
 CLI = str(Path(sys.executable).parent / "crawlsched")
 CRAWL_QUEUE = "crawlsched.crawl.article"
-FAULTS = ("worker", "clock", "rabbit_node", "mongo_cut")
+FAULTS = ("worker", "clock", "rabbit_node", "rabbit_stop", "mongo_cut")
+# The faults that need the three-node cluster.
+CLUSTER_FAULTS = ("rabbit_node", "rabbit_stop")
 # Pages at any depth; a dead batch reclaimed after 20 s; quick tries again after a
 # machinery failure; a slow, loaded test server waited for rather than given up on.
 TRIAL_ENV = {
@@ -219,6 +223,9 @@ def distributed_trial(
                     elif fault == "rabbit_node":
                         victim = _crawl_queue_leader(cluster)
                         cluster.sigkill(victim)
+                    elif fault == "rabbit_stop":
+                        victim = _crawl_queue_leader(cluster)
+                        cluster.stop_app(victim)
                     elif fault == "mongo_cut":
                         proxy.cut()
                         time.sleep(outage_s)

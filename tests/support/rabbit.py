@@ -7,6 +7,7 @@ import shutil
 import socket
 import subprocess
 import uuid
+from urllib.parse import unquote, urlparse
 
 import pika
 
@@ -74,3 +75,22 @@ def publish_raw(url: str, queue: str, body: bytes) -> None:
         connection.channel().basic_publish(exchange="", routing_key=queue, body=body)
     finally:
         connection.close()
+
+
+def queue_holding(url: str, queue: str) -> int:
+    """Messages `queue` still holds, ready or delivered but not yet acked (0 if it does not
+    exist). `queue_depth` counts ready ones only: a message a worker prefetched or is still
+    processing is invisible to it."""
+    vhost = unquote(urlparse(url).path.lstrip("/")) or "/"
+    out = subprocess.run(
+        ["rabbitmqctl", "-q", "list_queues", "-p", vhost, "name", "messages", "--no-table-headers"],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
+    for line in out.splitlines():
+        name, _, count = line.partition("\t")
+        if name == queue and count.strip().isdigit():
+            return int(count)
+    return 0

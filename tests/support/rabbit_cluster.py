@@ -160,11 +160,16 @@ class RabbitCluster:
         os.kill(pid, signal.SIGKILL)
 
     def restart(self, node: Node) -> None:
-        """Start a node that died again, on its own data: it rejoins the cluster."""
+        """Start a node that died (or whose application was stopped) again, on its own data:
+        it rejoins the cluster."""
         if (pid := node.pid()) is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, 0)
-                return  # still running
+                # The VM lives: after stop_app only the application needs starting (a no-op
+                # on a node that runs).
+                self.ctl(node, "start_app")
+                self._await_startup(node)
+                return
         self._launch(node)
         self._await_startup(node)
 
