@@ -25,6 +25,7 @@ from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage
 from crawlsched.planning.batching import Batch, BatchCutter
 from crawlsched.planning.due import parse_due_job
+from crawlsched.planning.host_spread import origin_of, spread_over_hosts
 from crawlsched.runtime import Runtime
 from crawlsched.store.children import MongoChildStore
 from crawlsched.store.jobs import expiry_deadline
@@ -58,8 +59,10 @@ def plan_discovered(
     for task in store.due_tasks(now, match=only):
         cutter = BatchCutter(collection, task, rt.settings.default_batch_limit)
         batches: list[Batch] = []
-        for row in store.due_rows(task, now, fields, match=only):
-            job = parse_due_job(row, fields)
+        due = (parse_due_job(row, fields) for row in store.due_rows(task, now, fields, match=only))
+        # Discovered pages come in clumps of one host: dealt over their hosts, each batch's
+        # thread has other hosts to crawl while one host's delay runs.
+        for job in spread_over_hosts(due, lambda j: origin_of(j.target)):
             if (batch := cutter.add(job)) is not None:
                 batches.append(batch)
         batches.extend(cutter.flush())
