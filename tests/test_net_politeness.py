@@ -239,6 +239,46 @@ def test_a_daily_page_budget_defers_the_host_to_the_next_utc_day():
     assert "daily budget of 2 pages" in refused.value.why
 
 
+def test_two_processes_never_start_more_than_the_daily_budget_within_their_slices():
+    # Given two processes on one store, a budget of 5 pages a day, 10 s slices, no delay
+    clock, store = FakeClock(), _store()
+    p1 = _pacer(clock, 0.0, store=store, holder="p1", max_sleep_s=0, daily_pages=5)
+    p2 = _pacer(clock, 0.0, store=store, holder="p2", max_sleep_s=0, daily_pages=5)
+    # When p1 sends 2 and gives the host back (counted), then p2 holds it and keeps sending
+    sent = [_started(p1, clock), _started(p1, clock)]
+    assert p1.give_back() == {A}
+    with pytest.raises(HostNotReady) as refused:
+        while True:
+            sent.append(_started(p2, clock))
+    # Then p2's slice, granted with 3 pages left, started 3 and no more, all in one slice
+    assert len(sent) == 5 and clock.at() == sent[0]
+    assert refused.value.until == datetime(2026, 3, 2, tzinfo=UTC)
+    assert "daily budget of 5 pages" in refused.value.why
+    assert store.get(A)["pages_today"] == 5  # the share used was counted as it was given back
+    for pacer in (p1, p2):
+        with pytest.raises(HostNotReady):
+            _started(pacer, clock)
+    # And the next UTC day the budget is whole again
+    clock.now = refused.value.until
+    assert _started(p1, clock) == clock.at()
+
+
+def test_a_renewal_counts_the_slices_pages_and_carries_what_is_left():
+    # Given a holder with a budget of 8, 10 s slices, sending one page a second
+    clock, store = FakeClock(), _store()
+    pacer = _pacer(clock, 1.0, store=store, max_sleep_s=5, daily_pages=8)
+    starts = [_started(pacer, clock) for _ in range(7)]
+    # When its slice was renewed halfway (asking for the seventh page at 5 s, six sent)
+    assert store.get(A)["pages_today"] == 6  # counted with the renewal
+    starts.append(_started(pacer, clock))
+    # Then the renewed slice carried 2 pages left: it starts those and is refused the ninth
+    with pytest.raises(HostNotReady) as refused:
+        _started(pacer, clock)
+    assert [b - a for a, b in itertools.pairwise(starts)] == [1.0] * 7
+    assert refused.value.until == datetime(2026, 3, 2, tzinfo=UTC)
+    assert store.get(A)["pages_today"] == 8
+
+
 def test_a_long_delay_gives_the_batch_back_instead_of_sleeping():
     clock = FakeClock()
     pacer = _pacer(clock, 30.0, max_sleep_s=5)
