@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+from collections import Counter
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -134,3 +136,124 @@ def test_a_refused_asker_is_told_why_and_whether_to_ask_for_the_host():
     blocked = HostState(blocked_until=NOW + timedelta(seconds=3), blocked_reason="HTTP 429")
     refused = host_rules.decide(blocked, POLICY, "me", NOW, 10.0)
     assert (refused.why, refused.held) == ("blocked: HTTP 429", False)
+
+
+SLICE_S = 10.0
+BEFORE_MIDNIGHT = datetime(2026, 3, 1, 23, 59, 30, tzinfo=UTC)
+
+
+@dataclass
+class _Slice:
+    until: datetime
+    left: int | None
+    sent: int = 0
+
+
+class _Host:
+    """One host's document and its holders, moved by the pure rules the way `store/hosts.py`
+    writes them and `ClusterHostPacer` acts on them (delay 0: a start is a page)."""
+
+    def __init__(self, policy: HostPolicy) -> None:
+        self.policy, self.state, self.now = policy, HostState(), BEFORE_MIDNIGHT
+        self.slices: dict[str, _Slice] = {}
+        self.started: Counter[str] = Counter()  # pages started per UTC day
+
+    def release(self, holder: str) -> None:
+        sliced = self.slices.pop(holder)
+        self.state = self.state.counted(sliced.sent, self.now)
+        if self.state.holder == holder:
+            self.state = replace(self.state, holder=None, lease_until=self.now)
+
+    def renew(self, holder: str) -> None:
+        sliced = self.slices.get(holder)
+        if sliced is None or not host_rules.may_renew(self.state, holder, self.now):
+            return
+        until = self.now + timedelta(seconds=SLICE_S)
+        self.state = replace(self.state.counted(sliced.sent, self.now), lease_until=until)
+        left = host_rules.pages_left(self.state, self.policy, self.now)
+        self.slices[holder] = _Slice(until, left)
+
+    def start(self, holder: str) -> bool:
+        sliced = self.slices.get(holder)
+        if sliced is not None and (
+            self.now >= sliced.until or not host_rules.may_start(sliced.left, sliced.sent)
+        ):
+            self.release(holder)  # the slice ran out, or its share did: give the host back
+            sliced = None
+        if sliced is None:
+            decision = host_rules.decide(self.state, self.policy, holder, self.now, SLICE_S)
+            if isinstance(decision, Refused):
+                if decision.held and self.state.wanted_at is None:
+                    self.state = replace(self.state, wanted_at=self.now)
+                return False
+            self.state = replace(
+                self.state,
+                holder=holder,
+                lease_until=decision.lease_until,
+                lease_granted_at=self.now,
+                wanted_at=None,
+            )
+            sliced = self.slices[holder] = _Slice(decision.lease_until, decision.pages_left)
+        if not host_rules.may_start(sliced.left, sliced.sent):
+            return False
+        sliced.sent += 1
+        self.started[host_rules.day_of(self.now)] += 1
+        return True
+
+    def advance(self, seconds: float) -> None:
+        later = self.now + timedelta(seconds=seconds)
+        for holder in [h for h, s in self.slices.items() if s.until <= later]:
+            self.release(holder)  # a holder gives the host back by its slice's end
+        self.now = later
+
+
+steps = st.lists(
+    st.tuples(
+        st.sampled_from(["p1", "p2", "p3"]),
+        st.sampled_from(["start", "start", "start", "renew", "release"]),
+        st.floats(0, 4, allow_nan=False),
+    ),
+    max_size=80,
+)
+
+
+@given(daily=st.integers(1, 12), steps=steps)
+def test_pages_started_in_a_day_never_exceed_the_budget_nor_are_refused_below_it(daily, steps):
+    # Given three holders taking, renewing and giving back slices of one host, across midnight
+    host = _Host(HostPolicy(0.0, 2, daily))
+    for holder, action, seconds in steps:
+        if action == "start":
+            others_hold = any(h != holder and s.until > host.now for h, s in host.slices.items())
+            mine = host.slices.get(holder)
+            counted = host.state.counted(mine.sent if mine else 0, host.now)
+            started = host.start(holder)
+            # Then with budget left (as counted once this holder's pages are) and nobody else
+            # holding the host, a start is never refused
+            if not others_hold and counted.pages_on(host.now) < daily:
+                assert started
+        elif action == "renew":
+            host.renew(holder)
+        elif holder in host.slices:
+            host.release(holder)
+        host.advance(seconds)
+        # And no UTC day ever sees more pages started than its budget
+        assert all(n <= daily for n in host.started.values()), host.started
+
+
+@given(state=states, daily=st.integers(0, 10))
+def test_a_slice_is_granted_with_what_is_left_of_the_day_and_never_more(state, daily):
+    decision = host_rules.decide(state, HostPolicy(1.0, 2, daily), "me", NOW, 10.0)
+    if isinstance(decision, Granted):
+        if daily:
+            assert decision.pages_left == daily - state.pages_on(NOW) > 0
+            assert host_rules.may_start(decision.pages_left, decision.pages_left - 1)
+            assert not host_rules.may_start(decision.pages_left, decision.pages_left)
+        else:
+            assert decision.pages_left is None
+
+
+def test_pages_counted_after_midnight_count_for_the_new_day():
+    state = HostState(day="2026-03-01", pages_today=7)
+    assert state.counted(2, NOW) == replace(state, pages_today=9)
+    tomorrow = NOW + timedelta(hours=13)
+    assert state.counted(2, tomorrow) == replace(state, day="2026-03-02", pages_today=2)

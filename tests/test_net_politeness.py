@@ -17,9 +17,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from crawlsched.drivers.base import CrawlJob
+from crawlsched.drivers.browser import BrowserPageDriver
+from crawlsched.drivers.browser_session import navigate
+from crawlsched.drivers.context import CrawlContext
 from crawlsched.drivers.fetching import PoliteHttp, RobotsDisallowed
 from crawlsched.drivers.robots import RobotsCache
+from crawlsched.drivers.social import DemoSocialDriver
 from crawlsched.drivers.targets import parse_networks
+from crawlsched.drivers.website import WebsiteDriver
 from crawlsched.flow.host_pacing import ClusterHostPacer, HostNotReady
 from crawlsched.flow.shared_robots import SharedRobots
 from crawlsched.resources.host_rules import HostPolicy
@@ -239,6 +245,46 @@ def test_a_daily_page_budget_defers_the_host_to_the_next_utc_day():
     assert "daily budget of 2 pages" in refused.value.why
 
 
+def test_two_processes_never_start_more_than_the_daily_budget_within_their_slices():
+    # Given two processes on one store, a budget of 5 pages a day, 10 s slices, no delay
+    clock, store = FakeClock(), _store()
+    p1 = _pacer(clock, 0.0, store=store, holder="p1", max_sleep_s=0, daily_pages=5)
+    p2 = _pacer(clock, 0.0, store=store, holder="p2", max_sleep_s=0, daily_pages=5)
+    # When p1 sends 2 and gives the host back (counted), then p2 holds it and keeps sending
+    sent = [_started(p1, clock), _started(p1, clock)]
+    assert p1.give_back() == {A}
+    with pytest.raises(HostNotReady) as refused:
+        while True:
+            sent.append(_started(p2, clock))
+    # Then p2's slice, granted with 3 pages left, started 3 and no more, all in one slice
+    assert len(sent) == 5 and clock.at() == sent[0]
+    assert refused.value.until == datetime(2026, 3, 2, tzinfo=UTC)
+    assert "daily budget of 5 pages" in refused.value.why
+    assert store.get(A)["pages_today"] == 5  # the share used was counted as it was given back
+    for pacer in (p1, p2):
+        with pytest.raises(HostNotReady):
+            _started(pacer, clock)
+    # And the next UTC day the budget is whole again
+    clock.now = refused.value.until
+    assert _started(p1, clock) == clock.at()
+
+
+def test_a_renewal_counts_the_slices_pages_and_carries_what_is_left():
+    # Given a holder with a budget of 8, 10 s slices, sending one page a second
+    clock, store = FakeClock(), _store()
+    pacer = _pacer(clock, 1.0, store=store, max_sleep_s=5, daily_pages=8)
+    starts = [_started(pacer, clock) for _ in range(7)]
+    # When its slice was renewed halfway (asking for the seventh page at 5 s, six sent)
+    assert store.get(A)["pages_today"] == 6  # counted with the renewal
+    starts.append(_started(pacer, clock))
+    # Then the renewed slice carried 2 pages left: it starts those and is refused the ninth
+    with pytest.raises(HostNotReady) as refused:
+        _started(pacer, clock)
+    assert [b - a for a, b in itertools.pairwise(starts)] == [1.0] * 7
+    assert refused.value.until == datetime(2026, 3, 2, tzinfo=UTC)
+    assert store.get(A)["pages_today"] == 8
+
+
 def test_a_long_delay_gives_the_batch_back_instead_of_sleeping():
     clock = FakeClock()
     pacer = _pacer(clock, 30.0, max_sleep_s=5)
@@ -411,3 +457,110 @@ def test_the_holders_requests_in_flight_are_noted_with_its_renewal_and_cleared_o
     # And giving the host back says nothing is under way
     pacer.give_back()
     assert store.get(A)["in_flight"] == 0
+
+
+# -- browser page loads take their start from the same host clock ------------------------------
+# No chromedriver on the test machines: a fake WebDriver records when each navigation started
+# (on the injected clock); what is under test is the pacing decision, not Chrome.
+
+SITE = "http://127.0.0.1:8001"
+
+
+class FakeBrowser:
+    def __init__(self, clock: FakeClock, log: list) -> None:
+        self.clock, self.log = clock, log
+
+    def get(self, url: str) -> None:
+        self.log.append(("browser", self.clock.at(), url))
+
+    def execute_script(self, script: str, *args) -> None:
+        return None  # no error page
+
+
+@pytest.fixture
+def polite():
+    """PoliteHttp on a pacer, answered in-process (each answer logged on the fake clock)."""
+    clients: list[httpx.Client] = []
+
+    def make(pacer: ClusterHostPacer, clock: FakeClock, log: list) -> PoliteHttp:
+        def answer(request: httpx.Request) -> httpx.Response:
+            log.append(("http", clock.at(), str(request.url)))
+            return httpx.Response(200, stream=httpx.ByteStream(b"<html>ok</html>"))
+
+        clients.append(httpx.Client(transport=httpx.MockTransport(answer)))
+        return PoliteHttp(clients[-1], allowed_networks=LOOPBACK, pacer=pacer)
+
+    yield make
+    for client in clients:
+        client.close()
+
+
+def test_browser_page_loads_and_http_requests_keep_one_delay_between_starts(polite):
+    # Given one process pacing a host at 2 s, its batch using both a browser and HTTP
+    clock, log = FakeClock(), []
+    pacer = _pacer(clock, 2.0, store=_store())
+    http, browser = polite(pacer, clock, log), FakeBrowser(clock, log)
+    t0 = clock.at()
+    # When it loads pages in the browser and fetches others, interleaved
+    navigate(browser, f"{SITE}/a", http)
+    http.get(f"{SITE}/b")
+    navigate(browser, f"{SITE}/c", http)
+    navigate(browser, f"{SITE}/d", http)
+    http.get(f"{SITE}/e")
+    # Then every start, of either kind, came one delay after the one before
+    assert [(kind, at - t0) for kind, at, _ in log] == [
+        ("browser", 0.0), ("http", 2.0), ("browser", 4.0), ("browser", 6.0), ("http", 8.0),
+    ]  # fmt: skip
+    assert http.requests == 5
+
+
+def test_a_browser_page_load_waits_for_a_host_another_process_holds(polite):
+    # Given a host one process holds (an HTTP request sent)
+    clock, store, log = FakeClock(), _store(), []
+    p1 = _pacer(clock, 1.0, store=store, holder="p1", max_sleep_s=0)
+    p2 = _pacer(clock, 1.0, store=store, holder="p2", max_sleep_s=0)
+    polite(p1, clock, log).get(f"{SITE}/a")
+    # When another process's batch loads a page of it in its browser
+    browser = FakeBrowser(clock, log)
+    with pytest.raises(HostNotReady) as refused:
+        navigate(browser, f"{SITE}/b", polite(p2, clock, log))
+    # Then the navigation never started: the batch waits for the host's release
+    assert refused.value.on_release
+    assert [kind for kind, _, _ in log] == ["http"]
+
+
+def test_browser_page_loads_count_against_the_daily_budget(polite):
+    clock, log = FakeClock(), []
+    pacer = _pacer(clock, 0.0, store=_store(), max_sleep_s=60, daily_pages=2)
+    http, browser = polite(pacer, clock, log), FakeBrowser(clock, log)
+    navigate(browser, f"{SITE}/a", http)
+    http.get(f"{SITE}/b")
+    with pytest.raises(HostNotReady) as refused:
+        navigate(browser, f"{SITE}/c", http)
+    assert "daily budget of 2 pages" in refused.value.why
+    assert [url for _, _, url in log] == [f"{SITE}/a", f"{SITE}/b"]
+
+
+@pytest.mark.parametrize("driver", ["browser", "website", "social"])
+def test_each_browser_driver_loads_its_page_through_the_host_clock(driver, polite):
+    # Given a host another process holds, and a batch with a browser and a polite client
+    clock, store, log = FakeClock(), _store(), []
+    holder = _pacer(clock, 1.0, store=store, holder="p1", max_sleep_s=0)
+    polite(holder, clock, log).get(f"{SITE}/held")
+    pacer = _pacer(clock, 1.0, store=store, holder="p2", max_sleep_s=0)
+    context = CrawlContext(
+        http=polite(pacer, clock, log),
+        browser=FakeBrowser(clock, log),
+        allowed_networks=LOOPBACK,
+    )
+    url = f"{SITE}/u/alice"
+    job = CrawlJob("j", url, url, "article", "site", 10, document={"page": "article"})
+    crawl = {
+        "browser": lambda: BrowserPageDriver().crawl(job, context),
+        "website": lambda: WebsiteDriver().article(job, context),
+        "social": lambda: DemoSocialDriver().stories(job, context),
+    }[driver]
+    # When its driver crawls a page of the host, Then the navigation waits for the host
+    with pytest.raises(HostNotReady):
+        crawl()
+    assert [kind for kind, _, _ in log] == ["http"]

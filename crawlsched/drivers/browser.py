@@ -16,7 +16,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from crawlsched.catalog import TASK_RESULTS
 from crawlsched.drivers.base import CrawlJob, DriverError
-from crawlsched.drivers.browser_session import is_session_lost, raise_if_error_page
+from crawlsched.drivers.browser_session import is_session_lost, navigate, raise_if_error_page
 from crawlsched.drivers.context import CrawlContext
 from crawlsched.drivers.targets import check_target
 from crawlsched.errors import UnsafeTarget
@@ -52,7 +52,7 @@ class BrowserPageDriver:
         except UnsafeTarget as e:
             raise DriverError(f"refused: {e}") from None
         try:
-            browser.get(job.url)
+            navigate(browser, job.url, context.http)
             WebDriverWait(browser, READY_WAIT_S).until(
                 lambda b: b.execute_script("return document.readyState") == "complete"
             )

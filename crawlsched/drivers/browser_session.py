@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 
 import urllib3.exceptions
 from selenium import webdriver
@@ -111,6 +112,16 @@ def open_browser(
             browser.quit()
         except Exception as e:  # the node may be gone; its sessions went with it
             log.warning("browser_quit_failed", node=node_url, error=type(e).__name__)
+
+
+def navigate(browser: webdriver.Remote, url: str, http: Any) -> None:
+    """Load `url` as the page (the top-level navigation), its start taken from the host's
+    pacer as an HTTP request's is (`PoliteHttp.paced`: the delay, the cap on requests at once
+    and the daily budget hold across both, cluster-wide). What the page then loads by itself
+    goes through the filtering proxy, unpaced. Without a polite client (`http` None), as is."""
+    paced = getattr(http, "paced", None)
+    with paced(url) if paced is not None else contextlib.nullcontext():
+        browser.get(url)
 
 
 # A navigation that failed (refused, unreachable, an empty error response, a redirect to a

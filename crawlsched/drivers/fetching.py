@@ -268,6 +268,17 @@ class PoliteHttp:
             f"{what} failed: {type(error).__name__}" + (f": {detail}" if detail else "")
         )
 
+    @contextlib.contextmanager
+    def paced(self, url: str) -> Iterator[None]:
+        """Hold one request's place on `url`'s host for a request sent by other means (a
+        browser's top-level navigation): the same pacer, limits and sign of progress as a
+        request sent here. Returns at its start time (or raises `HostNotReady`)."""
+        if self.on_request is not None:
+            self.on_request()
+        with self._slot(self._pacing_key(url)):
+            self.requests += 1
+            yield
+
     def _fetch_robots(self, url: str) -> tuple[int, str]:
         """For the robots cache: GET a robots.txt (checked, paced, never with credentials),
         following up to five redirects as RFC 9309 asks, each hop checked; more than five

@@ -18,7 +18,7 @@ import httpx
 from parsel import Selector
 
 from crawlsched.drivers.base import CrawlJob, DriverError, LoginRejected, RateLimited
-from crawlsched.drivers.browser_session import raise_if_error_page
+from crawlsched.drivers.browser_session import navigate, raise_if_error_page
 from crawlsched.drivers.context import CrawlContext, normalize_url
 from crawlsched.drivers.targets import check_target, redact
 from crawlsched.errors import UnsafeTarget
@@ -176,7 +176,7 @@ class DemoSocialDriver:
             raise DriverError(f"refused: {e}") from None
         handle = _handle(job)
         # WebDriver errors propagate: the crawl flow tells a lost session from a page's failure.
-        browser.get(url)
+        navigate(browser, url, context.http)
         raise_if_error_page(browser)
         deadline = time.monotonic() + STORIES_WAIT_S
         while browser.execute_script(READY_SCRIPT) != "yes":

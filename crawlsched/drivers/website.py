@@ -21,7 +21,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 from parsel import Selector
 
 from crawlsched.drivers.base import CrawlJob, DriverError
-from crawlsched.drivers.browser_session import raise_if_error_page
+from crawlsched.drivers.browser_session import navigate, raise_if_error_page
 from crawlsched.drivers.context import CrawlContext, normalize_url
 from crawlsched.drivers.http import html_of
 from crawlsched.drivers.targets import check_target
@@ -42,7 +42,7 @@ def _load(url: str, context: CrawlContext) -> tuple[str, Selector]:
         check_target(url, context.allowed_networks)
     except UnsafeTarget as e:
         raise DriverError(f"refused: {e}") from None
-    browser.get(url)
+    navigate(browser, url, context.http)
     raise_if_error_page(browser)
     return str(browser.current_url), Selector(text=browser.page_source)
 

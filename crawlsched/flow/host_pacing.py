@@ -8,6 +8,10 @@ and nobody else sends to the host. The slice is renewed halfway through while th
 still sends to the host and nobody else asked for it; otherwise it is given back with the
 moment the next request may start, so whoever holds the host next keeps the delay.
 
+A slice is granted, and renewed, with the pages the host has left today: the process starts
+no more than that within it, then gives the host back (its pages counted) and is refused
+until the next day.
+
 A thread never sleeps long for a host: when the host will not be ready within `max_sleep_s`
 (blocked after a 429, its daily budget used, or simply a long delay), `HostNotReady` says
 until when, and the crawl gives the rest of its batch back to wait for that moment while the
@@ -66,6 +70,7 @@ class _Host:
     policy: HostPolicy | None = None
     refused: tuple[datetime, str, bool] | None = None  # until, why, held by another
     pages: int = 0  # sent since the store last counted them
+    pages_left: int | None = None  # today's budget left at the grant or renewal (None: no cap)
     blocked_before: bool = False  # a block was seen: a good answer clears the backoff
 
 
@@ -263,6 +268,11 @@ class ClusterHostPacer:
                     host.condition.wait(POLL_S)
                     continue
                 start = max(now, host.next_start) if host.next_start else now
+                if not host_rules.may_start(host.pages_left, host.pages):
+                    # The slice's share of today's budget is used: give the host back (its
+                    # pages counted) and ask anew, refused until the next day unless it began.
+                    self._give_back(key, host, now)
+                    continue
                 if start > patience:
                     raise HostNotReady(key, start, f"paced: {effective.delay_s:g} s between pages")
                 if start > host_rules.last_start(host.lease_until, effective.delay_s):
@@ -290,18 +300,19 @@ class ClusterHostPacer:
             elif host.renewable and now >= host.lease_until - timedelta(seconds=self.slice_s / 2):
                 renewed = self.store.renew(
                     key, self.holder, now, slice_for(self.slice_s, delay), host.pages,
-                    host.next_start, in_flight=host.active,
+                    host.next_start, in_flight=host.active, policy=policy,
                 )  # fmt: skip
                 if renewed is None:
                     host.renewable = False
                 else:
-                    host.lease_until, host.pages = renewed, 0
+                    host.lease_until, host.pages = renewed.lease_until, 0
+                    host.pages_left = renewed.pages_left
             if host.lease_until is not None:
                 return
         decision, effective = self.store.acquire(key, self.holder, policy, now, self.slice_s)
         if isinstance(decision, Granted):
             host.lease_until, host.policy, host.renewable = decision.lease_until, effective, True
-            host.refused = None
+            host.refused, host.pages_left = None, decision.pages_left
             if host.next_start is None or decision.first_start > host.next_start:
                 host.next_start = decision.first_start
         else:

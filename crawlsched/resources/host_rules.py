@@ -15,7 +15,10 @@ what a process asking for the host gets; the store writes the decision back by c
   that waited for it is woken by that release.
 - A 429 or 503 blocks the host for everyone until its `Retry-After`, or after an exponential
   backoff with jitter and a cap when none is given (`block_for`).
-- A host's pages per UTC day can be capped (`daily_pages`); once used up it waits for the day.
+- A host's pages per UTC day can be capped (`daily_pages`): a slice is granted (and renewed)
+  with the pages left today (`pages_left`, as counted when slices are given back or renewed),
+  and its holder starts no more than that (`may_start`); once used up the host waits for the
+  day.
 - The effective policy is the host's own (set by an operator), else the media's, else the
   global settings; a robots.txt `Crawl-delay` raises the delay, never lowers it.
 """
@@ -23,7 +26,7 @@ what a process asking for the host gets; the store writes the decision back by c
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit
@@ -115,11 +118,24 @@ class HostState:
     def pages_on(self, now: datetime) -> int:
         return self.pages_today if self.day == day_of(now) else 0
 
+    def counted(self, pages: int, now: datetime) -> HostState:
+        """The state once `pages` more sent are counted: on the day they are counted, which is
+        never earlier than the day they were sent (a page sent before midnight and counted
+        after counts for the new day, so no day is undercounted)."""
+        return replace(self, day=day_of(now), pages_today=self.pages_on(now) + max(pages, 0))
+
 
 @dataclass(frozen=True)
 class Granted:
     lease_until: datetime
     first_start: datetime  # the holder's first request starts no earlier
+    pages_left: int | None = None  # the slice starts at most this many requests (None: no cap)
+
+
+@dataclass(frozen=True)
+class Renewed:
+    lease_until: datetime
+    pages_left: int | None = None  # counted at the renewal: the slice's new share (None: no cap)
 
 
 @dataclass(frozen=True)
@@ -153,7 +169,20 @@ def decide(
     if held and state.lease_until > now:
         return Refused(state.lease_until, f"held by {state.holder}", held=True)
     first = max(now, state.next_start) if state.next_start else now
-    return Granted(now + timedelta(seconds=slice_s), first)
+    return Granted(now + timedelta(seconds=slice_s), first, pages_left(state, policy, now))
+
+
+def pages_left(state: HostState, policy: HostPolicy, now: datetime) -> int | None:
+    """The pages the host may still be sent today, as counted in `state` (None: no cap)."""
+    if not policy.daily_pages:
+        return None
+    return max(policy.daily_pages - state.pages_on(now), 0)
+
+
+def may_start(pages_left: int | None, sent: int) -> bool:
+    """Whether a holder whose slice was granted (or last renewed) with `pages_left`, and which
+    has started `sent` requests since, may start another: never more than what was left."""
+    return pages_left is None or sent < pages_left
 
 
 def may_renew(state: HostState, holder: str, now: datetime) -> bool:

@@ -17,7 +17,7 @@ from typing import Any
 from pymongo.errors import DuplicateKeyError
 
 from crawlsched.resources import host_rules
-from crawlsched.resources.host_rules import Granted, HostPolicy, HostState, Refused
+from crawlsched.resources.host_rules import Granted, HostPolicy, HostState, Refused, Renewed
 from crawlsched.store.counting import CountingDatabase
 
 CAS_ATTEMPTS = 16
@@ -148,20 +148,27 @@ class MongoHostStore:
         pages: int = 0,
         next_start: datetime | None = None,
         in_flight: int = 0,
-    ) -> datetime | None:
+        policy: HostPolicy | None = None,
+    ) -> Renewed | None:
         """Another slice for the holder, unless someone asked for the host meanwhile (or the
-        holder lost it); the new end, or None. Counts the `pages` sent since the last count,
-        and notes the holder's `in_flight` requests (read by `crawlsched hosts`: a reading
-        as of this renewal, written with it rather than by a command of its own)."""
+        holder lost it): its end and the pages left today once the `pages` sent since the
+        last count are counted (under `policy` with the host's own limits over it), or None.
+        Notes the holder's `in_flight` requests (read by `crawlsched hosts`: a reading as of
+        this renewal, written with it rather than by a command of its own)."""
         until = now + timedelta(seconds=slice_s)
-        renewed: list[datetime] = []
+        renewed: list[Renewed] = []
 
         def decide(doc: dict[str, Any]) -> dict | None:
             renewed.clear()  # (a decision whose write lost its compare-and-set is not one)
-            if not host_rules.may_renew(state_of(doc), holder, now):
+            state = state_of(doc)
+            if not host_rules.may_renew(state, holder, now):
                 return None
-            renewed.append(until)
-            fields = {"lease_until": until, **_counted(doc, pages, now)}
+            counted = state.counted(pages, now)
+            left = None
+            if policy is not None:
+                left = host_rules.pages_left(counted, effective_policy(doc, policy), now)
+            renewed.append(Renewed(until, left))
+            fields = {"lease_until": until, "day": counted.day, "pages_today": counted.pages_today}
             fields.update(in_flight=max(int(in_flight), 0), in_flight_at=now)
             if next_start is not None:
                 fields["next_start"] = next_start
@@ -311,6 +318,5 @@ def effective_policy(doc: dict[str, Any] | None, policy: HostPolicy) -> HostPoli
 
 
 def _counted(doc: dict[str, Any], pages: int, now: datetime) -> dict[str, Any]:
-    day = host_rules.day_of(now)
-    today = int(doc.get("pages_today") or 0) if doc.get("day") == day else 0
-    return {"day": day, "pages_today": today + max(pages, 0)}
+    counted = state_of(doc).counted(pages, now)
+    return {"day": counted.day, "pages_today": counted.pages_today}
