@@ -76,9 +76,7 @@ def test_origin_of_a_target(target, origin):
     assert origin_of(target) == origin
 
 
-def test_a_children_pass_over_two_hosts_clumps_cuts_batches_of_both_hosts(
-    stub_broker, stub_worker
-):
+def test_a_children_pass_over_two_hosts_clumps_cuts_batches_of_both_hosts(stub_broker, stub_worker):
     from crawlsched.catalog import JobState
     from crawlsched.demo.seed import demo_reference
     from crawlsched.flow.children import plan_discovered
@@ -93,9 +91,7 @@ def test_a_children_pass_over_two_hosts_clumps_cuts_batches_of_both_hosts(
     reference = demo_reference("http://127.0.0.1:9")
     rt.reference.load(reference)
     web = rt.reference.media_by_name("web")
-    rt.db[TASKS_COLLECTION].update_many(
-        {"media_name_id": web["_id"]}, {"$set": {"batch_limit": 4}}
-    )
+    rt.db[TASKS_COLLECTION].update_many({"media_name_id": web["_id"]}, {"$set": {"batch_limit": 4}})
     now = rt.now()
     run_id = run_id_for("sweep-websites", now)
     rt.runs.open(run_id, "sweep-websites", now, now)
