@@ -327,6 +327,15 @@ class Runtime:
             )
         return media["_tasks"]
 
+    def media_task(self, name: str, task: str) -> dict[str, Any] | None:
+        """The media's row for `task` (need flags, limits), cached like the media row."""
+        media = self.media(name)
+        if media is None:
+            return None
+        if "_task_rows" not in media:
+            media["_task_rows"] = self.reference.tasks_of(media.get("media_name_id", media["_id"]))
+        return media["_task_rows"].get(task)
+
     def media(self, name: str, fresh: bool = False) -> dict[str, Any] | None:
         """The media row named `name`, cached for the process; `fresh` reads it again (the
         reference may have been reloaded since)."""

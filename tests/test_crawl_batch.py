@@ -472,6 +472,12 @@ def _forged(rt, message: BatchMessage, forgery: str) -> BatchMessage:
         return message.model_copy(update={"driver_class": "http"})
     if forgery == "media id":
         return message.model_copy(update={"media_id": message.media_id + 1000})
+    if forgery == "no account needed":  # the store's task needs one
+        return message.model_copy(update={"need_login": not message.need_login})
+    if forgery == "no browser needed":
+        return message.model_copy(update={"need_selenium": not message.need_selenium})
+    if forgery == "crawl limit":
+        return message.model_copy(update={"crawl_limit": message.crawl_limit + 1})
     # another media, named as the store has it, over twitter's jobs
     tiktok = rt.reference.media_by_name("tiktok")
     rt.db.childs_socialmedia.update_one(
@@ -480,7 +486,17 @@ def _forged(rt, message: BatchMessage, forgery: str) -> BatchMessage:
     return message.model_copy(update={"media_name": "tiktok", "media_id": tiktok["media_name_id"]})
 
 
-@pytest.mark.parametrize("forgery", ["driver", "media id", "jobs of another media"])
+@pytest.mark.parametrize(
+    "forgery",
+    [
+        "driver",
+        "media id",
+        "jobs of another media",
+        "no account needed",
+        "no browser needed",
+        "crawl limit",
+    ],
+)
 def test_a_message_disagreeing_with_the_store_is_refused_and_crawls_nothing(rt, forgery):
     from crawlsched.messages import BadMessage
 

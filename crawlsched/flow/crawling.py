@@ -106,15 +106,35 @@ def _context(
 
 
 def disagreement(
-    message: BatchMessage, media: dict[str, Any] | None, jobs: list[dict]
+    message: BatchMessage,
+    media: dict[str, Any] | None,
+    jobs: list[dict],
+    task_row: dict[str, Any] | None = None,
 ) -> str | None:
-    """Why the batch's message disagrees with the store (its media row and its jobs), or None.
+    """Why the batch's message disagrees with the store (its media row, its task row and its
+    jobs), or None.
 
     The crawl runs the store's driver for the store's media: a message that names another
     driver, another media id, or jobs of another media is refused, so whoever can publish a
-    crawl message cannot pick the code that runs or the media a job is crawled as."""
+    crawl message cannot pick the code that runs or the media a job is crawled as. Nor can it
+    say a task needs no account or no browser when the store says it does (it would be
+    admitted without the lease the gatekeeper grants), or raise the task's crawl limit."""
     if media is None:
         return f"no media named {message.media_name!r} in the store"
+    if task_row is None:
+        return f"media {message.media_name!r} has no task {message.task[:40]!r} in the store"
+    needs = (bool(task_row.get("need_login")), bool(task_row.get("need_selenium")))
+    if needs != (message.need_login, message.need_selenium):
+        return (
+            f"task {message.task!r} of {message.media_name!r} needs login={needs[0]}, "
+            f"selenium={needs[1]} in the store, not login={message.need_login}, "
+            f"selenium={message.need_selenium}"
+        )
+    if message.crawl_limit > int(task_row.get("crawl_limit") or 0):
+        return (
+            f"crawl limit {message.crawl_limit} is over the store's "
+            f"{task_row.get('crawl_limit')} for task {message.task!r} of {message.media_name!r}"
+        )
     if media.get("media_name_id", media.get("_id")) != message.media_id:
         return f"media {message.media_name!r} has another id in the store"
     if media.get("driver_class") != message.driver_class:
@@ -132,10 +152,11 @@ def checked_media(rt: Runtime, message: BatchMessage, jobs: list[dict]) -> dict[
     """The batch's media row, read from the store; BadMessage (dead-lettered: the jobs come
     back through dispatch expiry) when the message disagrees with it."""
     media = rt.media(message.media_name)
-    reason = disagreement(message, media, jobs)
+    reason = disagreement(message, media, jobs, rt.media_task(message.media_name, message.task))
     if reason is not None:
-        media = rt.media(message.media_name, fresh=True)  # the cached row may be stale
-        reason = disagreement(message, media, jobs)
+        media = rt.media(message.media_name, fresh=True)  # the cached rows may be stale
+        task_row = rt.media_task(message.media_name, message.task)
+        reason = disagreement(message, media, jobs, task_row)
     if reason is not None or media is None:
         raise BadMessage(f"batch {message.dispatch_id} refused: {reason}")
     return media

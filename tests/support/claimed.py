@@ -16,6 +16,7 @@ from crawlsched.messages import BatchMessage
 from crawlsched.planning.due import Category
 from crawlsched.runtime import Runtime
 from crawlsched.store.jobs import ClaimRequest
+from crawlsched.store.pipeline import TASKS_COLLECTION
 
 
 class Clock:
@@ -52,14 +53,18 @@ def claimed_batch(
 ) -> BatchMessage:
     """n twitter profile jobs (targets job0-…, job1-…) claimed by a fresh dispatch of the run.
 
-    Twitter's media row names `driver_class` (the crawl runs the store's driver, and refuses a
-    message that names another)."""
+    Twitter's media row names `driver_class`, and its profile task row the need flags and the
+    crawl limit (the crawl takes them from the store, and refuses a message that says other)."""
     now = rt.now()
     prefix = uuid.uuid4().hex[:6]
     rt.db.childs_socialmedia.update_one(
         {"media_name": "twitter"}, {"$set": {"driver_class": driver_class}}
     )
     twitter = rt.reference.media_by_name("twitter")
+    rt.db[TASKS_COLLECTION].update_one(
+        {"media_name_id": twitter.get("media_name_id", twitter["_id"]), "name": "profile"},
+        {"$set": {"need_login": login, "need_selenium": selenium, "crawl_limit": crawl_limit}},
+    )
     rt.jobs("profiles").insert_new(
         [
             {
