@@ -79,6 +79,8 @@ class Runtime:
         self._media_read_at: dict[str, float] = {}
         self._wait_by_schedule: dict[str | None, float] = {}
         self._target_fields: dict[str, list[str]] | None = None
+        # Views worth reusing for a moment (flow/views.py: a running run's pages per depth).
+        self.view_cache: dict[tuple, tuple[float, Any]] = {}
         registry.load_plugins(settings.driver_modules)
 
     @property

@@ -25,8 +25,9 @@ def _ends_a_page(row: dict[str, Any]) -> bool:
     return row.get("outcome") != REDO and not row.get("retried")
 
 
-def freeze(rt: Runtime, run: dict[str, Any]) -> dict[str, Any]:
-    """What the timeline reads from the task history and the discovered jobs, computed now."""
+def freeze(rt: Runtime, run: dict[str, Any], exact: bool = True) -> dict[str, Any]:
+    """What the timeline reads from the task history and the discovered jobs, computed now
+    (`exact`: no pages per depth reused from a moment ago; a live view may take them)."""
     rows = rt.history.ends_of(run["_id"])
     ends = [r["ended_at"] for r in rows if _ends_a_page(r) and r.get("ended_at") is not None]
     starts = [r["started_at"] for r in rows if r.get("started_at") is not None]
@@ -37,7 +38,7 @@ def freeze(rt: Runtime, run: dict[str, Any]) -> dict[str, Any]:
         "first_fetch_at": min(starts, default=None),
         "last_fetch_at": max(ends, default=None),
         "throughput": {"start": start, "width_s": series.width_s, "counts": list(series.counts)},
-        "by_depth": by_depth(rt, run),
+        "by_depth": by_depth(rt, run, fresh=exact),
         "executions": len(rows),
     }
 
@@ -47,7 +48,7 @@ def timeline(rt: Runtime, run: dict[str, Any]) -> dict[str, Any]:
     frozen = run.get("timeline") if ended else None
     # An ended run without a frozen timeline ended before timelines were kept: read what is
     # left of its history.
-    seen = frozen or freeze(rt, run)
+    seen = frozen or freeze(rt, run, exact=ended)
     counts = run.get("counts") or {}
     throughput = seen["throughput"]
     width = throughput["width_s"]
