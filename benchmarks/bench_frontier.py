@@ -94,6 +94,7 @@ from crawlsched.catalog import JobState  # noqa: E402
 from crawlsched.flow import schedule_ops  # noqa: E402
 from crawlsched.runtime import Runtime  # noqa: E402
 from crawlsched.settings import Settings  # noqa: E402
+from crawlsched.store.pipeline import TASKS_COLLECTION  # noqa: E402
 from tests.support import scratch  # noqa: E402
 from tests.support.fault_distributed import _ended, _run_now  # noqa: E402
 from tests.support.graph_run import GRAPH_MEDIA, prepare  # noqa: E402
@@ -325,6 +326,10 @@ def distributed(
 ) -> Crawl:
     db = f"frontier_{uuid.uuid4().hex[:10]}"
     rt = services.runtime(db)
+    # The graph media's batch limit (8, as in the tests) unless --batch-limit says otherwise.
+    rt.db[TASKS_COLLECTION].update_many(
+        {"media_name_id": GRAPH_MEDIA.id}, {"$set": {"batch_limit": args.batch_limit}}
+    )
     probe_dir = Path(tempfile.mkdtemp(prefix="probe-", dir=root))
     env = crawlsched_env(
         services.vhost.url,
@@ -617,6 +622,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--bound-threads", type=int, default=4, help="(2) threads per process")
     p.add_argument(
         "--max-sleep", type=float, default=5.0, help="(1, 2) CRAWLSCHED_HOST_MAX_SLEEP_S"
+    )
+    p.add_argument(
+        "--batch-limit", type=int, default=8, help="(1, 2) pages per batch (the media's limit)"
     )
     p.add_argument("--open-pages", type=int, default=1000, help="(3) pages of the graph")
     p.add_argument("--open-threads", type=int, default=16, help="(3) threads, both sides")
