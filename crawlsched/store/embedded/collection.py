@@ -13,7 +13,13 @@ from mongomock.command_cursor import CommandCursor
 from mongomock.filtering import filter_applies
 
 from crawlsched.planning.retention import check_ttl_index
-from crawlsched.store.embedded.copying import copy_fields, make_aware, reader_copy, typed
+from crawlsched.store.embedded.copying import (
+    aware_copy,
+    copy_fields,
+    make_aware,
+    reader_copy,
+    typed,
+)
 from crawlsched.store.embedded.indexes import SELECTIVE, StoreIndexes, equality_values, store_key
 from crawlsched.store.embedded.matching import UNSURE, compile_filter
 from crawlsched.store.embedded.reshaping import plain_projection
@@ -82,9 +88,12 @@ class _Cursor(Cursor):
             if sort:
                 matched = sort_documents(list(matched), collection.database, dict(sort), wanted)
         window = list(itertools.islice(matched, wanted))[self._skip :]
-        copies = [collection._copy_only_fields(d, self._projection, dict) for d in window]
         if collection.codec_options.tz_aware:
-            copies = [make_aware(doc) for doc in copies]
+            copies = [
+                collection._copy_only_fields(d, self._projection, dict, aware_copy) for d in window
+            ]
+        else:
+            copies = [collection._copy_only_fields(d, self._projection, dict) for d in window]
         self._window_of = (key, copies)
         return copies
 
@@ -389,23 +398,28 @@ class IndexedCollection(Collection):
         self._store.create_index(name, index)
         return name
 
-    def _copy_only_fields(self, doc: dict, fields: Any, container: Any) -> Any:
+    def _copy_only_fields(
+        self, doc: dict, fields: Any, container: Any, copier: Callable[[Any], Any] | None = None
+    ) -> Any:
         """mongomock's copy of a document for a reader: the whole of it, or top-level fields
         of an inclusion projection (in the document's order, `_id` last, as mongomock), made
-        without a Python call per scalar."""
+        without a Python call per scalar. `copier=aware_copy`: with its dates made UTC-aware
+        (`make_aware` of the copy, in the same pass)."""
+        copy = reader_copy if copier is None else copier
         if container is dict and (fields is None or fields == {}):
-            return reader_copy(doc)
+            return copy(doc)
         keep = self._inclusion_of(fields) if container is dict else None
         if keep is not None:
-            copied = {k: reader_copy(v) for k, v in doc.items() if k in keep and k != "_id"}
+            copied = {k: copy(v) for k, v in doc.items() if k in keep and k != "_id"}
             if "_id" in keep and "_id" in doc:
-                copied["_id"] = doc["_id"]
+                copied["_id"] = doc["_id"] if copier is None else copier(doc["_id"])
             return copied
         drop = self._exclusion_of(fields) if container is dict else None
         if drop is None:
-            return super()._copy_only_fields(doc, fields, container)
+            copied = super()._copy_only_fields(doc, fields, container)
+            return copied if copier is None else make_aware(copied)
         # mongomock copies the other fields in the document's order (`_id` in its place).
-        return {k: reader_copy(v) for k, v in doc.items() if k not in drop}
+        return {k: copy(v) for k, v in doc.items() if k not in drop}
 
     def _inclusion_of(self, fields: Any) -> set[str] | None:
         return self._remembered("_last_inclusion", _inclusion, fields)

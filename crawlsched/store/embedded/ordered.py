@@ -66,7 +66,10 @@ class OrderedIndex:
         end = len(entries)
         while end > 0:
             key = entries[end - 1][0]
-            start = bisect.bisect_left(entries, (key,), 0, end)  # the first of the equal keys
+            if end == 1 or entries[end - 2][0] != key:
+                start = end - 1  # a key of its own (the common case: no bisection)
+            else:
+                start = bisect.bisect_left(entries, (key,), 0, end)  # the first of its equals
             for position in range(start, end):
                 yield entries[position][2]
             end = start
