@@ -15,6 +15,7 @@ from mongomock.filtering import filter_applies
 from crawlsched.planning.retention import check_ttl_index
 from crawlsched.store.embedded.copying import (
     aware_copy,
+    aware_dict,
     copy_fields,
     make_aware,
     reader_copy,
@@ -419,6 +420,8 @@ class IndexedCollection(Collection):
             copied = super()._copy_only_fields(doc, fields, container)
             return copied if copier is None else make_aware(copied)
         # mongomock copies the other fields in the document's order (`_id` in its place).
+        if copier is aware_copy:
+            return aware_dict(doc, drop)
         return {k: copy(v) for k, v in doc.items() if k not in drop}
 
     def _inclusion_of(self, fields: Any) -> set[str] | None:
