@@ -8,9 +8,39 @@ from typing import Any
 
 from bson import ObjectId
 
+# Values JSON takes as they are, by exact type (a subclass goes through `_plain_other`).
+_AS_IS = frozenset({str, int, bool, type(None)})
+
 
 def plain(value: Any) -> Any:
-    """A JSON-ready copy of a store value."""
+    """A JSON-ready copy of a store value. The common types are told apart by their exact type
+    (a page of runs is thousands of values, each tested once); anything else, subclasses
+    included, by `_plain_other`."""
+    kind = type(value)
+    if kind in _AS_IS:
+        return value
+    if kind is dict:
+        copied = {}
+        for name, item in value.items():  # the common scalars without a call each
+            key = name if type(name) is str else str(name)
+            item_kind = type(item)
+            if item_kind in _AS_IS:
+                copied[key] = item
+            elif item_kind is datetime:
+                copied[key] = (item if item.tzinfo else item.replace(tzinfo=UTC)).isoformat()
+            else:
+                copied[key] = plain(item)
+        return copied
+    if kind is datetime:
+        return (value if value.tzinfo else value.replace(tzinfo=UTC)).isoformat()
+    if kind is list:
+        return [plain(v) for v in value]
+    if kind is float:
+        return value if math.isfinite(value) else None  # NaN and infinities have no JSON form
+    return _plain_other(value)
+
+
+def _plain_other(value: Any) -> Any:
     if isinstance(value, dict):
         return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set):

@@ -422,6 +422,15 @@ class Settings(BaseSettings):
         description="The largest request body the API reads (JSON routes and the login form); "
         "a larger one is answered 413, an unauthenticated one 401 before any of it is read.",
     )
+    api_token_cache_s: float = Field(
+        2.0,
+        ge=0,
+        le=60,
+        allow_inf_nan=False,
+        description="The API remembers a verified token this long (0: not at all), so a token "
+        "revoked by another process is refused at the latest this long after; a revoke in the "
+        "server's own process is refused on the next request.",
+    )
     api_max_upload_bytes: int = Field(
         64 * 1024 * 1024,
         ge=1024,

@@ -14,6 +14,8 @@ from mongomock import helpers
 
 from crawlsched.store.embedded.copying import (
     _mongomock_patch_datetimes,
+    aware_copy,
+    aware_dict,
     make_aware,
     patch_datetimes,
     reader_copy,
@@ -71,3 +73,18 @@ def test_dates_of_a_copy_become_aware_as_mongomock_makes_them(doc):
     stored = _mongomock_patch_datetimes(doc)  # what a store holds: naive dates
     expected = helpers.make_datetime_timezone_aware_in_document(copy.deepcopy(stored))
     assert _typed(make_aware(reader_copy(stored))) == _typed(expected)
+
+
+@given(st.dictionaries(st.text(max_size=2), values, max_size=4), st.sets(st.text(max_size=2)))
+def test_a_copy_made_aware_in_one_pass_is_mongomocks_copy_made_aware(doc, drop):
+    # Stored dates are naive, but an aware one is made UTC as mongomock's helper makes it.
+    stored = _mongomock_patch_datetimes(doc)
+    for held in (stored, doc):
+        expected = helpers.make_datetime_timezone_aware_in_document(copy.deepcopy(held))
+        assert _typed(aware_copy(held)) == _typed(expected)
+        kept = {k: v for k, v in expected.items() if k not in drop}
+        assert _typed(aware_dict(held, drop)) == _typed(kept)
+    copied = aware_copy(stored)
+    for key, value in stored.items():
+        if isinstance(value, dict | list):
+            assert copied[key] is not value  # a reader may change its copy

@@ -9,6 +9,7 @@ from fastapi import FastAPI
 
 from crawlsched import __version__
 from crawlsched.api import openapi, problems
+from crawlsched.api.auth import verify_token
 from crawlsched.api.body_guard import BodyGuard
 from crawlsched.api.cli_runner import CommandRunner
 from crawlsched.api.routes import (
@@ -21,6 +22,7 @@ from crawlsched.api.routes import (
     schedules,
     system,
 )
+from crawlsched.api.token_cache import TokenCache
 from crawlsched.runtime import Runtime
 
 HealthCheck = Callable[[], dict[str, Any]]
@@ -84,8 +86,11 @@ def create_app(
     app.state.health_checks = health_checks or default_health_checks(runtime)
     problems.install(app)
 
+    app.state.token_cache = TokenCache(runtime.settings.api_token_cache_s)
+
     def verify(token: str) -> dict[str, Any] | None:
-        return runtime.tokens.verify(token)  # the store opens on the first request, not here
+        # The store opens on the first request, not here.
+        return verify_token(app, token)
 
     app.add_middleware(
         BodyGuard,

@@ -9,15 +9,18 @@ cannot), and only read tokens may log in to the page. A missing, unknown or revo
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 
 from crawlsched.api.problems import ApiProblem
+from crawlsched.api.token_cache import TokenCache
 from crawlsched.runtime import Runtime
-from crawlsched.store.tokens import allows
+from crawlsched.store.tokens import allows, revocations
 
 COOKIE = "crawlsched_token"
 COOKIE_METHODS = frozenset({"GET", "HEAD"})
@@ -50,16 +53,34 @@ def token_of(request: Request) -> str | None:
     return None
 
 
-def _verified(request: Request, token: str) -> dict[str, Any] | None:
-    """The token's row: the body guard's check of this very request, or a check now."""
+def verify_token(app: Any, token: str) -> dict[str, Any] | None:
+    """The token's row from the store (None: unknown or revoked), remembered in the app's
+    `token_cache` when it has one. Reads the store: call it from a worker thread."""
+    cache: TokenCache | None = getattr(app.state, "token_cache", None)
+    before = revocations()  # before the store: a revoke after it makes the entry stale
+    row = app.state.runtime.tokens.verify(token)
+    if row is not None and cache is not None:
+        cache.put(token, row, before, time.monotonic())
+    return row
+
+
+async def _verified(request: Request, token: str) -> dict[str, Any] | None:
+    """The token's row: the body guard's check of this very request, the token cache's, or
+    a check now (in a worker thread: the store may be a network away)."""
     done = getattr(request.state, VERIFIED, None)
     if done is not None and done[0] == token:
         return done[1]
-    return runtime_of(request).tokens.verify(token)
+    cache: TokenCache | None = getattr(request.app.state, "token_cache", None)
+    if cache is not None:
+        row = cache.get(token, revocations(), time.monotonic())
+        if row is not None:
+            return row
+    return await run_in_threadpool(verify_token, request.app, token)
 
 
 def _caller(needed: str) -> Any:
-    def dependency(
+    # Async: on the event loop, so that a token the cache knows costs no trip to the pool.
+    async def dependency(
         request: Request,
         # Declares the bearer scheme in the OpenAPI schema; `token_of` reads the header itself.
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
@@ -67,7 +88,7 @@ def _caller(needed: str) -> Any:
         token = token_of(request)
         if not token:
             raise ApiProblem(401, "a bearer token is required", headers=CHALLENGE)
-        row = _verified(request, token)
+        row = await _verified(request, token)
         if row is None:
             raise ApiProblem(401, UNKNOWN_TOKEN, headers=CHALLENGE)
         if not allows(row["role"], needed):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import threading
 from datetime import datetime
 from typing import Any
 
@@ -42,6 +43,22 @@ def allows(role: str, needed: str) -> bool:
 
 
 TOKENS_COLLECTION = "api_tokens"
+
+# Revocations made in this process, by any token store: a cache of verified tokens
+# (`api.token_cache`) filled before the latest one is stale. Counted after the write.
+_revocations = 0
+_revocations_lock = threading.Lock()
+
+
+def revocations() -> int:
+    """How many revocations this process has made (read it before reading the store)."""
+    return _revocations
+
+
+def _count_revocation() -> None:
+    global _revocations
+    with _revocations_lock:
+        _revocations += 1
 
 
 class MongoTokenStore:
@@ -77,9 +94,12 @@ class MongoTokenStore:
         return _public(row)
 
     def revoke(self, token_id: str, now: datetime) -> dict[str, Any]:
-        row = self._tokens.find_one_and_update(
-            {"_id": token_id, "revoked_at": None}, {"$set": {"revoked_at": now}}
-        )
+        try:
+            row = self._tokens.find_one_and_update(
+                {"_id": token_id, "revoked_at": None}, {"$set": {"revoked_at": now}}
+            )
+        finally:
+            _count_revocation()  # after the write: a cache filled before it is stale
         if row is None:
             if self._tokens.find_one({"_id": token_id}) is None:
                 raise LookupError(f"no API token with id {token_id!r}")

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from crawlsched.api.auth import Admin, Caller, Reader
 from crawlsched.api.idempotent import IdempotencyKey, once
-from crawlsched.api.paging import Limit, Offset, Page, page_of
+from crawlsched.api.paging import Limit, Offset, Page, page_of, page_response
 from crawlsched.api.problems import PROBLEM_RESPONSES, ApiProblem, problem_doc
 from crawlsched.encoding import plain
 from crawlsched.errors import RunAlreadyEnded, RunNotFound
@@ -61,9 +61,9 @@ def list_runs(
     state: Annotated[str | None, Query(max_length=20)] = None,
     schedule_id: Annotated[str | None, Query(max_length=200)] = None,
     empty: Annotated[bool, Query(description=EMPTY_RUNS)] = False,
-) -> dict[str, Any]:
+) -> Response:
     runs = caller.rt.runs.page(limit + 1, offset, state, schedule_id, empty=empty)
-    return page_of(runs, limit, offset)
+    return page_response(runs, limit, offset)
 
 
 @router.post(

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from zoneinfo import available_timezones
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
@@ -15,7 +15,7 @@ from crawlsched.api.auth import Admin, Reader
 from crawlsched.api.idempotent import IdempotencyKey, once
 from crawlsched.api.models import Given
 from crawlsched.api.openapi import NAMED_JSON_NOTICE, NAMED_WEB_URL
-from crawlsched.api.paging import Limit, Offset, Page, page_of
+from crawlsched.api.paging import Limit, Offset, Page, page_of, page_response
 from crawlsched.api.problems import PROBLEM_RESPONSES, ApiProblem
 from crawlsched.catalog import JOB_COLLECTIONS
 from crawlsched.encoding import plain
@@ -232,10 +232,10 @@ def _upcoming(
 )
 def schedule_upcoming(
     caller: Reader, schedule_id: str, limit: Limit = 100, offset: Offset = 0, days: Days = None
-) -> dict[str, Any]:
+) -> Response:
     doc = caller.rt.schedules.require(schedule_id, "list runs of", ("active", "paused"))
     rows = _upcoming(caller, [doc], days, offset + limit + 1)
-    return page_of(rows[offset : offset + limit + 1], limit, offset)
+    return page_response(rows[offset : offset + limit + 1], limit, offset)
 
 
 @router.get(
@@ -245,9 +245,9 @@ def schedule_upcoming(
 )
 def upcoming(
     caller: Reader, limit: Limit = 100, offset: Offset = 0, owner: Owner = None, days: Days = None
-) -> dict[str, Any]:
+) -> Response:
     rows = _upcoming(caller, caller.rt.schedules.for_owner(owner), days, offset + limit + 1)
-    return page_of(rows[offset : offset + limit + 1], limit, offset)
+    return page_response(rows[offset : offset + limit + 1], limit, offset)
 
 
 @router.get(

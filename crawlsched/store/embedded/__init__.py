@@ -22,6 +22,13 @@ touching what it computes:
   document; `$lookup` and `$unwind` copy documents with a copier for BSON-shaped data (dicts,
   lists, immutable scalars) instead of `copy.deepcopy`. Every other stage is mongomock's own.
 
+- **Sorted pages.** A `find` sorted on one top-level field with a limit walks that field's
+  ordered index (`ordered`: ids by sort key, ties in insertion order, as mongomock's stable
+  sort leaves them) and tests the filter only until the page is full, instead of testing,
+  keying and heap-selecting every document (a page of the newest 100 of 100,000 runs). An
+  equality index with few candidates is read instead; a value the index cannot order (a NaN, a
+  sub-document) sends the query back to the full sort while that document is there.
+
 - **Fast paths with mongomock's answers.** Filters are compiled once per command
   (`matching`), `$set`/`$unset` of top-level fields are applied directly (`updates`), readers get
   one copy per document (`copying`), and inclusion `$project` and field-path `$addFields` run

@@ -13,12 +13,20 @@ from mongomock.command_cursor import CommandCursor
 from mongomock.filtering import filter_applies
 
 from crawlsched.planning.retention import check_ttl_index
-from crawlsched.store.embedded.copying import copy_fields, make_aware, reader_copy, typed
+from crawlsched.store.embedded.copying import (
+    aware_copy,
+    aware_dict,
+    copy_fields,
+    make_aware,
+    reader_copy,
+    typed,
+)
 from crawlsched.store.embedded.indexes import SELECTIVE, StoreIndexes, equality_values, store_key
 from crawlsched.store.embedded.matching import UNSURE, compile_filter
 from crawlsched.store.embedded.reshaping import plain_projection
 from crawlsched.store.embedded.stages import (
     FAST_STAGES,
+    index_key,
     plain_sort,
     single_stage,
     sort_documents,
@@ -32,6 +40,9 @@ from crawlsched.store.embedded.updates import (
     supported,
 )
 
+# A sorted find with a limit reads an equality index's candidates (and sorts them) when there
+# are at most this many per document wanted, else walks the sort field's ordered index.
+FEW_CANDIDATES = 8
 # How many documents a streaming aggregation copies and carries through its stages at a time.
 STREAM_CHUNK = 500
 
@@ -69,14 +80,21 @@ class _Cursor(Cursor):
         if any(field.startswith("$") or not isinstance(d, int) for field, d in sort):
             return None  # `$natural`, text scores: mongomock's own code
         collection = self.collection
-        matched = collection._iter_documents(self._spec)
-        if sort:
-            wanted = self._skip + self._limit
-            matched = iter(sort_documents(list(matched), collection.database, dict(sort), wanted))
-        window = list(itertools.islice(matched, self._skip + self._limit))[self._skip :]
-        copies = [collection._copy_only_fields(d, self._projection, dict) for d in window]
+        wanted = self._skip + self._limit
+        matched = None
+        if len(sort) == 1:
+            matched = collection._first_sorted(self._spec, *sort[0], wanted)
+        if matched is None:
+            matched = collection._iter_documents(self._spec)
+            if sort:
+                matched = sort_documents(list(matched), collection.database, dict(sort), wanted)
+        window = list(itertools.islice(matched, wanted))[self._skip :]
         if collection.codec_options.tz_aware:
-            copies = [make_aware(doc) for doc in copies]
+            copies = [
+                collection._copy_only_fields(d, self._projection, dict, aware_copy) for d in window
+            ]
+        else:
+            copies = [collection._copy_only_fields(d, self._projection, dict) for d in window]
         self._window_of = (key, copies)
         return copies
 
@@ -183,6 +201,50 @@ class IndexedCollection(Collection):
                 verdict = filter_applies(filter, document)
             if verdict:
                 yield document
+
+    def _first_sorted(
+        self, filter: Any, field: str, direction: int, wanted: int
+    ) -> list[dict] | None:
+        """The first `wanted` matches of `filter` sorted by one top-level field, read from
+        that field's ordered index until enough have matched: in the order `sort_documents`
+        gives (ties in insertion order), without a key or a test per document of the store.
+        None (the caller sorts every match) when an equality index finds few candidates, or
+        the field holds a value the index cannot order."""
+        store = self._store
+        if "." in field or field.startswith("$") or store.is_empty:
+            return None
+        if not isinstance(filter, Mapping) or filter.keys() & {"$where", "$text", "$expr"}:
+            return None
+        candidates = self._candidates(filter) if filter else None
+        if candidates is not None and len(candidates) <= FEW_CANDIDATES * wanted:
+            return None
+        indexes = self._indexes
+        index = indexes.sorted_by(field, index_key, store)
+        documents = store._documents  # under the client's lock, as in `_candidates`
+        for doc_id in index.unordered():
+            if doc_id not in documents:
+                indexes.forget(doc_id)  # deleted since it was filed
+        ids = index.walk(descending=direction < 0)
+        if ids is None:
+            return None
+        match = compile_filter(filter)
+        found: list[dict] = []
+        gone = []
+        for doc_id in ids:
+            document = documents.get(doc_id)
+            if document is None:
+                gone.append(doc_id)
+                continue
+            verdict = UNSURE if match is None else match(document)
+            if verdict is UNSURE:
+                verdict = filter_applies(filter, document)
+            if verdict:
+                found.append(document)
+                if len(found) >= wanted:
+                    break
+        for doc_id in gone:
+            indexes.forget(doc_id)
+        return found
 
     def _written(self) -> None:
         """Count a write on the collection's store (the standalone server's snapshots skip
@@ -337,23 +399,30 @@ class IndexedCollection(Collection):
         self._store.create_index(name, index)
         return name
 
-    def _copy_only_fields(self, doc: dict, fields: Any, container: Any) -> Any:
+    def _copy_only_fields(
+        self, doc: dict, fields: Any, container: Any, copier: Callable[[Any], Any] | None = None
+    ) -> Any:
         """mongomock's copy of a document for a reader: the whole of it, or top-level fields
         of an inclusion projection (in the document's order, `_id` last, as mongomock), made
-        without a Python call per scalar."""
+        without a Python call per scalar. `copier=aware_copy`: with its dates made UTC-aware
+        (`make_aware` of the copy, in the same pass)."""
+        copy = reader_copy if copier is None else copier
         if container is dict and (fields is None or fields == {}):
-            return reader_copy(doc)
+            return copy(doc)
         keep = self._inclusion_of(fields) if container is dict else None
         if keep is not None:
-            copied = {k: reader_copy(v) for k, v in doc.items() if k in keep and k != "_id"}
+            copied = {k: copy(v) for k, v in doc.items() if k in keep and k != "_id"}
             if "_id" in keep and "_id" in doc:
-                copied["_id"] = doc["_id"]
+                copied["_id"] = doc["_id"] if copier is None else copier(doc["_id"])
             return copied
         drop = self._exclusion_of(fields) if container is dict else None
         if drop is None:
-            return super()._copy_only_fields(doc, fields, container)
+            copied = super()._copy_only_fields(doc, fields, container)
+            return copied if copier is None else make_aware(copied)
         # mongomock copies the other fields in the document's order (`_id` in its place).
-        return {k: reader_copy(v) for k, v in doc.items() if k not in drop}
+        if copier is aware_copy:
+            return aware_dict(doc, drop)
+        return {k: copy(v) for k, v in doc.items() if k not in drop}
 
     def _inclusion_of(self, fields: Any) -> set[str] | None:
         return self._remembered("_last_inclusion", _inclusion, fields)

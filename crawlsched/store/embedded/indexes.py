@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any
 
 from mongomock import helpers
 
 from crawlsched.store.embedded.copying import IMMUTABLE
 from crawlsched.store.embedded.matching import Match, compile_filter
+from crawlsched.store.embedded.ordered import OrderedIndex
 
+SortKey = Callable[[str, Mapping[str, Any]], "tuple | None"]
 _MISSING = object()
 # Above this many candidates an index answer is no better than a scan.
 SELECTIVE = 0.5
@@ -73,6 +75,8 @@ class StoreIndexes:
 
     def __init__(self) -> None:
         self.fields: dict[str, _FieldIndex] = {}
+        # Per top-level field, its ids in sort order, with the sort key of a document.
+        self.ordered: dict[str, tuple[OrderedIndex, SortKey]] = {}
         self.order: dict[Any, int] = {}
         self._next = itertools.count()
         # Per unique index (by name): the index definition, and for each document the key it
@@ -101,7 +105,9 @@ class StoreIndexes:
 
     def inserted(self, doc_id: Any) -> None:
         """A (re-)inserted document goes last in the store, whatever its id was before."""
-        self.order[doc_id] = next(self._next)
+        order = self.order[doc_id] = next(self._next)
+        for index, _ in self.ordered.values():
+            index.renumber(doc_id, order)
 
     def forget_checked(self, doc_id: Any) -> None:
         for _, keys, _ in self.unique_keys.values():
@@ -117,6 +123,19 @@ class StoreIndexes:
                 index.file(doc_id, doc)
         return index
 
+    def sorted_by(self, name: str, key: SortKey, store: Any) -> OrderedIndex:
+        """The ordered index of a top-level field (built on first use, one scan); `key` is
+        the sort key of a document, None for a value it cannot order."""
+        entry = self.ordered.get(name)
+        if entry is None:
+            index = OrderedIndex()
+            for doc in store.documents:
+                doc_id = store_key(doc["_id"])
+                self.seen(doc_id)
+                index.file(doc_id, key(name, doc), self.order[doc_id])
+            entry = self.ordered[name] = (index, key)
+        return entry[0]
+
     def refresh(
         self, doc_id: Any, doc: Mapping[str, Any], changed: Iterable[str] | None = None
     ) -> None:
@@ -128,12 +147,17 @@ class StoreIndexes:
             indexes = [self.fields[f] for f in changed if f in self.fields]
         for index in indexes:
             index.file(doc_id, doc)
+        for name, (ordered, key) in self.ordered.items():
+            if changed is None or name in changed:
+                ordered.file(doc_id, key(name, doc), self.order[doc_id])
 
     def forget(self, doc_id: Any) -> None:
         self.order.pop(doc_id, None)
         self.forget_checked(doc_id)
         for index in self.fields.values():
             index.unfile(doc_id)
+        for ordered, _ in self.ordered.values():
+            ordered.forget(doc_id)
 
 
 def store_key(doc_id: Any) -> Any:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime
 import heapq
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -175,6 +177,20 @@ def _sort_key(field: str, doc: Mapping[str, Any]) -> tuple | None:
     return (1, (5, 0)) if value is None else (1, (kind, value))
 
 
+def index_key(field: str, doc: Mapping[str, Any]) -> tuple | None:
+    """`_sort_key` of a top-level field where any two keys compare (what an ordered index
+    holds), or None: a value of another type, a NaN, a date with a time zone."""
+    key = _sort_key(field, doc)
+    if key is None:
+        return None
+    value = key[1][1]
+    if type(value) is float and math.isnan(value):
+        return None
+    if type(value) is datetime.datetime and value.tzinfo is not None:
+        return None
+    return key
+
+
 def plain_sort(options: Any) -> bool:
     return isinstance(options, Mapping) and all(
         isinstance(direction, int) for direction in options.values()
@@ -187,11 +203,13 @@ def sort_documents(
     """mongomock's `$sort` (one stable sort per field, last field first), each pass on keys
     computed once per document instead of compared through `bson_compare`. `first`: only
     that many documents are wanted (a single-field sort then keeps the `first` best in a heap,
-    which `heapq` documents as equal to the sorted list cut, ties in order)."""
+    which `heapq` documents as equal to the sorted list cut, ties in order, when every key
+    compares)."""
     fields = list(options.items())
     if first is not None and len(fields) == 1 and first < len(docs):
         ((field, direction),) = fields
-        keys = [_sort_key(field, doc) for doc in docs]
+        # A NaN compares false to everything: a heap of it is not the sorted list cut.
+        keys = [index_key(field, doc) for doc in docs]
         if None not in keys:
             pick = heapq.nsmallest if direction > 0 else heapq.nlargest
             return [docs[i] for i in pick(first, range(len(docs)), key=keys.__getitem__)]
