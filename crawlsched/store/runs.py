@@ -364,8 +364,10 @@ class MongoRunStore:
             query["schedule_id"] = schedule_id
         if not empty:
             query["$or"] = [{"planning": True}, {"planned": {"$gt": 0}}, {"children": {"$gt": 0}}]
-        cursor = self._runs.find(query, {"reports": 0}).sort("created_at", DESCENDING)
-        return list(cursor.skip(skip).limit(limit))
+        # A list shows summaries: an ended run's frozen timeline (its series and pages per
+        # depth, `GET /v1/runs/{run}/timeline`) would be most of each row's size.
+        cursor = self._runs.find(query, {"reports": 0, "timeline": 0})
+        return list(cursor.sort("created_at", DESCENDING).skip(skip).limit(limit))
 
     def unfinished(self) -> list[dict]:
         return list(self._runs.find({"state": {"$nin": list(ENDED)}}, {"reports": 0}))
