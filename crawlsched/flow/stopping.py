@@ -32,7 +32,12 @@ log = get_logger(__name__)
 class StopWatch:
     """Whether a run (or its task) was stopped, or paused: read at once, then at most every
     `stop_check_s`, so that checking between jobs costs few reads per job. A stop is final;
-    a pause may be lifted, and is read again like any state."""
+    a pause may be lifted, and is read again like any state.
+
+    The reads between jobs are shared by the batches of one run and task in the process
+    (`rt.view_cache`): four threads crawling the same run make one read a second, not four.
+    The first read of a batch is its own, so a batch never starts on what another batch read
+    before a stop."""
 
     def __init__(self, rt: Runtime, run_id: str, task: str) -> None:
         self.rt, self.run_id, self.task = rt, run_id, task
@@ -41,9 +46,19 @@ class StopWatch:
         self._state: str | None = None
 
     def _read(self) -> str | None:
-        if self._state != "stop" and time.monotonic() - self._checked_at >= self.every_s:
+        if self._state == "stop":
+            return self._state
+        now = time.monotonic()
+        if now - self._checked_at < self.every_s:
+            return self._state
+        key = ("hold_state", self.run_id, self.task)
+        shared = self.rt.view_cache.get(key)
+        if self._checked_at > float("-inf") and shared and now - shared[0] < self.every_s:
+            self._state, self._checked_at = shared[1], shared[0]
+        else:
             self._state = self.rt.runs.hold_state(self.run_id, self.task)
             self._checked_at = time.monotonic()
+            self.rt.view_cache[key] = (self._checked_at, self._state)
         return self._state
 
     def stopped(self) -> bool:
