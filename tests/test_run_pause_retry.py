@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 
+import dramatiq
 import pytest
 
 from crawlsched.errors import RunNotFound, RunRefused
@@ -125,6 +126,16 @@ def test_pause_holds_batches_waiting_for_an_account(stub_pipeline):
 
     wait_for(all_held, 30, "every waiting batch held in its run", interval=0.3)
     assert rt.runs.get(run_id)["outstanding"] == 30
+    # The ticks the wait sent may still be running (an admission pass with a batch in hand,
+    # which the stop below cannot see): let every message end first.
+    broker = dramatiq.get_broker()
+
+    def settled() -> bool:
+        for queue in broker.get_declared_queues():
+            broker.join(queue, timeout=30_000)
+        return all(q.unfinished_tasks == 0 for q in broker.queues.values())
+
+    wait_for(settled, 60, "every message sent so far to be done")
 
     # And a stop of a paused run ends it stopped, the held pages given back untouched
     stop_run(rt, run_id)
