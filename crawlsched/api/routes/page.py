@@ -17,6 +17,7 @@ from urllib.parse import parse_qs
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
+from crawlsched.api import run_ids  # noqa: F401  (registers `{run_id:run_id}`)
 from crawlsched.api.auth import COOKIE, Reader, runtime_of
 from crawlsched.api.problems import PROBLEM_RESPONSES
 from crawlsched.encoding import plain
@@ -44,7 +45,7 @@ def status_page(request: Request) -> HTMLResponse:
     return HTMLResponse(_asset("status.html"))
 
 
-@router.get("/status/runs/{run_id}", response_class=HTMLResponse, include_in_schema=False)
+@router.get("/status/runs/{run_id:run_id}", response_class=HTMLResponse, include_in_schema=False)
 def run_page(request: Request, run_id: str) -> HTMLResponse:
     """One run's page; the same static shell for every run (its script reads the id from the
     address, so no run id is ever written into the HTML)."""

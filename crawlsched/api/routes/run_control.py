@@ -8,6 +8,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from crawlsched.api import run_ids  # noqa: F401  (registers `{run_id:run_id}`)
 from crawlsched.api.auth import Admin, Caller
 from crawlsched.api.problems import PROBLEM_RESPONSES, ApiProblem, problem_doc
 from crawlsched.errors import RunNotFound
@@ -33,7 +34,7 @@ def _senders(request: Request) -> tuple[Any, Any]:
 
 
 @router.post(
-    "/runs/{run_id}/pause",
+    "/runs/{run_id:run_id}/pause",
     summary="Pause a run: nothing more is dispatched; crawls under way finish",
 )
 def pause_run(caller: Admin, run_id: str) -> dict[str, Any]:
@@ -50,7 +51,7 @@ def pause_run(caller: Admin, run_id: str) -> dict[str, Any]:
 
 
 @router.post(
-    "/runs/{run_id}/resume",
+    "/runs/{run_id:run_id}/resume",
     summary="Resume a paused run: what waited is planned again",
     responses={503: problem_doc(503)},
 )
@@ -68,7 +69,7 @@ def resume_run(request: Request, caller: Admin, run_id: str) -> dict[str, Any]:
 
 
 @router.post(
-    "/runs/{run_id}/retry-failed",
+    "/runs/{run_id:run_id}/retry-failed",
     summary="Crawl again, in the same run, the pages that failed on their own",
     responses={503: problem_doc(503)},
 )

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from crawlsched.api import run_ids  # noqa: F401  (registers `{run_id:run_id}`)
 from crawlsched.api.auth import Admin, Caller, Reader
 from crawlsched.api.idempotent import IdempotencyKey, once
 from crawlsched.api.paging import Limit, Offset, Page, page_of, page_response
@@ -87,13 +88,8 @@ def create_run(
     return once(request, caller, idempotency_key, body.model_dump(), act, status=202)
 
 
-@router.get("/runs/{run_id}", summary="One run: counts, waiting batches, pages per depth")
-def get_run(caller: Reader, run_id: str) -> dict[str, Any]:
-    return plain(views.run_details(caller.rt, _run(caller, run_id)))
-
-
 @router.get(
-    "/runs/{run_id}/timeline",
+    "/runs/{run_id:run_id}/timeline",
     summary="One run's page: progress, outcomes, per depth, waiting, stage times, pages/s",
 )
 def get_run_timeline(caller: Reader, run_id: str) -> dict[str, Any]:
@@ -113,7 +109,23 @@ def _stop_result(summary: Any, task: str | None) -> dict[str, Any]:
 
 
 @router.post(
-    "/runs/{run_id}/stop",
+    "/runs/{run_id:run_id}/children/stop",
+    summary="Stop a run's child runs (StopChildTasks)",
+    responses={503: problem_doc(503)},
+)
+def stop_children(request: Request, caller: Admin, run_id: str) -> dict[str, Any]:
+    from crawlsched.flow.stopping import stop_children as stop
+
+    _run(caller, run_id)
+    _, notify = _sender(request)
+    summary = stop(caller.rt, run_id, notify)
+    if not summary.runs:
+        raise ApiProblem(409, f"run {run_id!r} has no running children to stop")
+    return _stop_result(summary, None)
+
+
+@router.post(
+    "/runs/{run_id:run_id}/stop",
     summary="Stop a run, or one task of it (StopRun, StopTask)",
     responses={503: problem_doc(503)},
 )
@@ -131,24 +143,8 @@ def stop_run(
         raise ApiProblem(409, str(e)) from None
 
 
-@router.post(
-    "/runs/{run_id}/children/stop",
-    summary="Stop a run's child runs (StopChildTasks)",
-    responses={503: problem_doc(503)},
-)
-def stop_children(request: Request, caller: Admin, run_id: str) -> dict[str, Any]:
-    from crawlsched.flow.stopping import stop_children as stop
-
-    _run(caller, run_id)
-    _, notify = _sender(request)
-    summary = stop(caller.rt, run_id, notify)
-    if not summary.runs:
-        raise ApiProblem(409, f"run {run_id!r} has no running children to stop")
-    return _stop_result(summary, None)
-
-
 @router.get(
-    "/runs/{run_id}/children",
+    "/runs/{run_id:run_id}/children",
     response_model=Page,
     summary="A run's child runs and the jobs it discovered (GetChildTasks)",
 )
@@ -168,10 +164,16 @@ def run_children(
     return page_of(rows[: limit + 1], limit, offset)
 
 
-@router.get("/runs/{run_id}/history", response_model=Page, summary="A run's task history")
+@router.get("/runs/{run_id:run_id}/history", response_model=Page, summary="A run's task history")
 def run_history(
     caller: Reader, run_id: str, limit: Limit = 100, offset: Offset = 0
 ) -> dict[str, Any]:
     _run(caller, run_id)
     rows = caller.rt.history.page({"run_id": run_id}, limit + 1, offset)
     return page_of(rows, limit, offset)
+
+
+# `{run_id:run_id}`: a run's id or a child run's, `<run>/<shard>` (`api/run_ids.py`).
+@router.get("/runs/{run_id:run_id}", summary="One run: counts, waiting batches, pages per depth")
+def get_run(caller: Reader, run_id: str) -> dict[str, Any]:
+    return plain(views.run_details(caller.rt, _run(caller, run_id)))
