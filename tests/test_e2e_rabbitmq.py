@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ from crawlsched.demo.site import DemoSite
 from crawlsched.logs import configure_logging
 from crawlsched.runtime import Runtime, get_runtime
 from crawlsched.settings import Settings
-from tests.support.rabbit import publish_raw, queue_depth, queue_holding
+from tests.support.rabbit import crawl_queue_consumers, publish_raw, queue_depth, queue_holding
 from tests.support.seeding import all_runs_finished, fire_all_now, seed
 from tests.support.waiting import wait_for
 from tests.support.workers import TEST_SECRET_KEY, DramatiqWorkers, crawlsched_env
@@ -82,6 +83,9 @@ def test_pipeline_cli_workers_two_processes(
         except AssertionError:
             print(workers.output()[-5000:])
             raise
+        # Both forked worker processes consume the crawl queues (a channel each): which of them
+        # happens to take the batches is the broker's and the scheduler's business.
+        consumers = crawl_queue_consumers(rabbitmq_url)
     assert_nothing_lost(rt, runs)
     # Scarce pools (3 accounts, 2 browser slots, more batches than that): batches waited, none
     # starved, and each account or node served several batches of the run.
@@ -89,11 +93,12 @@ def test_pipeline_cli_workers_two_processes(
     profiles = next(r for r in runs if r["schedule_id"] == "sweep-profiles")
     served = rt.assignments.for_run(profiles["_id"])
     assert len(served) > 3
-    # Both forked worker processes crawled: results name the host:pid that stored them.
+    assert consumers and all(n == 2 for n in consumers.values()), consumers
+    # Results name the host:pid of the worker process that stored them.
     crawled_by = set(rt.db.profile_data.distinct("crawled_by")) | set(
         rt.db.articles.distinct("crawled_by")
     )
-    assert len(crawled_by) == 2, crawled_by
+    assert crawled_by and all(re.fullmatch(r"[^:]+:[0-9]+", w) for w in crawled_by), crawled_by
 
 
 @pytest.mark.multiprocess

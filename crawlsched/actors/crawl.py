@@ -25,6 +25,10 @@ CRAWL_ACTORS: dict[str, dramatiq.Actor] = {
         _crawl,
         actor_name=f"crawl_{task}",
         queue_name=f"crawlsched.crawl.{task}",
+        # Behind everything else a worker has pulled (dramatiq's priority orders its local work
+        # queue, lower first; the others are 0): a report, a plan or an admission waits for no
+        # prefetched crawl, so a run's counts follow its crawl instead of catching up at the end.
+        priority=10,
         # An unknown driver will not appear by retrying: dead-letter at once; the jobs come
         # back through dispatch-lease expiry and count a failed attempt.
         throws=(BadMessage, UnknownDriver),

@@ -94,3 +94,23 @@ def queue_holding(url: str, queue: str) -> int:
         if name == queue and count.strip().isdigit():
             return int(count)
     return 0
+
+
+def crawl_queue_consumers(url: str) -> dict[str, int]:
+    """Per crawl queue of the URL's vhost (`crawlsched.crawl.*`), how many channels consume it:
+    one per worker process (dramatiq's consumer of a queue has a connection and channel of its
+    own in each process)."""
+    vhost = unquote(urlparse(url).path.lstrip("/")) or "/"
+    out = subprocess.run(
+        [
+            "rabbitmqctl", "-q", "list_consumers", "-p", vhost,
+            "queue_name", "channel_pid", "--no-table-headers",
+        ],
+        check=True, capture_output=True, text=True, timeout=60,
+    ).stdout  # fmt: skip
+    channels: dict[str, set[str]] = {}
+    for line in out.splitlines():
+        queue, _, channel = line.partition("\t")
+        if queue.startswith("crawlsched.crawl.") and not queue.endswith((".DQ", ".XQ")):
+            channels.setdefault(queue, set()).add(channel.strip())
+    return {queue: len(found) for queue, found in channels.items()}
