@@ -120,12 +120,12 @@ def test_two_sites_of_one_address_are_paced_as_one_host():
 
 def test_two_local_sites_on_one_address_see_one_delay_in_their_own_logs():
     # Given pacing by address, two local sites on two ports of 127.0.0.1 (one access log for
-    # both), a 0.4 s delay, four requests at once allowed, two pacers (two processes)
+    # both), a 1 s delay, four requests at once allowed, two pacers (two processes)
     log: list = []
     store = _store()
     now = lambda: datetime.now(UTC)  # noqa: E731
     pacers = [
-        _pacer(now, 0.4, 4, store=store, holder=f"p{n}", slice_s=1.0, max_sleep_s=60,
+        _pacer(now, 1.0, 4, store=store, holder=f"p{n}", slice_s=1.0, max_sleep_s=60,
                grouping="address")
         for n in (1, 2)
     ]  # fmt: skip
@@ -136,7 +136,7 @@ def test_two_local_sites_on_one_address_see_one_delay_in_their_own_logs():
     ):
         urls = [
             f"http://127.0.0.1:{server.server_address[1]}/page-{i}"
-            for i in range(3)
+            for i in range(2)
             for server in (one, two)
         ]
         clients = [PoliteHttp(client, allowed_networks=LOOPBACK, pacer=p) for p in pacers]
@@ -148,11 +148,12 @@ def test_two_local_sites_on_one_address_see_one_delay_in_their_own_logs():
         for t in threads:
             t.join(timeout=60)
     # Then the two servers' arrivals, together, are spaced by the delay. (An arrival carries
-    # its request's travel time, which a loaded machine stretches: half the delay is asserted.
+    # its request's travel time, which a loaded machine stretches by a few hundred ms at worst
+    # (seen in CI with a 0.4 s delay): half of a whole second is asserted.
     # Paced per origin instead, the two sites' requests arrive in near-simultaneous pairs.)
     arrivals = sorted(at for at, _ in log)
-    assert len(arrivals) == 6
-    assert all(b - a >= 0.4 / 2 for a, b in itertools.pairwise(arrivals))
+    assert len(arrivals) == 4
+    assert all(b - a >= 1.0 / 2 for a, b in itertools.pairwise(arrivals))
 
 
 def test_an_origins_crawl_delay_raises_its_groups_delay():

@@ -212,6 +212,15 @@ def observed(rabbitmq_url, multiprocess_mongo_url, tmp_path_factory):
             )
             found["after_restart_ticks"] = _total(prom, "crawlsched_ticks_total")
         except AssertionError:
+            # What each side counted, by outcome: a mismatch names the outcome that differs.
+            print("store counts:", dict(found.get("counts") or {}))
+            print(
+                "prometheus counts:",
+                {
+                    s["metric"].get("outcome"): s["value"][1]
+                    for s in prom.query("sum by (outcome) (crawlsched_jobs_finished_total)")
+                },
+            )
             print(workers.output()[-5000:])
             raise
         finally:

@@ -290,6 +290,10 @@ def crawl_batch(
             recorded = store.record(message.dispatch_id, updates, rt.now(), also=markers)
             if recorded:
                 outcomes = Counter(update.outcome for update in updates)
+                if recorded < len(updates):
+                    # Some jobs were recorded by another writer first (an expiry sweep that
+                    # reclaimed them, which counted them): count only what took here.
+                    outcomes = Counter(store.outcomes_of(message.dispatch_id, outcomes))
                 metrics.jobs_finished(message.task, message.media_name, outcomes)
                 record_history(rt, message, progress.executions, leases)
                 if recorded == len(updates) and not progress.stopped:
