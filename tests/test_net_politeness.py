@@ -467,14 +467,16 @@ SITE = "http://127.0.0.1:8001"
 
 
 class FakeBrowser:
-    def __init__(self, clock: FakeClock, log: list) -> None:
-        self.clock, self.log = clock, log
+    def __init__(self, clock: FakeClock, log: list, status: int | None = None) -> None:
+        self.clock, self.log, self.status = clock, log, status
 
     def get(self, url: str) -> None:
         self.log.append(("browser", self.clock.at(), url))
 
-    def execute_script(self, script: str, *args) -> None:
-        return None  # no error page
+    def execute_script(self, script: str, *args) -> int | None:
+        # The document's status when asked for it (None: the browser does not say); never an
+        # error page.
+        return self.status if "responseStatus" in script else None
 
 
 @pytest.fixture
@@ -539,6 +541,55 @@ def test_browser_page_loads_count_against_the_daily_budget(polite):
         navigate(browser, f"{SITE}/c", http)
     assert "daily budget of 2 pages" in refused.value.why
     assert [url for _, _, url in log] == [f"{SITE}/a", f"{SITE}/b"]
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_a_browser_page_answered_busy_blocks_the_host_for_every_process(polite, status):
+    # Given two processes pacing one host, no delay
+    clock, store, log = FakeClock(), _store(), []
+    p1 = _pacer(clock, 0.0, store=store, holder="p1", max_sleep_s=0)
+    p2 = _pacer(clock, 0.0, store=store, holder="p2", max_sleep_s=0)
+    # When one process's browser loads a page the site answers busy (no Retry-After: a
+    # browser does not show headers)
+    with pytest.raises(HostNotReady) as told:
+        navigate(FakeBrowser(clock, log, status=status), f"{SITE}/a", polite(p1, clock, log))
+    assert f"HTTP {status}" in told.value.why
+    # Then neither process may start on the host until the backoff's end
+    until = store.get(SITE)["blocked_until"]
+    assert until > clock.now
+    for pacer in (p1, p2):
+        with pytest.raises(HostNotReady):
+            polite(pacer, clock, log).get(f"{SITE}/b")
+    assert [url for _, _, url in log] == [f"{SITE}/a"]
+    clock.now = until
+    polite(p2, clock, log).get(f"{SITE}/b")
+    assert [url for _, _, url in log] == [f"{SITE}/a", f"{SITE}/b"]
+
+
+def test_a_browser_page_load_keeps_to_robots_txt():
+    # Given a site whose robots.txt disallows /private, read through the polite client
+    clock, log = FakeClock(), []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        log.append(("http", clock.at(), str(request.url)))
+        return httpx.Response(200, stream=httpx.ByteStream(b"User-agent: *\nDisallow: /private\n"))
+
+    with httpx.Client(transport=httpx.MockTransport(answer)) as client:
+        http = PoliteHttp(
+            client,
+            allowed_networks=LOOPBACK,
+            pacer=_pacer(clock, 0.0, store=_store()),
+            robots=RobotsCache(),
+        )
+        browser = FakeBrowser(clock, log, status=200)
+        # When the browser is asked to load an allowed page and a disallowed one
+        navigate(browser, f"{SITE}/open", http)
+        with pytest.raises(RobotsDisallowed):
+            navigate(browser, f"{SITE}/private/page", http)
+    # Then the disallowed page was never loaded
+    assert [(kind, url) for kind, _, url in log] == [
+        ("http", f"{SITE}/robots.txt"), ("browser", f"{SITE}/open"),
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize("driver", ["browser", "website", "social"])

@@ -114,14 +114,29 @@ def open_browser(
             log.warning("browser_quit_failed", node=node_url, error=type(e).__name__)
 
 
+# The HTTP status of the document the tab shows (Navigation Timing's `responseStatus`,
+# Chrome 109+); null where the browser does not say (an older Chrome, an error page).
+_STATUS_SCRIPT = """
+const entry = performance.getEntriesByType("navigation")[0];
+return entry && entry.responseStatus ? entry.responseStatus : null;
+"""
+
+
 def navigate(browser: webdriver.Remote, url: str, http: Any) -> None:
-    """Load `url` as the page (the top-level navigation), its start taken from the host's
-    pacer as an HTTP request's is (`PoliteHttp.paced`: the delay, the cap on requests at once
-    and the daily budget hold across both, cluster-wide). What the page then loads by itself
-    goes through the filtering proxy, unpaced. Without a polite client (`http` None), as is."""
+    """Load `url` as the page (the top-level navigation), under the host's rules as an HTTP
+    request is (`PoliteHttp.paced`: robots.txt, the delay, the cap on requests at once and the
+    daily budget hold across both, cluster-wide), and tell the host's clock how the site
+    answered: a 429 or 503 blocks the host for every worker. What the page then loads by
+    itself goes through the filtering proxy, unpaced. Without a polite client (`http` None),
+    as is."""
     paced = getattr(http, "paced", None)
-    with paced(url) if paced is not None else contextlib.nullcontext():
+    if paced is None:
         browser.get(url)
+        return
+    with paced(url) as load:
+        browser.get(url)
+        status = browser.execute_script(_STATUS_SCRIPT)
+        load.status = status if isinstance(status, int) and not isinstance(status, bool) else None
 
 
 # A navigation that failed (refused, unreachable, an empty error response, a redirect to a

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import httpx
@@ -55,6 +56,15 @@ class Pacer(Protocol):
 
 class Robots(Protocol):
     def allowed(self, url: str, user_agent: str, fetch: Any) -> bool: ...
+
+
+@dataclass
+class PageLoad:
+    """What a navigation paced by `PoliteHttp.paced` learned of its answer: the HTTP status
+    of the document, when the browser tells it (a browser does not show the headers, so a
+    `Retry-After` is not known: the host's backoff applies)."""
+
+    status: int | None = None
 
 
 class PoliteHttp:
@@ -269,15 +279,25 @@ class PoliteHttp:
         )
 
     @contextlib.contextmanager
-    def paced(self, url: str) -> Iterator[None]:
+    def paced(self, url: str) -> Iterator[PageLoad]:
         """Hold one request's place on `url`'s host for a request sent by other means (a
-        browser's top-level navigation): the same pacer, limits and sign of progress as a
-        request sent here. Returns at its start time (or raises `HostNotReady`)."""
+        browser's top-level navigation): the same robots.txt rules, pacer, limits and sign of
+        progress as a request sent here. Returns at its start time (or raises `HostNotReady`,
+        `RobotsDisallowed`). The caller notes the answer's status on the `PageLoad` it is
+        given: a 429 or 503 then blocks the host for every worker, as an HTTP answer does."""
         if self.on_request is not None:
             self.on_request()
-        with self._slot(self._pacing_key(url)):
+        if self.robots is not None and not self.robots.allowed(
+            url, self.user_agent, self._fetch_robots
+        ):
+            raise RobotsDisallowed(f"robots.txt disallows {redact(url)}")
+        key = self._pacing_key(url)
+        load = PageLoad()
+        with self._slot(key):
             self.requests += 1
-            yield
+            yield load
+        if self.pacer is not None and load.status:
+            self.pacer.observe(key, load.status, None)
 
     def _fetch_robots(self, url: str) -> tuple[int, str]:
         """For the robots cache: GET a robots.txt (checked, paced, never with credentials),
