@@ -30,6 +30,8 @@ DISABLED_FEATURES = (
     "Translate",
     "AutofillServerCommunication",
     "CertificateTransparencyComponentUpdater",
+    # The network time tracker asks clients2.google.com/time/1/current on every start.
+    "NetworkTimeServiceQuerying",
 )
 # Profile preferences: the WebRTC policy again (a node's Chrome may predate the switch) and no
 # services that would fetch on their own.
