@@ -169,6 +169,35 @@ def test_jobs_add_find_meta(api):
     assert removed["meta"] == {"team": "news"}
 
 
+def test_a_website_added_through_the_api_keeps_its_own_bounds_and_pagination(api):
+    # Given a website job with its own depth, page budget and pagination, as the CLI takes them
+    body = {
+        "kind": "website",
+        "media": "web",
+        "target": "https://example.org/news/",
+        "max_depth": 2,
+        "max_pages": 40,
+        "pagination": "page_param",
+        "page_param": "p",
+    }
+    added = api.admin.post("/v1/jobs", json=body)
+    assert added.status_code == 201, added.text
+    # Then the stored job carries them, and the job's view shows them
+    stored = api.runtime.db.websites.find_one({"target": "https://example.org/news/"})
+    assert (stored["max_depth"], stored["max_pages"]) == (2, 40)
+    assert (stored["pagination"], stored["page_param"]) == ("page_param", "p")
+    view = api.reader.get(f"/v1/jobs/websites/{added.json()['jobs'][0]['job_id']}").json()
+    assert (view["max_depth"], view["max_pages"], view["page_param"]) == (2, 40, "p")
+    # And what only a website takes, or takes only together, is refused with nothing stored
+    profile = {"kind": "profile", "media": "twitter", "target": "alice", "max_depth": 2}
+    assert "only a website" in problem(api.admin.post("/v1/jobs", json=profile), 400)["detail"]
+    alone = {**body, "target": "https://example.org/b/", "pagination": "next_link"}
+    assert "page_param" in problem(api.admin.post("/v1/jobs", json=alone), 400)["detail"]
+    problem(api.admin.post("/v1/jobs", json={**body, "max_depth": -1}), 422)
+    assert api.runtime.db.profiles.count_documents({"target": "alice"}) == 0
+    assert api.runtime.db.websites.count_documents({"target": "https://example.org/b/"}) == 0
+
+
 def test_job_errors(api):
     problem(
         api.admin.post("/v1/jobs", json={"kind": "website", "media": "nope", "target": "x"}), 400

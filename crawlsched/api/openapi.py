@@ -18,6 +18,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from crawlsched.catalog import TARGET_KINDS
+from crawlsched.jobs_input import WEBSITE_ONLY
 from crawlsched.logs import get_logger
 from crawlsched.runtime import Runtime
 
@@ -130,6 +131,12 @@ def target_variants(runtime: Runtime) -> list[dict[str, Any]] | None:
                         "url": {"type": "string", "pattern": NAMED_WEB_URL}
                         if kind.name == "profile"
                         else {"not": {}},
+                        # A website's own bounds and pagination: a profile takes none.
+                        **(
+                            {name: {"not": {}} for name in WEBSITE_ONLY}
+                            if kind.name == "profile"
+                            else {}
+                        ),
                     },
                     "required": ["kind", "media", "tasks"],
                 }

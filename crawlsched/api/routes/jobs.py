@@ -17,7 +17,7 @@ from crawlsched.api.problems import PROBLEM_RESPONSES
 from crawlsched.catalog import JOB_COLLECTIONS, STATE_NAMES
 from crawlsched.encoding import plain
 from crawlsched.flow import job_ops
-from crawlsched.jobs_input import MAX_INTERVAL_S
+from crawlsched.jobs_input import MAX_DEPTH, MAX_INTERVAL_S, MAX_PAGES
 
 router = APIRouter(prefix="/v1", tags=["jobs"], responses=PROBLEM_RESPONSES)
 
@@ -34,15 +34,30 @@ META_KEY = "^[^.$\\u0000][^.\\u0000]{0,99}$"
 class NewTarget(BaseModel):
     """One profile or website and the tasks to crawl it with (`crawlsched jobs add`)."""
 
-    # A one-off crawl has no interval. (Which media, kinds and tasks go together is the
-    # store's reference data: `api.openapi` adds it to the schema.)
+    # A one-off crawl has no interval; a page parameter goes with its pagination. (Which
+    # media, kinds and tasks go together is the store's reference data: `api.openapi` adds
+    # it to the schema.)
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
-            "not": {
-                "required": ["interval_s", "one_off"],
-                "properties": {"one_off": {"const": True}},
-            }
+            "allOf": [
+                {
+                    "not": {
+                        "required": ["interval_s", "one_off"],
+                        "properties": {"one_off": {"const": True}},
+                    }
+                },
+                # `page_param` names the parameter of pagination `page_param`, and only that.
+                {
+                    "not": {
+                        "required": ["page_param"],
+                        "not": {
+                            "required": ["pagination"],
+                            "properties": {"pagination": {"const": "page_param"}},
+                        },
+                    }
+                },
+            ]
         },
     )
     kind: Literal["profile", "website"]
@@ -55,6 +70,20 @@ class NewTarget(BaseModel):
     human_validation: bool = False
     certitude: float = Field(0.5, ge=0, le=1)
     start_at: datetime | SkipJsonSchema[None] = None
+    # A website's own discovery bounds over its media's, and how its list pages paginate
+    # (`crawlsched jobs add website --depth --max-pages --pagination --page-param`).
+    max_depth: Given[int, Field(ge=0, le=MAX_DEPTH, description="Website: links this deep.")] = None
+    max_pages: Given[
+        int, Field(ge=0, le=MAX_PAGES, description="Website: at most this many pages a run.")
+    ] = None
+    pagination: Given[Literal["next_link", "page_param"], Field(description="Website.")] = None
+    page_param: Given[
+        str,
+        Field(
+            pattern=r"^[A-Za-z0-9_.-]{1,40}$",
+            description="Website, with pagination page_param: the page number's parameter.",
+        ),
+    ] = None
 
 
 class MetaChanges(BaseModel):
