@@ -9,6 +9,7 @@ are skipped when an update leaves a document's key as it was.
 
 from __future__ import annotations
 
+import unittest.mock
 from datetime import UTC, datetime, timedelta
 
 import mongomock
@@ -79,6 +80,10 @@ stages = st.one_of(
     st.just({"$addFields": {"jv": "$j.v"}}),
     st.just({"$project": {"a": 1, "j": 1}}),
     st.just({"$group": {"_id": "$a", "n": {"$sum": 1}}}),
+    # Tallies by fields (counted in place by the embedded store when the values allow)
+    st.just({"$group": {"_id": {"a": "$a", "k": "$k"}, "n": {"$sum": 1}}}),
+    st.just({"$group": {"_id": "$k", "n": {"$sum": 1}, "m": {"$sum": 1}}}),
+    st.just({"$group": {"_id": {"b": "$b"}, "n": {"$sum": 1}}}),
 )
 pipelines = st.lists(stages, min_size=1, max_size=5)
 
@@ -317,3 +322,40 @@ def test_locked_cursor_reads_in_chunks_under_the_lock(monkeypatch):
     # Three chunks of at most four rows: 4 + 4 + 2, each read with the lock held.
     assert lock.entered == 3
     assert list(LockedCursor(iter([]), lock)) == []
+
+
+tally_values = st.one_of(st.integers(0, 3), st.sampled_from(["x", "y"]))
+tally_groups = st.sampled_from(
+    [
+        {"_id": "$a", "n": {"$sum": 1}},
+        {"_id": {"a": "$a", "k": "$k"}, "n": {"$sum": 1}},
+        {"_id": {"k": "$k", "a": "$a"}, "n": {"$sum": 1}, "m": {"$sum": 1}},
+    ]
+)
+
+
+@settings(max_examples=150)
+@given(
+    docs=st.lists(st.fixed_dictionaries({"a": tally_values, "k": tally_values}), max_size=30),
+    match=st.one_of(st.none(), st.builds(lambda v: {"a": {"$ne": v}}, tally_values)),
+    group=tally_groups,
+)
+def test_a_tally_by_fields_is_counted_in_place_and_answers_as_mongomock(docs, match, group):
+    # Given documents whose grouped fields are all strings and integers (counted in place)
+    _, indexed, plain = _pair()
+    for collection in (indexed, plain):
+        if docs:
+            collection.insert_many([dict(d, _id=i) for i, d in enumerate(docs)])
+    counted = []
+    real = embedded.collection.count_group
+
+    def spy(*args):
+        counted.append(real(*args))
+        return counted[-1]
+
+    pipeline = ([{"$match": match}] if match else []) + [{"$group": group}, {"$sort": {"n": -1}}]
+    # Then the answer is mongomock's, row for row, and it came from the tally
+    with unittest.mock.patch.object(embedded.collection, "count_group", spy):
+        got = list(indexed.aggregate(pipeline))
+    assert got == list(plain.aggregate(pipeline))
+    assert len(counted) == 1 and counted[0] is not None

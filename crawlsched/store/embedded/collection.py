@@ -26,7 +26,9 @@ from crawlsched.store.embedded.matching import UNSURE, compile_filter
 from crawlsched.store.embedded.reshaping import plain_projection
 from crawlsched.store.embedded.stages import (
     FAST_STAGES,
+    count_group,
     index_key,
+    plain_count_group,
     plain_sort,
     single_stage,
     sort_documents,
@@ -467,6 +469,10 @@ class IndexedCollection(Collection):
             return super().aggregate(pipeline, session=session, **kwargs)
         first = stages[0]
         if "$match" not in first or not isinstance(first["$match"], Mapping):
+            if "$group" in first and plain_count_group(first["$group"]):
+                counted = count_group(self._iter_documents({}), first["$group"])
+                if counted is not None:
+                    return CommandCursor(self._run_stages(counted, stages[1:]))
             return CommandCursor(self._run_stages(list(self.find()), stages))
         # References, not copies; the filter's dates made naive as `find` makes them.
         spec = helpers.patch_datetime_awareness_in_document(first["$match"])
@@ -475,6 +481,11 @@ class IndexedCollection(Collection):
         while rest and "$sort" in rest[0] and plain_sort(rest[0]["$sort"]):
             matched = sort_documents(matched, self.database, rest[0]["$sort"])
             rest = rest[1:]
+        if rest and "$group" in rest[0] and plain_count_group(rest[0]["$group"]):
+            # A tally by fields (states, outcomes, depths): counted on the documents in place.
+            counted = count_group(matched, rest[0]["$group"])
+            if counted is not None:
+                return CommandCursor(self._run_stages(counted, rest[1:]))
         if not all(streams(stage) for stage in rest):
             return CommandCursor(self._run_stages([self._read_copy(d) for d in matched], rest))
         keep = None

@@ -227,6 +227,77 @@ def sort_documents(
     return docs
 
 
+def _group_fields(key: Any) -> list[str] | None:
+    """The top-level fields a `$group` `_id` of `"$field"` or `{name: "$field", …}` reads."""
+    if isinstance(key, str):
+        paths = [key]
+    else:
+        paths = list(key.values()) if isinstance(key, Mapping) else []
+    fields = []
+    for path in paths:
+        if not isinstance(path, str) or not path.startswith("$") or path.startswith("$$"):
+            return None
+        if "." in path or len(path) < 2:
+            return None
+        fields.append(path[1:])
+    return fields or None
+
+
+def plain_count_group(options: Any) -> bool:
+    """A `$group` that counts documents by top-level fields: `_id` as `_group_fields` reads
+    it, every other field `{"$sum": 1}` (the stores' tallies by state, outcome, depth)."""
+    if not isinstance(options, Mapping) or "_id" not in options or len(options) < 2:
+        return False
+    key = options["_id"]
+    if isinstance(key, Mapping) and any(not isinstance(name, str) or "." in name for name in key):
+        return False
+    if _group_fields(key) is None:
+        return False
+    return all(
+        isinstance(acc, Mapping) and len(acc) == 1 and acc.get("$sum") == 1
+        and type(acc["$sum"]) is int
+        for name, acc in options.items()
+        if name != "_id"
+    )  # fmt: skip
+
+
+# Group keys counted as they are: values that equal each other exactly when MongoDB's do.
+# (A bool equals 1 in Python, a float may equal an int, a date needs making aware: those,
+# and a missing field, leave the tally to mongomock.)
+_COUNTABLE = frozenset({str, int})
+
+
+def count_group(documents: Any, options: Mapping[str, Any]) -> list[dict] | None:
+    """`$group` (`plain_count_group`) over documents read in place, nothing copied; None when
+    a document has a field's value this does not count (the caller runs mongomock's)."""
+    key = options["_id"]
+    fields = _group_fields(key)
+    assert fields is not None
+    names = list(key) if isinstance(key, Mapping) else None
+    tally: dict[tuple, int] = {}
+    for document in documents:
+        values = []
+        for field in fields:
+            value = document.get(field, _MISSING)
+            if type(value) not in _COUNTABLE:
+                return None
+            values.append(value)
+        group = tuple(values)
+        tally[group] = tally.get(group, 0) + 1
+    counters = [name for name in options if name != "_id"]
+    rows = []
+    for group, n in tally.items():
+        row: dict[str, Any] = dict.fromkeys(counters, n)
+        row["_id"] = dict(zip(names, group, strict=True)) if names else group[0]
+        rows.append(row)
+    # MongoDB gives groups in no order; mongomock sorts them by key, as here (same answers)
+    rows.sort(key=lambda row: filtering.BsonComparable(row["_id"]))
+    return rows
+
+
+_MISSING = object()
+
+
 FAST_STAGES = {
     "$project": (plain_projection, project),
     "$addFields": (plain_add_fields, add_fields),
