@@ -20,7 +20,11 @@ touching what it computes:
   documents it keeps (mongomock copies the whole collection first); `$lookup` asks the
   foreign collection once per distinct local value within a stage instead of once per
   document; `$lookup` and `$unwind` copy documents with a copier for BSON-shaped data (dicts,
-  lists, immutable scalars) instead of `copy.deepcopy`. Every other stage is mongomock's own.
+  lists, immutable scalars) instead of `copy.deepcopy`. A `$group` that tallies documents by
+  top-level fields (`{_id: "$state", n: {$sum: 1}}`, a run's pages per depth and state) counts
+  the matched documents in place, copying none, when every grouped value is a string or an
+  integer (`stages.count_group`; its groups in mongomock's order). Every other stage is
+  mongomock's own.
 
 - **Sorted pages.** A `find` sorted on one top-level field with a limit walks that field's
   ordered index (`ordered`: ids by sort key, ties in insertion order, as mongomock's stable
