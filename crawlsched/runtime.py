@@ -22,7 +22,7 @@ from crawlsched.drivers import registry
 from crawlsched.drivers.browser_proxy import FilteringProxy
 from crawlsched.drivers.fetching import PoliteHttp
 from crawlsched.drivers.net import guarded_client
-from crawlsched.drivers.targets import parse_networks
+from crawlsched.drivers.targets import CachingResolver, Resolver, parse_networks, resolve
 from crawlsched.flow.host_pacing import ClusterHostPacer
 from crawlsched.flow.shared_robots import SharedRobots
 from crawlsched.logs import get_logger
@@ -149,7 +149,15 @@ class Runtime:
     def http(self) -> httpx.Client:
         """One HTTP client per process for the drivers: building one costs ~30 ms (its TLS
         context), far too much per batch. httpx clients are safe to share between threads."""
-        return guarded_client(self.allowed_networks, self.settings.http_timeout_s)
+        return guarded_client(
+            self.allowed_networks, self.settings.http_timeout_s, resolver=self.resolver
+        )
+
+    @cached_property
+    def resolver(self) -> Resolver:
+        """The crawl's name resolution, one cache per process (`dns_cache_s`)."""
+        ttl_s = self.settings.dns_cache_s
+        return CachingResolver(ttl_s=ttl_s) if ttl_s > 0 else resolve
 
     def polite_http(
         self,
@@ -173,6 +181,7 @@ class Runtime:
             deadline_s=settings.page_deadline_s,
             on_request=on_request,
             host_policy=merge_policy(self.host_policy, dict(politeness or {})),
+            resolver=self.resolver,
         )
 
     @cached_property

@@ -143,6 +143,14 @@ class Settings(BaseSettings):
         description="Wait before a run tries such a page again; doubles per try, at most 300 s.",
     )
     http_timeout_s: float = Field(20.0, gt=0, le=600, allow_inf_nan=False)
+    dns_cache_s: float = Field(
+        60.0,
+        ge=0,
+        le=86400,
+        allow_inf_nan=False,
+        description="How long a worker process remembers a crawled host's addresses (each "
+        "page's target check and connection read the same answer); 0: ask every time.",
+    )
     connect_timeout_s: float = Field(
         5.0,
         gt=0,

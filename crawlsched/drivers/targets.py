@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
@@ -32,6 +34,43 @@ def resolve(host: str, port: int) -> list[str]:
     except (socket.gaierror, UnicodeError) as e:
         raise UnsafeTarget(f"host {host!r} does not resolve: {e}") from None
     return sorted({str(info[4][0]) for info in infos})
+
+
+class CachingResolver:
+    """`resolver`'s answers, remembered per (host, port) for `ttl_s`: a crawler's DNS cache
+    (Scrapy and Heritrix keep one too). Every page of a site asks for the same name twice, in
+    the check before the request and when its connection is made; the system resolver is
+    asked once a minute instead. Failures are not remembered.
+
+    The check and the connection then read the same answer, so DNS rebinding still cannot
+    slip between them, and every use checks the addresses as a fresh answer is checked."""
+
+    def __init__(
+        self,
+        ttl_s: float = 60.0,
+        size: int = 10_000,
+        resolver: Resolver = resolve,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.ttl_s, self.size, self._resolver, self._clock = ttl_s, size, resolver, clock
+        self._known: dict[tuple[str, int], tuple[list[str], float]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, host: str, port: int) -> list[str]:
+        key = (host.lower(), port)
+        now = self._clock()
+        with self._lock:
+            known = self._known.get(key)
+        if known is not None and known[1] > now:
+            return list(known[0])
+        addresses = self._resolver(host, port)
+        with self._lock:
+            if len(self._known) >= self.size:
+                self._known = {k: v for k, v in self._known.items() if v[1] > now}
+                if len(self._known) >= self.size:
+                    self._known.clear()
+            self._known[key] = (list(addresses), now + self.ttl_s)
+        return addresses
 
 
 def redact(url: str) -> str:
