@@ -15,8 +15,9 @@ opens it.
 
 A snapshot is written into a new folder, flushed, and only then made `current` by renaming a
 link over the old one: a crash at any moment leaves the previous snapshot whole. Collections
-that no write touched since the previous snapshot are hard links to its files, so a snapshot
-costs what changed, not the whole store. `mongorestore --dir <data dir>/current` loads it into
+that no write touched since the previous snapshot are hard links to its files, and in the
+others only the documents written since are encoded again, so a snapshot costs what changed,
+not the whole store. `mongorestore --dir <data dir>/current` loads it into
 a real MongoDB.
 """
 
@@ -74,6 +75,8 @@ class DataDir:
         self.snapshots = root / "snapshots"
         self.current = root / "current"
         self._last: dict[str, Snapshot] = {}
+        # Per collection: the store object last encoded and each document's BSON then.
+        self._encoded: dict[str, tuple[Any, dict[Any, bytes]]] = {}
         self.root.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
         self.snapshots.mkdir(exist_ok=True, mode=DIR_MODE)
         restrict(self.root)
@@ -155,7 +158,7 @@ class DataDir:
                 ):
                     changed[name] = (before, [], [])
                     continue
-                encoded = [bson.encode(doc) for doc in store.documents]
+                encoded = self._encode(name, store)
                 indexes = dump.index_specs(collection.index_information())
                 changed[name] = (seen, encoded, indexes)
         for name, (seen, encoded, indexes) in changed.items():
@@ -169,6 +172,7 @@ class DataDir:
                 stats.documents += len(encoded)
             self._last[name] = Snapshot(seen.store_id, seen.generation, target)
         self._last = {n: s for n, s in self._last.items() if n in changed}
+        self._encoded = {n: e for n, e in self._encoded.items() if n in changed}
         if messages:
             payload = [{"queue": q, "data": base64.b64encode(d).decode()} for q, d in messages]
             dump.write_file(folder / MESSAGES_FILE, [json.dumps(payload).encode()], FILE_MODE)
@@ -179,6 +183,29 @@ class DataDir:
         self._switch(folder)
         self._prune()
         return stats
+
+    def _encode(self, name: str, store: Any) -> list[bytes]:
+        """Every document of a collection's store as BSON, in the store's order (under the
+        store's lock). Documents written since this collection's last snapshot are encoded
+        again; the others are the bytes kept from then. The embedded store's write hook
+        names each document an insert or an update touched in `store.changed_ids`, a set this
+        method puts on the store and empties; a store met for the first time (or again after
+        a drop, as another object) is encoded whole."""
+        documents = list(store.documents)  # (mongomock's TTL pass runs here, as before)
+        keys = list(store._documents)
+        kept = self._encoded.get(name)
+        changed = getattr(store, "changed_ids", None)
+        if kept is None or kept[0] is not store or changed is None:
+            fresh = {key: bson.encode(doc) for key, doc in zip(keys, documents, strict=True)}
+        else:
+            before = kept[1]
+            fresh = {
+                key: before[key] if key in before and key not in changed else bson.encode(doc)
+                for key, doc in zip(keys, documents, strict=True)
+            }
+        store.changed_ids = set()
+        self._encoded[name] = (store, fresh)
+        return list(fresh.values())
 
     def _next_number(self) -> int:
         numbers = [int(p.name) for p in self.snapshots.iterdir() if p.name.isdigit()]

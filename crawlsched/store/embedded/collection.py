@@ -273,6 +273,11 @@ class IndexedCollection(Collection):
         # Called by mongomock after every insert and every changing update of `new_data`, and
         # by `_update` below with the fields it changed (the only index entries to refresh).
         doc_id = store_key(new_data["_id"])
+        # The standalone's snapshots re-encode only what was written since the last one
+        # (`DataDir.snapshot`); they keep this set, and it exists only while they do.
+        changed_ids = getattr(self._store, "changed_ids", None)
+        if changed_ids is not None:
+            changed_ids.add(doc_id)
         for name, index in self._store.indexes.items():
             if index.get("unique"):
                 self._check_unique(name, index, new_data, doc_id)
