@@ -169,6 +169,7 @@ def run_docs(n: int, schedule_ids: list[str], now: datetime, rng: random.Random)
                 },
                 "reports": [],
                 "created_at": at,
+                "rev": ObjectId(),  # as `MongoRunStore.open` makes every run
                 **({"ended_at": at + timedelta(seconds=rng.randint(1, 600))} if done else {}),
             }
         )

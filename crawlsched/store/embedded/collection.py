@@ -411,7 +411,11 @@ class IndexedCollection(Collection):
             return copy(doc)
         keep = self._inclusion_of(fields) if container is dict else None
         if keep is not None:
-            copied = {k: copy(v) for k, v in doc.items() if k in keep and k != "_id"}
+            present = [k for k in keep if k != "_id" and k in doc]
+            if len(present) > 1:  # in the document's order
+                copied = {k: copy(v) for k, v in doc.items() if k in keep and k != "_id"}
+            else:  # one field has no order to keep: no walk over the document's fields
+                copied = {k: copy(doc[k]) for k in present}
             if "_id" in keep and "_id" in doc:
                 copied["_id"] = doc["_id"] if copier is None else copier(doc["_id"])
             return copied
