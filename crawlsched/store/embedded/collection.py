@@ -89,19 +89,24 @@ class _Cursor(Cursor):
             if sort:
                 matched = sort_documents(list(matched), collection.database, dict(sort), wanted)
         window = list(itertools.islice(matched, wanted))[self._skip :]
-        if collection.codec_options.tz_aware:
-            copies = [
-                collection._copy_only_fields(d, self._projection, dict, aware_copy) for d in window
-            ]
-        else:
-            copies = [collection._copy_only_fields(d, self._projection, dict) for d in window]
+        copier = aware_copy if collection.codec_options.tz_aware else None
+        copies = list(map(collection._copier_of(self._projection, copier), window))
         self._window_of = (key, copies)
         return copies
 
     def __next__(self) -> Any:
         if self._skip < 0:
             return super().__next__()
-        window = self._window()
+        cached = getattr(self, "_window_of", None)  # `_window`'s answer, no key built
+        if (
+            cached is not None
+            and cached[0][0] is self._factory
+            and cached[0][1] == self._skip
+            and cached[0][2] == self._limit
+        ):
+            window = cached[1]
+        else:
+            window = self._window()
         if window is not None:
             if self._emitted >= len(window):
                 raise StopIteration
@@ -427,6 +432,27 @@ class IndexedCollection(Collection):
         if copier is aware_copy:
             return aware_dict(doc, drop)
         return {k: copy(v) for k, v in doc.items() if k not in drop}
+
+    def _copier_of(
+        self, fields: Any, copier: Callable[[Any], Any] | None
+    ) -> Callable[[dict], dict]:
+        """`_copy_only_fields(doc, fields, dict, copier)` for the documents of one result, the
+        projection read once: an inclusion of one field besides `_id` copies that field alone."""
+        keep = self._inclusion_of(fields) if fields else None
+        others = [k for k in keep if k != "_id"] if keep is not None else []
+        if keep is None or len(others) != 1:
+            return lambda doc: self._copy_only_fields(doc, fields, dict, copier)
+        (field,) = others
+        copy = reader_copy if copier is None else copier
+        with_id = "_id" in keep
+
+        def copy_one(doc: dict) -> dict:
+            copied = {field: copy(doc[field])} if field in doc else {}
+            if with_id and "_id" in doc:
+                copied["_id"] = doc["_id"] if copier is None else copier(doc["_id"])
+            return copied
+
+        return copy_one
 
     def _inclusion_of(self, fields: Any) -> set[str] | None:
         return self._remembered("_last_inclusion", _inclusion, fields)
