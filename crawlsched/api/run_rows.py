@@ -35,8 +35,22 @@ class EncodedRows:
 
     def get(self, key: Hashable, revision: Any) -> bytes | None:
         """The row stored for `key` at `revision`; None for another revision or none."""
-        entry = self._rows.get(key)
-        return entry[1] if entry is not None and entry[0] == revision else None
+        return self.get_many([(key, revision)])[0]
+
+    def get_many(self, listed: list[tuple[Hashable, Any]]) -> list[bytes | None]:
+        """`get` of each (key, revision); a None revision has no row. The same revision object
+        is compared by identity first (the embedded store hands out the stored ObjectId)."""
+        rows = self._rows
+        found: list[bytes | None] = []
+        for key, revision in listed:
+            entry = rows.get(key)
+            if entry is None or revision is None:
+                found.append(None)
+            elif entry[0] is revision or entry[0] == revision:
+                found.append(entry[1])
+            else:
+                found.append(None)
+        return found
 
     def put(self, key: Hashable, revision: Any, row: bytes) -> None:
         with self._lock:
@@ -67,9 +81,7 @@ def runs_page(
     listed = runs.page_revisions(limit + 1, offset, state, schedule_id, empty)
     more = len(listed) > limit
     listed = listed[:limit]
-    encoded: list[bytes | None] = [
-        None if rev is None else rows.get(run_id, rev) for run_id, rev in listed
-    ]
+    encoded = rows.get_many(listed)
     missing = [run_id for (run_id, _), row in zip(listed, encoded, strict=True) if row is None]
     if missing:
         read = runs.summaries(missing)

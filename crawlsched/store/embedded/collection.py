@@ -123,6 +123,16 @@ class _Cursor(Cursor):
 
     next = __next__
 
+    def take(self, n: int) -> list:
+        """The next `n` documents at most, as `n` calls of `next` would answer them: a locked
+        read (`LockedCursor`) takes its chunk in one call, not one per document."""
+        window = self._window() if self._skip >= 0 else None
+        if window is None:
+            return list(itertools.islice(self, n))
+        chunk = window[self._emitted : self._emitted + n]
+        self._emitted += len(chunk)
+        return chunk
+
 
 class IndexedCollection(Collection):
     """mongomock's Collection with candidate lookups by `_id` and by equality fields."""
