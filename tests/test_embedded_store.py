@@ -179,7 +179,19 @@ def test_sorted_cursor_pages_answer_as_mongomock(docs, spec, sort, projection, s
             cursor = cursor.sort(sort)
         return [list(doc.items()) for doc in cursor.skip(skip).limit(limit)]
 
+    def taken(collection):  # the embedded cursor's chunks, as a locked read takes them
+        cursor = collection.find(spec, projection)
+        if sort:
+            cursor = cursor.sort(sort)
+        cursor = cursor.skip(skip).limit(limit)
+        read, size = [], 1
+        while chunk := cursor.take(size):
+            read += [list(doc.items()) for doc in chunk]
+            size += 1
+        return read
+
     assert _outcome(lambda: page(indexed)) == _outcome(lambda: page(plain))
+    assert _outcome(lambda: taken(indexed)) == _outcome(lambda: page(plain))
 
 
 def test_reading_a_cursor_costs_the_same_per_document_at_any_size():
