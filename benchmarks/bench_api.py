@@ -28,10 +28,12 @@ finished, stopped or running, with counts, created over the past weeks) and R ta
     What the API adds over the floor and the ratio therefore includes: FastAPI routing among
     all the API's routes and query validation, the bearer token check (on the event loop: a
     SHA-256 and the token cache, `api/token_cache.py`, filled by the warm-up; the store is read
-    only on a miss), the store's read (runs: the `created_at` ordered index walked for the
-    newest 101 that pass the filter, each copied with its dates made aware), `plain()` of the
-    100 items and the JSON encoding of the page (the route returns the encoded page: no
-    `response_model` validation). Both sides make one thread-pool hop (the sync route). The
+    only on a miss), the store's read and the encoding. Runs: the `created_at` ordered index
+    walked for the ids and revisions of the newest 101 that pass the filter, then the JSON row
+    kept for each run at that revision (`api/run_rows.py`; a run whose revision changed is read
+    by id and encoded again: none here, the seeded runs do not change while they are read).
+    Upcoming: `plain()` of the 100 items and the JSON encoding of the page. The routes return
+    the encoded page: no `response_model` validation. Both sides make one thread-pool hop (the sync route). The
     client runs in the same process as the server, so both share the GIL: the ratio is an upper
     bound of what a remote client would see.
 
@@ -169,6 +171,7 @@ def run_docs(n: int, schedule_ids: list[str], now: datetime, rng: random.Random)
                 },
                 "reports": [],
                 "created_at": at,
+                "rev": ObjectId(),  # as `MongoRunStore.open` makes every run
                 **({"ended_at": at + timedelta(seconds=rng.randint(1, 600))} if done else {}),
             }
         )

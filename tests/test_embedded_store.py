@@ -164,12 +164,15 @@ def test_distinct_and_cursor_pages_answer_as_mongomock(docs, key, spec, skip, li
         max_size=2,
         unique_by=lambda s: s[0],
     ),
-    projection=st.sampled_from([None, {"k": 0}, {"a": 1}]),
+    projection=st.sampled_from(
+        [None, {"k": 0}, {"a": 1}, {"b": 1, "_id": 0}, {"k": 1, "a": 1}, {"a": 1, "b": 1, "k": 1}]
+    ),
     skip=st.integers(0, 4),
     limit=st.integers(0, 4),
 )
 def test_sorted_cursor_pages_answer_as_mongomock(docs, spec, sort, projection, skip, limit):
-    # A limited find copies only the page it returns; its answer is still mongomock's.
+    # A limited find copies only the page it returns; its answer is still mongomock's, its
+    # fields in the same order (an API's JSON follows it).
     _, indexed, plain = _pair()
     for collection in (indexed, plain):
         if docs:
@@ -179,9 +182,21 @@ def test_sorted_cursor_pages_answer_as_mongomock(docs, spec, sort, projection, s
         cursor = collection.find(spec, projection)
         if sort:
             cursor = cursor.sort(sort)
-        return list(cursor.skip(skip).limit(limit))
+        return [list(doc.items()) for doc in cursor.skip(skip).limit(limit)]
+
+    def taken(collection):  # the embedded cursor's chunks, as a locked read takes them
+        cursor = collection.find(spec, projection)
+        if sort:
+            cursor = cursor.sort(sort)
+        cursor = cursor.skip(skip).limit(limit)
+        read, size = [], 1
+        while chunk := cursor.take(size):
+            read += [list(doc.items()) for doc in chunk]
+            size += 1
+        return read
 
     assert _outcome(lambda: page(indexed)) == _outcome(lambda: page(plain))
+    assert _outcome(lambda: taken(indexed)) == _outcome(lambda: page(plain))
 
 
 def test_reading_a_cursor_costs_the_same_per_document_at_any_size():

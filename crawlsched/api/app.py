@@ -22,6 +22,7 @@ from crawlsched.api.routes import (
     schedules,
     system,
 )
+from crawlsched.api.run_rows import EncodedRows
 from crawlsched.api.token_cache import TokenCache
 from crawlsched.runtime import Runtime
 
@@ -87,6 +88,7 @@ def create_app(
     problems.install(app)
 
     app.state.token_cache = TokenCache(runtime.settings.api_token_cache_s)
+    app.state.run_rows = EncodedRows()
 
     def verify(token: str) -> dict[str, Any] | None:
         # The store opens on the first request, not here.

@@ -24,6 +24,7 @@ from crawlsched.drivers import job_bounds
 from crawlsched.drivers.context import Discovery
 from crawlsched.planning.retention import EXPIRE_AT
 from crawlsched.store.counting import CountingDatabase
+from crawlsched.store.runs import revised
 
 # A seed marker (`_marker`): a planned page's place among its run's children, so that the page
 # found again is not planned twice. It lives in the job collection but is not a job.
@@ -98,7 +99,7 @@ class MongoChildStore:
             # a duplicate leaves a slot unused (the bound is a ceiling, not a target).
             after = self._runs.find_one_and_update(
                 {"_id": run_id},
-                {"$inc": {"pages_reserved": len(fresh)}},
+                revised({"$inc": {"pages_reserved": len(fresh)}}),
                 projection={"pages_reserved": 1},
                 return_document=ReturnDocument.AFTER,
             )
@@ -145,7 +146,7 @@ class MongoChildStore:
             field = f"pages_by_seed.{seed}"
             after = self._runs.find_one_and_update(
                 {"_id": run_id},
-                {"$inc": {field: len(indexes)}},
+                revised({"$inc": {field: len(indexes)}}),
                 projection={field: 1},
                 return_document=ReturnDocument.AFTER,
             )

@@ -125,8 +125,11 @@ class LockedCursor:
         if self._position >= len(self._rows):
             if self._exhausted:
                 raise StopIteration
+            take = getattr(self._cursor, "take", None)  # the embedded store's cursor
             with self._lock:
-                self._rows = list(itertools.islice(self._cursor, self.CHUNK))
+                self._rows = (
+                    take(self.CHUNK) if take else list(itertools.islice(self._cursor, self.CHUNK))
+                )
             self._position = 0
             if len(self._rows) < self.CHUNK:
                 self._exhausted = True

@@ -13,12 +13,26 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from bson import ObjectId
 from pymongo import DESCENDING, ReturnDocument
 
 from crawlsched.store.counting import CountingDatabase
 
 PLANNING, RUNNING, FINISHED, STOPPED = "planning", "running", "finished", "stopped"
 ENDED = (FINISHED, STOPPED)
+
+# Every write of a run sets a new revision (an ObjectId, unique even to a run deleted and
+# opened again), so what a reader made of a run (the API's encoded rows of a page) stays the
+# run's for as long as its revision does. Readers that answer callers leave it out.
+REVISION = "rev"
+# A list's row: an ended run's frozen timeline (its series and pages per depth, `GET
+# /v1/runs/{run}/timeline`) would be most of each row's size.
+SUMMARY = {"reports": 0, "timeline": 0, REVISION: 0}
+
+
+def revised(update: dict[str, Any]) -> dict[str, Any]:
+    """`update` that also sets the run's revision anew: every writer of runs goes through it."""
+    return {**update, "$set": {**update.get("$set", {}), REVISION: ObjectId()}}
 
 
 def run_id_for(schedule_id: str, fire_at: datetime) -> str:
@@ -52,6 +66,10 @@ class MongoRunStore:
         self._runs.create_index([("state", 1)], name="state")
         self._runs.create_index([("parent_id", 1)], name="parent", sparse=True)
         self._runs.create_index([("announce", 1)], name="announce", sparse=True)
+        # Runs written before revisions existed take one, so their rows are reused too (a run
+        # without one is read and encoded on every page). One value for all is enough: what
+        # must differ is a run's revisions over time.
+        self._runs.update_many({REVISION: {"$exists": False}}, {"$set": {REVISION: ObjectId()}})
 
     def open(
         self,
@@ -76,6 +94,7 @@ class MongoRunStore:
                     "stages_ms": {},
                     "reports": [],
                     "created_at": now,
+                    REVISION: ObjectId(),
                 }
             },
             upsert=True,
@@ -98,17 +117,19 @@ class MongoRunStore:
         """
         return self._runs.find_one_and_update(
             {"_id": run_id, "planning": True},
-            {
-                "$set": {
-                    "planning": False,
-                    "state": RUNNING,
-                    "planned": planned,
-                    "planned_at": now,
-                    "plan_stats": dict(stats),
-                    "children": children or 0,
-                },
-                "$inc": {"outstanding": planned if children is None else children},
-            },
+            revised(
+                {
+                    "$set": {
+                        "planning": False,
+                        "state": RUNNING,
+                        "planned": planned,
+                        "planned_at": now,
+                        "plan_stats": dict(stats),
+                        "children": children or 0,
+                    },
+                    "$inc": {"outstanding": planned if children is None else children},
+                }
+            ),
             return_document=ReturnDocument.AFTER,
         )
 
@@ -149,7 +170,7 @@ class MongoRunStore:
         # a late duplicate from being counted twice.
         return self._runs.find_one_and_update(
             {"_id": run_id, "state": {"$nin": list(ENDED)}, "reports": {"$ne": report_key}},
-            {"$inc": inc, "$push": {"reports": report_key}},
+            revised({"$inc": inc, "$push": {"reports": report_key}}),
             return_document=ReturnDocument.AFTER,
         )
 
@@ -159,25 +180,27 @@ class MongoRunStore:
         """A batch of this run starved: which pool ran short, for `run status` and alerts."""
         self._runs.update_one(
             {"_id": run_id, "shortages.dispatch_id": {"$ne": dispatch_id}},
-            {
-                "$push": {
-                    "shortages": {
-                        "dispatch_id": dispatch_id,
-                        "jobs": jobs,
-                        "reason": reason,
-                        "at": now,
+            revised(
+                {
+                    "$push": {
+                        "shortages": {
+                            "dispatch_id": dispatch_id,
+                            "jobs": jobs,
+                            "reason": reason,
+                            "at": now,
+                        }
                     }
                 }
-            },
+            ),
         )
 
     def note_reclaimed(self, run_id: str, dispatch_id: str) -> None:
         """A dispatch of this run was reclaimed (its worker died or hung): the children it
         registered but never reported may be adopted by the crawl that tries its pages again."""
-        self._runs.update_one({"_id": run_id}, {"$addToSet": {"reclaimed": dispatch_id}})
+        self._runs.update_one({"_id": run_id}, revised({"$addToSet": {"reclaimed": dispatch_id}}))
 
     def add_stage_time(self, run_id: str, stage: str, ms: float) -> None:
-        self._runs.update_one({"_id": run_id}, {"$inc": {f"stages_ms.{stage}": ms}})
+        self._runs.update_one({"_id": run_id}, revised({"$inc": {f"stages_ms.{stage}": ms}}))
 
     def child_ended(self, parent_id: str, child_id: str, counts: Mapping[str, int]) -> dict | None:
         """A child run ended: one child off the parent's outstanding count, its job counts
@@ -188,7 +211,7 @@ class MongoRunStore:
         key = f"child:{child_id}"
         return self._runs.find_one_and_update(
             {"_id": parent_id, "state": {"$nin": list(ENDED)}, "reports": {"$ne": key}},
-            {"$inc": inc, "$push": {"reports": key}},
+            revised({"$inc": inc, "$push": {"reports": key}}),
             return_document=ReturnDocument.AFTER,
         )
 
@@ -216,12 +239,14 @@ class MongoRunStore:
             ended["timeline"] = dict(timeline)
         update = self._runs.update_one(
             {"_id": run_id, "state": RUNNING, "planning": False, "outstanding": {"$lte": 0}},
-            {
-                "$set": ended,
-                # A run reopened by retry-failed ends again: each end has an id of its own.
-                "$inc": {"ends": 1},
-                "$unset": {"paused": ""},
-            },
+            revised(
+                {
+                    "$set": ended,
+                    # A run reopened by retry-failed ends again: each end has an id of its own.
+                    "$inc": {"ends": 1},
+                    "$unset": {"paused": ""},
+                }
+            ),
         )
         return update.modified_count == 1
 
@@ -232,16 +257,19 @@ class MongoRunStore:
         reclaimed dispatches, so a kept run costs its counts, not its history."""
         self._runs.update_one(
             {"_id": run_id},
-            {
-                "$unset": {"announce": "", "reports": "", "reclaimed": ""},
-                "$set": {"given_up": given_up or []},
-            },
+            revised(
+                {
+                    "$unset": {"announce": "", "reports": "", "reclaimed": ""},
+                    "$set": {"given_up": given_up or []},
+                }
+            ),
         )
 
     def unannounced(self, ended_before: datetime, limit: int = 100) -> list[dict]:
         """Ended runs whose announcement a crash may have cut short."""
         query = {"announce": "pending", "finished_at": {"$lt": ended_before}}
-        return list(self._runs.find(query, {"reports": 0, "reclaimed": 0}).limit(limit))
+        fields = {"reports": 0, "reclaimed": 0, REVISION: 0}
+        return list(self._runs.find(query, fields).limit(limit))
 
     def request_stop(self, run_id: str, now: datetime, task: str | None = None) -> dict | None:
         """Mark a run (or one task of it) stopping; None if it has ended or does not exist.
@@ -256,8 +284,8 @@ class MongoRunStore:
         )
         return self._runs.find_one_and_update(
             {"_id": run_id, "state": {"$in": [PLANNING, RUNNING]}},
-            change,
-            projection={"reports": 0},
+            revised(change),
+            projection={"reports": 0, REVISION: 0},
             return_document=ReturnDocument.AFTER,
         )
 
@@ -292,8 +320,8 @@ class MongoRunStore:
                 "paused": {"$ne": True},
                 "stop_requested": {"$ne": True},
             },
-            {"$set": {"paused": True, "paused_at": now}},
-            projection={"reports": 0},
+            revised({"$set": {"paused": True, "paused_at": now}}),
+            projection={"reports": 0, REVISION: 0},
             return_document=ReturnDocument.AFTER,
         )
 
@@ -301,8 +329,8 @@ class MongoRunStore:
         """Lift a pause; None if the run was not paused."""
         return self._runs.find_one_and_update(
             {"_id": run_id, "paused": True},
-            {"$unset": {"paused": ""}, "$set": {"resumed_at": now}},
-            projection={"reports": 0},
+            revised({"$unset": {"paused": ""}, "$set": {"resumed_at": now}}),
+            projection={"reports": 0, REVISION: 0},
             return_document=ReturnDocument.AFTER,
         )
 
@@ -326,22 +354,25 @@ class MongoRunStore:
                 "announce": {"$exists": False},
                 "reports": {"$ne": key},
             },
-            {
-                "$set": {"state": RUNNING, "retried_at": now},
-                # What its end froze and named is of that end: the next end sets them anew.
-                "$unset": {"result": "", "finished_at": "", "given_up": "", "timeline": ""},
-                "$inc": {**inc, "retries": 1},
-                "$push": {"reports": key},
-            },
-            projection={"reports": 0},
+            revised(
+                {
+                    "$set": {"state": RUNNING, "retried_at": now},
+                    # What its end froze and named is of that end: the next end sets them anew.
+                    "$unset": {"result": "", "finished_at": "", "given_up": "", "timeline": ""},
+                    "$inc": {**inc, "retries": 1},
+                    "$push": {"reports": key},
+                }
+            ),
+            projection={"reports": 0, REVISION: 0},
             return_document=ReturnDocument.AFTER,
         )
 
     def children_of(self, run_id: str) -> list[dict]:
-        return list(self._runs.find({"parent_id": run_id}, {"reports": 0}).sort("_id", 1))
+        fields = {"reports": 0, REVISION: 0}
+        return list(self._runs.find({"parent_id": run_id}, fields).sort("_id", 1))
 
     def get(self, run_id: str) -> dict | None:
-        return self._runs.find_one({"_id": run_id}, {"reports": 0, "reclaimed": 0})
+        return self._runs.find_one({"_id": run_id}, {"reports": 0, "reclaimed": 0, REVISION: 0})
 
     def recent(self, limit: int = 20, empty: bool = True) -> list[dict]:
         return self.page(limit=limit, empty=empty)
@@ -357,20 +388,42 @@ class MongoRunStore:
         """Runs, newest first, optionally of one state or schedule. `empty=False` leaves out
         the runs that planned nothing (a sweep firing with nothing due): planning closed with
         no job and no child run."""
-        query: dict[str, Any] = {}
-        if state is not None:
-            query["state"] = state
-        if schedule_id is not None:
-            query["schedule_id"] = schedule_id
-        if not empty:
-            query["$or"] = [{"planning": True}, {"planned": {"$gt": 0}}, {"children": {"$gt": 0}}]
-        # A list shows summaries: an ended run's frozen timeline (its series and pages per
-        # depth, `GET /v1/runs/{run}/timeline`) would be most of each row's size.
-        cursor = self._runs.find(query, {"reports": 0, "timeline": 0})
+        cursor = self._runs.find(page_query(state, schedule_id, empty), SUMMARY)
         return list(cursor.sort("created_at", DESCENDING).skip(skip).limit(limit))
 
+    def page_revisions(
+        self,
+        limit: int = 20,
+        skip: int = 0,
+        state: str | None = None,
+        schedule_id: str | None = None,
+        empty: bool = True,
+    ) -> list[tuple[str, ObjectId | None]]:
+        """The ids and revisions of what `page` reads (None: a run written before revisions)."""
+        cursor = self._runs.find(page_query(state, schedule_id, empty), {REVISION: 1})
+        cursor = cursor.sort("created_at", DESCENDING).skip(skip).limit(limit)
+        return [(doc["_id"], doc.get(REVISION)) for doc in cursor]
+
+    def summaries(self, run_ids: list[str]) -> dict[str, tuple[ObjectId | None, dict]]:
+        """By id, each run's revision and the run as `page` reads it, both of one read."""
+        fields = {"reports": 0, "timeline": 0}
+        found = self._runs.find({"_id": {"$in": run_ids}}, fields)
+        return {doc["_id"]: (doc.pop(REVISION, None), doc) for doc in found}
+
     def unfinished(self) -> list[dict]:
-        return list(self._runs.find({"state": {"$nin": list(ENDED)}}, {"reports": 0}))
+        query = {"state": {"$nin": list(ENDED)}}
+        return list(self._runs.find(query, {"reports": 0, REVISION: 0}))
+
+
+def page_query(state: str | None, schedule_id: str | None, empty: bool) -> dict[str, Any]:
+    query: dict[str, Any] = {}
+    if state is not None:
+        query["state"] = state
+    if schedule_id is not None:
+        query["schedule_id"] = schedule_id
+    if not empty:
+        query["$or"] = [{"planning": True}, {"planned": {"$gt": 0}}, {"children": {"$gt": 0}}]
+    return query
 
 
 def is_done(run: Mapping[str, Any] | None) -> bool:

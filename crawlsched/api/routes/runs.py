@@ -11,8 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from crawlsched.api import run_ids  # noqa: F401  (registers `{run_id:run_id}`)
 from crawlsched.api.auth import Admin, Caller, Reader
 from crawlsched.api.idempotent import IdempotencyKey, once
-from crawlsched.api.paging import Limit, Offset, Page, page_of, page_response
+from crawlsched.api.paging import Limit, Offset, Page, page_of
 from crawlsched.api.problems import PROBLEM_RESPONSES, ApiProblem, problem_doc
+from crawlsched.api.run_rows import runs_page
 from crawlsched.encoding import plain
 from crawlsched.errors import RunAlreadyEnded, RunNotFound
 from crawlsched.flow import run_timeline, views
@@ -56,6 +57,7 @@ def _sender(request: Request) -> Any:
 
 @router.get("/runs", response_model=Page, summary="List runs, newest first")
 def list_runs(
+    request: Request,
     caller: Reader,
     limit: Limit = 100,
     offset: Offset = 0,
@@ -63,8 +65,9 @@ def list_runs(
     schedule_id: Annotated[str | None, Query(max_length=200)] = None,
     empty: Annotated[bool, Query(description=EMPTY_RUNS)] = False,
 ) -> Response:
-    runs = caller.rt.runs.page(limit + 1, offset, state, schedule_id, empty=empty)
-    return page_response(runs, limit, offset)
+    rows = request.app.state.run_rows
+    body = runs_page(caller.rt.runs, rows, limit, offset, state, schedule_id, empty=empty)
+    return Response(body, media_type="application/json")
 
 
 @router.post(

@@ -91,19 +91,24 @@ class _Cursor(Cursor):
             if sort:
                 matched = sort_documents(list(matched), collection.database, dict(sort), wanted)
         window = list(itertools.islice(matched, wanted))[self._skip :]
-        if collection.codec_options.tz_aware:
-            copies = [
-                collection._copy_only_fields(d, self._projection, dict, aware_copy) for d in window
-            ]
-        else:
-            copies = [collection._copy_only_fields(d, self._projection, dict) for d in window]
+        copier = aware_copy if collection.codec_options.tz_aware else None
+        copies = list(map(collection._copier_of(self._projection, copier), window))
         self._window_of = (key, copies)
         return copies
 
     def __next__(self) -> Any:
         if self._skip < 0:
             return super().__next__()
-        window = self._window()
+        cached = getattr(self, "_window_of", None)  # `_window`'s answer, no key built
+        if (
+            cached is not None
+            and cached[0][0] is self._factory
+            and cached[0][1] == self._skip
+            and cached[0][2] == self._limit
+        ):
+            window = cached[1]
+        else:
+            window = self._window()
         if window is not None:
             if self._emitted >= len(window):
                 raise StopIteration
@@ -119,6 +124,16 @@ class _Cursor(Cursor):
         return results[position]
 
     next = __next__
+
+    def take(self, n: int) -> list:
+        """The next `n` documents at most, as `n` calls of `next` would answer them: a locked
+        read (`LockedCursor`) takes its chunk in one call, not one per document."""
+        window = self._window() if self._skip >= 0 else None
+        if window is None:
+            return list(itertools.islice(self, n))
+        chunk = window[self._emitted : self._emitted + n]
+        self._emitted += len(chunk)
+        return chunk
 
 
 class IndexedCollection(Collection):
@@ -418,7 +433,11 @@ class IndexedCollection(Collection):
             return copy(doc)
         keep = self._inclusion_of(fields) if container is dict else None
         if keep is not None:
-            copied = {k: copy(v) for k, v in doc.items() if k in keep and k != "_id"}
+            present = [k for k in keep if k != "_id" and k in doc]
+            if len(present) > 1:  # in the document's order
+                copied = {k: copy(v) for k, v in doc.items() if k in keep and k != "_id"}
+            else:  # one field has no order to keep: no walk over the document's fields
+                copied = {k: copy(doc[k]) for k in present}
             if "_id" in keep and "_id" in doc:
                 copied["_id"] = doc["_id"] if copier is None else copier(doc["_id"])
             return copied
@@ -430,6 +449,27 @@ class IndexedCollection(Collection):
         if copier is aware_copy:
             return aware_dict(doc, drop)
         return {k: copy(v) for k, v in doc.items() if k not in drop}
+
+    def _copier_of(
+        self, fields: Any, copier: Callable[[Any], Any] | None
+    ) -> Callable[[dict], dict]:
+        """`_copy_only_fields(doc, fields, dict, copier)` for the documents of one result, the
+        projection read once: an inclusion of one field besides `_id` copies that field alone."""
+        keep = self._inclusion_of(fields) if fields else None
+        others = [k for k in keep if k != "_id"] if keep is not None else []
+        if keep is None or len(others) != 1:
+            return lambda doc: self._copy_only_fields(doc, fields, dict, copier)
+        (field,) = others
+        copy = reader_copy if copier is None else copier
+        with_id = "_id" in keep
+
+        def copy_one(doc: dict) -> dict:
+            copied = {field: copy(doc[field])} if field in doc else {}
+            if with_id and "_id" in doc:
+                copied["_id"] = doc["_id"] if copier is None else copier(doc["_id"])
+            return copied
+
+        return copy_one
 
     def _inclusion_of(self, fields: Any) -> set[str] | None:
         return self._remembered("_last_inclusion", _inclusion, fields)
