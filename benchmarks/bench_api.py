@@ -135,7 +135,7 @@ def schedule_docs(n: int, now: datetime, rng: random.Random) -> list[dict[str, A
 
 def run_docs(n: int, schedule_ids: list[str], now: datetime, rng: random.Random) -> list[dict]:
     """Runs one to seven seconds apart going back from now (distinct ids), mostly finished."""
-    from crawlsched.store.runs import FINISHED, RUNNING, STOPPED, run_id_for
+    from crawlsched.planning.run_names import FINISHED, RUNNING, STOPPED, run_id_for
 
     docs = []
     at = now

@@ -119,7 +119,7 @@ def crawlsched_run(site: Site, threads: int, schedule_id: str, setup: dict) -> d
     from crawlsched.actors.planner import plan_crawls
     from crawlsched.catalog import JobState
     from crawlsched.flow import schedule_ops
-    from crawlsched.store.runs import FINISHED, run_id_for
+    from crawlsched.planning.run_names import FINISHED, run_id_for
 
     rt, counter = setup["rt"], setup["counter"]
     now = rt.now()

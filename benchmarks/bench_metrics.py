@@ -41,11 +41,11 @@ from crawlsched import metrics
 from crawlsched.brokers import setup_broker
 from crawlsched.demo.node import free_port
 from crawlsched.metrics.worker import WorkerMetrics
+from crawlsched.planning.run_names import run_id_for
 from crawlsched.resources.secrets import generate_key
 from crawlsched.runtime import Runtime, set_runtime
 from crawlsched.settings import Settings
 from crawlsched.store.counting import CommandCounter
-from crawlsched.store.runs import run_id_for
 
 TARGET_SLOWDOWN = 0.05
 SECRET_KEY = generate_key()

@@ -44,6 +44,7 @@ import pika
 
 from crawlsched.brokers import middleware as crawlsched_middleware
 from crawlsched.brokers import setup_broker
+from crawlsched.planning.run_names import run_id_for
 from crawlsched.resources.rules import AccountLimits
 from crawlsched.resources.secrets import generate_key
 from crawlsched.runtime import Runtime, set_runtime
@@ -51,7 +52,6 @@ from crawlsched.settings import Settings
 from crawlsched.store import client as store_client
 from crawlsched.store import counting
 from crawlsched.store.counting import CommandCounter, CountingCollection
-from crawlsched.store.runs import run_id_for
 
 TARGET_MESSAGES_PER_JOB = 0.1
 TARGET_COMMANDS_PER_JOB = 0.2

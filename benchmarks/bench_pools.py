@@ -38,12 +38,12 @@ def scarcity(batches: int, jobs: int, hold_s: float) -> dict:
     from crawlsched.brokers import setup_broker
     from crawlsched.catalog import JobState
     from crawlsched.demo.seed import demo_reference
+    from crawlsched.planning.run_names import FINISHED
     from crawlsched.resources.rules import AccountLimits
     from crawlsched.resources.secrets import generate_key
     from crawlsched.runtime import get_runtime
     from crawlsched.settings import Settings
     from crawlsched.store.client import drop_embedded
-    from crawlsched.store.runs import FINISHED
     from tests.support.rabbit import TestVhost
 
     vhost = TestVhost().create()

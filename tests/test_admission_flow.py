@@ -11,10 +11,10 @@ from datetime import timedelta
 
 from crawlsched.catalog import JobState
 from crawlsched.demo.seed import demo_reference
+from crawlsched.planning.run_names import FINISHED
 from crawlsched.resources.pools import Need
 from crawlsched.resources.rules import AccountLimits
 from crawlsched.runtime import Runtime, get_runtime
-from crawlsched.store.runs import FINISHED
 from tests.support.waiting import wait_for
 
 SLOW = {"driver_modules": ["tests.support.slow_driver"]}

@@ -48,7 +48,7 @@ def test_a_run_started_through_the_api_finishes_once(stub_pipeline):
 def test_a_child_run_s_id_with_its_slash_reaches_its_routes_and_page(stub_pipeline):
     from urllib.parse import quote
 
-    from crawlsched.store.runs import child_run_id, run_id_for
+    from crawlsched.planning.run_names import child_run_id, run_id_for
 
     # Given a multi-process run and its child `<run>/1`
     stub_pipeline(threads=2)

@@ -16,8 +16,8 @@ from http.server import BaseHTTPRequestHandler
 from crawlsched.catalog import JobState
 from crawlsched.demo.node import free_port
 from crawlsched.demo.seed import demo_reference
+from crawlsched.planning.run_names import FINISHED
 from crawlsched.runtime import get_runtime
-from crawlsched.store.runs import FINISHED
 from tests.support.serving import running, send_html
 from tests.support.waiting import wait_for
 

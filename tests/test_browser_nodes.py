@@ -26,10 +26,10 @@ from crawlsched.drivers.fetching import PoliteHttp
 from crawlsched.drivers.http import HttpPageDriver
 from crawlsched.drivers.targets import parse_networks
 from crawlsched.errors import NodeUnreachable
+from crawlsched.planning.run_names import FINISHED
 from crawlsched.resources.node_probe import probe_node
 from crawlsched.resources.rules import DOWN
 from crawlsched.runtime import get_runtime
-from crawlsched.store.runs import FINISHED
 from tests.support.js_site import RENDERED_MARK, JsSite
 from tests.support.services import service_unavailable
 from tests.support.waiting import wait_for

@@ -18,9 +18,9 @@ from crawlsched.errors import ReportRejected
 from crawlsched.flow.coordination import record_report
 from crawlsched.messages import ReportMessage
 from crawlsched.planning.outcomes import after_success
+from crawlsched.planning.run_names import FINISHED, RUNNING
 from crawlsched.runtime import get_runtime
 from crawlsched.store.jobs import ClaimRequest
-from crawlsched.store.runs import FINISHED, RUNNING
 
 RUN = "sched-held@20240601T120000Z"
 

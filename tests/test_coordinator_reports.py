@@ -18,8 +18,8 @@ from crawlsched.catalog import JobState
 from crawlsched.errors import ReportRejected
 from crawlsched.flow.coordination import finish_if_done, record_report
 from crawlsched.messages import ReportMessage
+from crawlsched.planning.run_names import FINISHED, RUNNING, STOPPED
 from crawlsched.runtime import Runtime
-from crawlsched.store.runs import FINISHED, RUNNING, STOPPED
 from tests.conftest import settings_for_tests
 
 NOW = datetime(2026, 11, 25, 9, 0, tzinfo=UTC)

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from crawlsched.planning.run_names import FINISHED, run_id_for
 from crawlsched.runtime import get_runtime
-from crawlsched.store.runs import FINISHED, run_id_for
 from tests.support import end_probe
 from tests.support.graph_run import add_graph_schedule, prepare, stored_paths
 from tests.support.link_graph import GraphSite, link_graphs

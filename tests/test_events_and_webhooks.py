@@ -14,8 +14,8 @@ import pytest
 from dramatiq import Worker
 
 from crawlsched.events import EXCHANGE, emit
+from crawlsched.planning.run_names import ENDED
 from crawlsched.runtime import Runtime, get_runtime
-from crawlsched.store.runs import ENDED
 from tests.conftest import _broker_for, settings_for_tests
 from tests.support.waiting import wait_for
 from tests.support.webhook_receiver import WebhookReceiver

@@ -80,9 +80,9 @@ def test_a_children_pass_over_two_hosts_clumps_cuts_batches_of_both_hosts(stub_b
     from crawlsched.catalog import JobState
     from crawlsched.demo.seed import demo_reference
     from crawlsched.flow.children import plan_discovered
+    from crawlsched.planning.run_names import run_id_for
     from crawlsched.runtime import get_runtime
     from crawlsched.store.pipeline import TASKS_COLLECTION
-    from crawlsched.store.runs import run_id_for
 
     # Given a run whose pass finds 4 pages of host A, then 4 of host B (a clump each, as two
     # parents' links come), and web's batch limit set to 4

@@ -18,9 +18,9 @@ import structlog
 from crawlsched.catalog import JobState
 from crawlsched.messages import ReportMessage
 from crawlsched.planning.outcomes import after_success
+from crawlsched.planning.run_names import FINISHED, RUNNING
 from crawlsched.runtime import get_runtime
 from crawlsched.store.jobs import ClaimRequest
-from crawlsched.store.runs import FINISHED, RUNNING
 
 RUN, OTHER_RUN = "sched-a@20240601T120000Z", "sched-b@20240601T120000Z"
 

@@ -9,8 +9,8 @@ import time
 from datetime import timedelta
 from http.server import ThreadingHTTPServer
 
+from crawlsched.planning.run_names import FINISHED, run_id_for
 from crawlsched.runtime import get_runtime
-from crawlsched.store.runs import FINISHED, run_id_for
 from tests.support.graph_run import add_graph_schedule, prepare
 from tests.support.hostile import StreamingHandler
 from tests.support.waiting import wait_for

@@ -13,9 +13,9 @@ import threading
 
 import pytest
 
+from crawlsched.planning.run_names import FINISHED
 from crawlsched.runtime import Runtime
 from crawlsched.settings import Settings
-from crawlsched.store.runs import FINISHED
 from tests.support.graph_run import ended_run, prepare, start_graph_run
 from tests.support.link_graph import GraphSite, LinkGraph, layered_graph
 from tests.support.waiting import wait_for

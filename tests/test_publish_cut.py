@@ -18,8 +18,8 @@ import pytest
 from dramatiq import Worker
 
 from crawlsched.demo.seed import demo_reference
+from crawlsched.planning.run_names import FINISHED, run_id_for
 from crawlsched.runtime import get_runtime
-from crawlsched.store.runs import FINISHED, run_id_for
 from tests.support import rabbit
 from tests.support.amqp_cut import AmqpCutProxy
 from tests.support.waiting import wait_for

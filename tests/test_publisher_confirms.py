@@ -23,8 +23,8 @@ from crawlsched.catalog import JobState
 from crawlsched.demo.seed import demo_reference
 from crawlsched.errors import QueueDeclaredOtherwise
 from crawlsched.flow.planning import plan_run
+from crawlsched.planning.run_names import run_id_for
 from crawlsched.runtime import get_runtime
-from crawlsched.store.runs import run_id_for
 from tests.support import rabbit
 from tests.test_recovery import _websites
 

@@ -28,9 +28,9 @@ import pytest
 
 from crawlsched.catalog import JobState
 from crawlsched.demo.seed import demo_reference
+from crawlsched.planning.run_names import FINISHED
 from crawlsched.runtime import Runtime
 from crawlsched.settings import Settings
-from crawlsched.store.runs import FINISHED
 from tests.support.rabbit_cluster import RabbitCluster, cluster_unavailable
 from tests.support.services import service_unavailable
 from tests.support.waiting import wait_for

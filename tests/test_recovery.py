@@ -19,9 +19,9 @@ from crawlsched.flow.planning import plan_run
 from crawlsched.flow.ticking import reclaim_expired
 from crawlsched.ids import encode_id
 from crawlsched.planning.outcomes import REDO, Outcome, RedoPolicy, after_success
+from crawlsched.planning.run_names import FINISHED, PLANNING, RUNNING, run_id_for
 from crawlsched.runtime import get_runtime
 from crawlsched.store.jobs import ClaimRequest
-from crawlsched.store.runs import FINISHED, PLANNING, RUNNING, run_id_for
 
 
 def _websites(rt, n: int) -> list:

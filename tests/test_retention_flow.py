@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from crawlsched.cli import app
 from crawlsched.logs import configure_logging
+from crawlsched.planning.run_names import FINISHED, run_id_for
 from crawlsched.runtime import get_runtime
 from crawlsched.store.embedded.ttl import sweep_expired
-from crawlsched.store.runs import FINISHED, run_id_for
 from tests.support.api import ApiServer
 from tests.support.graph_run import add_graph_schedule, prepare
 from tests.support.link_graph import GraphSite, LinkGraph

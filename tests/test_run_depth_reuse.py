@@ -7,8 +7,8 @@ import pytest
 
 from crawlsched.catalog import JobState
 from crawlsched.flow import views
+from crawlsched.planning.run_names import run_id_for
 from crawlsched.runtime import get_runtime
-from crawlsched.store.runs import run_id_for
 
 
 @pytest.fixture

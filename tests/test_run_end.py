@@ -93,7 +93,12 @@ def test_routing_key_refuses_names_that_are_not_camel_case(bad):
 def test_child_run_ids_name_their_parent(schedule, shard):
     from datetime import UTC, datetime
 
-    from crawlsched.store.runs import child_run_id, parent_run_id, run_id_for, schedule_id_of
+    from crawlsched.planning.run_names import (
+        child_run_id,
+        parent_run_id,
+        run_id_for,
+        schedule_id_of,
+    )
 
     parent = run_id_for(schedule.replace("@", "-"), datetime(2026, 11, 23, tzinfo=UTC))
     child = child_run_id(parent, shard)

@@ -17,8 +17,8 @@ from crawlsched.flow.retrying import retry_failed
 from crawlsched.flow.stopping import stop_run
 from crawlsched.ids import encode_id
 from crawlsched.planning.run_control import display_state
+from crawlsched.planning.run_names import FINISHED, RUNNING, STOPPED
 from crawlsched.runtime import Runtime, get_runtime
-from crawlsched.store.runs import FINISHED, RUNNING, STOPPED
 from tests.support.waiting import wait_for
 from tests.test_admission_flow import (
     SLOW,

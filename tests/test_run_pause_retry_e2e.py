@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from crawlsched.planning.outcomes import Outcome
-from crawlsched.store.runs import FINISHED
+from crawlsched.planning.run_names import FINISHED
 from tests.support import end_probe
 from tests.support.graph_run import ended_run, start_graph_run, stored_paths, worker_graph_env
 from tests.support.link_graph import GraphSite, LinkGraph, layered_graph

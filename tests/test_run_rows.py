@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from crawlsched.api.paging import page_response
 from crawlsched.api.run_rows import EncodedRows, runs_page
+from crawlsched.planning.run_names import child_run_id, run_id_for
 from crawlsched.store.children import MongoChildStore
-from crawlsched.store.runs import REVISION, MongoRunStore, child_run_id, run_id_for
+from crawlsched.store.runs import REVISION, MongoRunStore
 from tests.support.api import ApiServer, seeded_runtime
 from tests.support.factories import NOW, STORE_BACKENDS, open_store, utc_datetimes
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from crawlsched.flow.stopping import stop_children, stop_run
+from crawlsched.planning.run_names import ENDED, FINISHED, STOPPED, run_id_for
 from crawlsched.runtime import Runtime, get_runtime
 from crawlsched.store.history import row_id
-from crawlsched.store.runs import ENDED, FINISHED, STOPPED, run_id_for
 from tests.support.waiting import wait_for
 from tests.test_admission_flow import (
     SLOW,

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from crawlsched.api.auth import COOKIE
 from crawlsched.catalog import JobState
 from crawlsched.flow.coordination import finish_if_done
-from crawlsched.store.runs import run_id_for
+from crawlsched.planning.run_names import run_id_for
 from tests.support.api import serving
 
 

@@ -5,7 +5,8 @@ from datetime import timedelta
 
 import pytest
 
-from crawlsched.store.runs import FINISHED, RUNNING, MongoRunStore, is_done, run_id_for
+from crawlsched.planning.run_names import FINISHED, RUNNING, is_done, run_id_for
+from crawlsched.store.runs import MongoRunStore
 from tests.support.factories import NOW, STORE_BACKENDS, open_store
 
 FIRE_AT = NOW - timedelta(minutes=1)

@@ -10,10 +10,10 @@ import pytest
 
 from crawlsched.flow import schedule_ops
 from crawlsched.flow.ticking import fire_due
+from crawlsched.planning.run_names import FINISHED, run_id_for
 from crawlsched.runtime import Runtime
 from crawlsched.schedules.triggers import trigger_of
 from crawlsched.settings import Settings
-from crawlsched.store.runs import FINISHED, run_id_for
 
 START = datetime(2026, 3, 23, tzinfo=UTC)  # the week of the 2026 spring change in Europe
 END = START + timedelta(days=7)

@@ -10,9 +10,9 @@ from crawlsched.catalog import JobState
 from crawlsched.demo.seed import crawl_reference
 from crawlsched.demo.social import DemoSocialNetwork
 from crawlsched.flow import schedule_ops
+from crawlsched.planning.run_names import FINISHED, run_id_for
 from crawlsched.resources.rules import AccountLimits, account_state
 from crawlsched.runtime import get_runtime
-from crawlsched.store.runs import FINISHED, run_id_for
 from tests.support.waiting import wait_for
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from crawlsched.store.runs import ENDED, STOPPED
+from crawlsched.planning.run_names import ENDED, STOPPED
 from tests.support.waiting import wait_for
 from tests.support.workers import DramatiqWorkers, crawlsched_env
 from tests.test_admission_flow import _setup, _twitter_jobs

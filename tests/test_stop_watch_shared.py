@@ -9,8 +9,8 @@ import pytest
 
 from crawlsched.flow import stopping
 from crawlsched.flow.stopping import StopWatch
+from crawlsched.planning.run_names import run_id_for
 from crawlsched.runtime import get_runtime
-from crawlsched.store.runs import run_id_for
 
 
 @pytest.fixture

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from crawlsched.flow import schedule_ops
+from crawlsched.planning.run_names import run_id_for
 from crawlsched.runtime import Runtime
 from crawlsched.schedules.triggers import trigger_of
 from crawlsched.settings import Settings
-from crawlsched.store.runs import run_id_for
 from tests.support.rabbit import queue_holding
 from tests.support.waiting import wait_for
 from tests.support.workers import TEST_SECRET_KEY, DramatiqWorkers, crawlsched_env

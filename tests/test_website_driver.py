@@ -9,9 +9,9 @@ from datetime import timedelta
 from crawlsched.catalog import JobState
 from crawlsched.demo.website import DemoWebsite
 from crawlsched.flow import schedule_ops
+from crawlsched.planning.run_names import FINISHED, run_id_for
 from crawlsched.reference import MediaRow, ReferenceData, TaskRow
 from crawlsched.runtime import get_runtime
-from crawlsched.store.runs import FINISHED, run_id_for
 from tests.support.waiting import wait_for
 
 SCHEDULE_NUMBERS = iter(range(10**6))

@@ -13,8 +13,8 @@ from rich.live import Live
 from crawlsched.catalog import JOB_COLLECTIONS, JobState
 from crawlsched.cli import demo_sites
 from crawlsched.cli.common import console, err_console, labelled
+from crawlsched.planning.run_names import FINISHED
 from crawlsched.settings import Settings
-from crawlsched.store.runs import FINISHED
 
 DEMO_STORE = "mongomock://demo"
 # How long a batch may wait for an account or a browser slot. A Chrome batch takes a few

@@ -21,9 +21,9 @@ from crawlsched.cli.runs import require_run, run_app, runs_table
 from crawlsched.errors import CrawlschedError
 from crawlsched.ids import decode_id
 from crawlsched.planning.outcomes import all_outcomes
+from crawlsched.planning.run_names import run_id_for
 from crawlsched.runtime import Runtime
 from crawlsched.store.history import row_id
-from crawlsched.store.runs import run_id_for
 
 OUTCOMES = all_outcomes()
 

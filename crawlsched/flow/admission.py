@@ -20,6 +20,7 @@ from crawlsched.flow.pausing import hold_batch
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage, ReportMessage
 from crawlsched.planning.outcomes import PHASE_OUTCOMES, Outcome
+from crawlsched.planning.run_names import schedule_id_of
 from crawlsched.resources.pools import Need
 from crawlsched.resources.queueing import (
     Load,
@@ -31,7 +32,6 @@ from crawlsched.resources.queueing import (
 from crawlsched.resources.rules import Lease
 from crawlsched.runtime import Runtime
 from crawlsched.store.jobs import expiry_deadline
-from crawlsched.store.runs import schedule_id_of
 from crawlsched.store.waiting import as_waiting_batch
 
 log = get_logger(__name__)

@@ -26,11 +26,11 @@ from crawlsched.messages import BatchMessage
 from crawlsched.planning.batching import Batch, BatchCutter
 from crawlsched.planning.due import parse_due_job
 from crawlsched.planning.host_spread import origin_of, spread_over_hosts
+from crawlsched.planning.run_names import ENDED, is_stopping
 from crawlsched.runtime import Runtime
 from crawlsched.store.children import MongoChildStore
 from crawlsched.store.jobs import expiry_deadline
 from crawlsched.store.pipeline import run_work_filter
-from crawlsched.store.runs import ENDED, is_stopping
 
 log = get_logger(__name__)
 

@@ -31,9 +31,9 @@ from crawlsched.messages import ReportMessage
 from crawlsched.planning.outcomes import PHASE_OUTCOMES, Outcome
 from crawlsched.planning.run_control import end_event_id
 from crawlsched.planning.run_end import run_end
+from crawlsched.planning.run_names import ENDED, is_done
 from crawlsched.runtime import Runtime
 from crawlsched.store.children import MongoChildStore
-from crawlsched.store.runs import ENDED, is_done
 
 log = get_logger(__name__)
 

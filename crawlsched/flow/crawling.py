@@ -34,11 +34,11 @@ from crawlsched.logs import get_logger
 from crawlsched.messages import BadMessage, BatchMessage, ReportMessage
 from crawlsched.planning.outcomes import PHASE_OUTCOMES, STOPPED
 from crawlsched.planning.recrawl import after_crawl
+from crawlsched.planning.run_names import schedule_id_of
 from crawlsched.resources.queueing import host_wait_key
 from crawlsched.resources.rules import ACCOUNT_POOL, SELENIUM_POOL
 from crawlsched.runtime import Runtime
 from crawlsched.store.children import MongoChildStore, Registered
-from crawlsched.store.runs import schedule_id_of
 
 log = get_logger(__name__)
 

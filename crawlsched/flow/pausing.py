@@ -25,9 +25,9 @@ from crawlsched.flow.coordination import Notify, finish_if_done
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage
 from crawlsched.planning.run_control import pause_refusal, resume_refusal
+from crawlsched.planning.run_names import ENDED
 from crawlsched.runtime import Runtime
 from crawlsched.store.held_jobs import MongoHeldJobStore
-from crawlsched.store.runs import ENDED
 
 log = get_logger(__name__)
 

@@ -20,10 +20,10 @@ from crawlsched.messages import BatchMessage
 from crawlsched.planning.batching import Batch, BatchCutter
 from crawlsched.planning.due import parse_due_job
 from crawlsched.planning.problems import Problem, diagnose
+from crawlsched.planning.run_names import child_run_id, run_id_for
 from crawlsched.runtime import Runtime
 from crawlsched.schedules.spec import MAX_SHARDS
 from crawlsched.store.jobs import ClaimRequest, MongoJobStore, expiry_deadline
-from crawlsched.store.runs import child_run_id, run_id_for
 
 log = get_logger(__name__)
 

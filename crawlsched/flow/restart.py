@@ -23,9 +23,9 @@ from typing import Any
 from crawlsched.catalog import JOB_COLLECTIONS, JobState
 from crawlsched.messages import ReportMessage
 from crawlsched.planning.outcomes import Outcome
+from crawlsched.planning.run_names import ENDED
 from crawlsched.resources.backends.mongo import POOL_COLLECTIONS
 from crawlsched.runtime import Runtime
-from crawlsched.store.runs import ENDED
 
 # Which report phase wrote an outcome. `stopped` alone says nothing: a stop releases waiting
 # batches itself (no message), and a crawl that stopped between jobs also ended others.

@@ -23,10 +23,10 @@ from crawlsched.events import emit
 from crawlsched.flow.pausing import PlanPass
 from crawlsched.logs import get_logger
 from crawlsched.planning.run_control import RETRYABLE, moved_counts, retry_refusal
+from crawlsched.planning.run_names import FINISHED
 from crawlsched.runtime import Runtime
 from crawlsched.store.children import MongoChildStore
 from crawlsched.store.held_jobs import MongoHeldJobStore
-from crawlsched.store.runs import FINISHED
 
 log = get_logger(__name__)
 

@@ -15,9 +15,9 @@ from typing import Any
 from crawlsched.flow.views import by_depth, waiting_groups
 from crawlsched.planning import run_control
 from crawlsched.planning.outcomes import REDO
+from crawlsched.planning.run_names import ENDED
 from crawlsched.planning.throughput import bucket
 from crawlsched.runtime import Runtime
-from crawlsched.store.runs import ENDED
 
 
 def _ends_a_page(row: dict[str, Any]) -> bool:

@@ -23,8 +23,8 @@ from crawlsched.flow.coordination import Notify, finish_if_done
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage
 from crawlsched.planning.outcomes import STOPPED
+from crawlsched.planning.run_names import ENDED
 from crawlsched.runtime import Runtime
-from crawlsched.store.runs import ENDED
 
 log = get_logger(__name__)
 

@@ -13,11 +13,11 @@ from crawlsched.ids import encode_id
 from crawlsched.logs import get_logger
 from crawlsched.messages import ReportMessage
 from crawlsched.planning.outcomes import PHASE_OUTCOMES, REDO, Outcome, after_machinery_failure
+from crawlsched.planning.run_names import schedule_id_of
 from crawlsched.runtime import Runtime
 from crawlsched.schedules.policies import FirePlan, Misfire, Overlap, plan_fires
 from crawlsched.schedules.triggers import trigger_of
 from crawlsched.store.jobs import ExpiredDispatch, MongoJobStore
-from crawlsched.store.runs import schedule_id_of
 
 log = get_logger(__name__)
 

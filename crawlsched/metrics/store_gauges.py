@@ -20,9 +20,9 @@ from prometheus_client.registry import Collector
 from crawlsched.catalog import JOB_COLLECTIONS
 from crawlsched.logs import get_logger
 from crawlsched.metrics import readings
+from crawlsched.planning.run_names import ENDED, PLANNING, RUNNING
 from crawlsched.store.counting import CountingDatabase
 from crawlsched.store.pipeline import MEDIA_COLLECTION, TASKS_COLLECTION, due_filter
-from crawlsched.store.runs import ENDED, PLANNING, RUNNING
 
 log = get_logger(__name__)
 

@@ -16,10 +16,15 @@ from typing import Any
 from bson import ObjectId
 from pymongo import DESCENDING, ReturnDocument
 
+from crawlsched.planning.run_names import (
+    ENDED,
+    FINISHED,
+    PLANNING,
+    RUNNING,
+    is_stopping,
+    parent_run_id,
+)
 from crawlsched.store.counting import CountingDatabase
-
-PLANNING, RUNNING, FINISHED, STOPPED = "planning", "running", "finished", "stopped"
-ENDED = (FINISHED, STOPPED)
 
 # Every write of a run sets a new revision (an ObjectId, unique even to a run deleted and
 # opened again), so what a reader made of a run (the API's encoded rows of a page) stays the
@@ -33,28 +38,6 @@ SUMMARY = {"reports": 0, "timeline": 0, REVISION: 0}
 def revised(update: dict[str, Any]) -> dict[str, Any]:
     """`update` that also sets the run's revision anew: every writer of runs goes through it."""
     return {**update, "$set": {**update.get("$set", {}), REVISION: ObjectId()}}
-
-
-def run_id_for(schedule_id: str, fire_at: datetime) -> str:
-    """Deterministic, so that a redelivered plan message lands on the same run. Milliseconds
-    appear only when the fire time has some: two fire times in one second stay two runs."""
-    fraction = f".{fire_at.microsecond // 1000:03d}" if fire_at.microsecond >= 1000 else ""
-    return f"{schedule_id}@{fire_at.strftime('%Y%m%dT%H%M%S')}{fraction}Z"
-
-
-def schedule_id_of(run_id: str) -> str | None:
-    """`sweep-profiles@20261122T153332Z/2` → `sweep-profiles` (child runs included)."""
-    return run_id.rpartition("@")[0] or None
-
-
-def child_run_id(parent_id: str, shard: int) -> str:
-    return f"{parent_id}/{shard}"
-
-
-def parent_run_id(run_id: str) -> str | None:
-    """The parent of a child run id (`<run>/<shard>`), None for a top-level run."""
-    parent, slash, shard = run_id.rpartition("/")
-    return parent if slash and "@" in parent and shard.isdigit() else None
 
 
 class MongoRunStore:
@@ -424,13 +407,3 @@ def page_query(state: str | None, schedule_id: str | None, empty: bool) -> dict[
     if not empty:
         query["$or"] = [{"planning": True}, {"planned": {"$gt": 0}}, {"children": {"$gt": 0}}]
     return query
-
-
-def is_done(run: Mapping[str, Any] | None) -> bool:
-    return bool(run) and not run["planning"] and run["outstanding"] <= 0
-
-
-def is_stopping(run: Mapping[str, Any], task: str | None = None) -> bool:
-    if run.get("stop_requested") or run.get("state") == STOPPED:
-        return True
-    return task is not None and task in (run.get("stopped_tasks") or [])

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from crawlsched.catalog import JobState
 from crawlsched.flow import schedule_ops
+from crawlsched.planning.run_names import FINISHED, run_id_for
 from crawlsched.reference import MediaRow, ReferenceData, TaskRow
 from crawlsched.runtime import Runtime
 from crawlsched.settings import Settings
-from crawlsched.store.runs import FINISHED, run_id_for
 
 GRAPH_MEDIA = MediaRow(
     name="graph",

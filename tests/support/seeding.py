@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from crawlsched.demo import seed as demo_seed
+from crawlsched.planning.run_names import FINISHED
 from crawlsched.reference import ReferenceData
 from crawlsched.runtime import Runtime
-from crawlsched.store.runs import FINISHED
 
 
 def seed(

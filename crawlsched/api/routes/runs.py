@@ -17,7 +17,7 @@ from crawlsched.api.run_rows import runs_page
 from crawlsched.encoding import plain
 from crawlsched.errors import RunAlreadyEnded, RunNotFound
 from crawlsched.flow import run_timeline, views
-from crawlsched.store.runs import run_id_for
+from crawlsched.planning.run_names import run_id_for
 
 router = APIRouter(prefix="/v1", tags=["runs"], responses=PROBLEM_RESPONSES)
 
