@@ -75,11 +75,12 @@ def test_a_refused_asker_marks_the_host_wanted_once_and_the_holder_then_hands_it
     first_ask = _commands(db)
     again, _ = other.acquire(A, "p2", POLICY, NOW + timedelta(seconds=2), 10.0)
     second_ask = _commands(db)
-    # Then a refusal is a write that does not match and a read to learn why; only the first
-    # marks the host wanted
+    # Then a refusal is a grant that does not match and a write marking the host wanted that
+    # does, no read (a read and a write before, and the grant that lost: 3 commands)
     assert isinstance(refused, Refused) and refused.held and again.held
-    assert first_ask == {"find_one_and_update": 1, "find_one": 1, "update_one": 1}
-    assert second_ask == {"find_one_and_update": 1, "find_one": 1}
+    assert refused.until == again.until == NOW + timedelta(seconds=10)
+    assert first_ask == second_ask == {"find_one_and_update": 2}
+    assert db.hosts.find_one({"_id": A})["wanted_at"] == NOW + timedelta(seconds=2)
     # And the holder's renewal is refused (read to be sure), and its release lets p2 in
     assert holder.renew(A, "p1", NOW + timedelta(seconds=6), 10.0) is None
     holder.release(A, "p1", NOW + timedelta(seconds=7), 1, NOW + timedelta(seconds=7))
@@ -140,9 +141,12 @@ def test_the_grant_and_renewal_filters_match_where_the_rules_say_yes(db, fields,
     def matches(condition: dict) -> bool:
         return db.hosts.raw.find_one({"_id": key, "$and": [condition]}) is not None
 
-    # Then the grant's filter matches exactly where the rule grants
-    granted = isinstance(host_rules.decide(state, policy, holder, NOW, 10.0), Granted)
-    assert matches(host_filters.grantable(holder, policy, NOW)) == granted
+    # Then the grant's filter matches exactly where the rule grants, and the request's exactly
+    # where it refuses for a live holder alone
+    decision = host_rules.decide(state, policy, holder, NOW, 10.0)
+    assert matches(host_filters.grantable(holder, policy, NOW)) == isinstance(decision, Granted)
+    held = isinstance(decision, Refused) and decision.held
+    assert matches(host_filters.held_elsewhere(holder, policy, NOW)) == held
     # And the renewal's matches only where the rule renews, and wherever nobody asked
     may_renew = host_rules.may_renew(state, holder, NOW)
     if matches(host_filters.renewable(holder, NOW)):

@@ -37,27 +37,32 @@ def not_blocked(now: datetime) -> dict[str, Any]:
 def grantable(holder: str, policy: HostPolicy, now: datetime) -> dict[str, Any]:
     """`host_rules.decide` grants `holder` the host: not blocked, not held by another live
     holder, and (under a daily cap) pages left today."""
-    conditions = [
-        not_blocked(now),
-        {
-            "$or": [
-                {"holder": {"$in": [None, "", holder]}},
-                {"lease_until": None},
-                {"lease_until": {"$lte": now}},
-            ]
-        },
+    free = {
+        "$or": [
+            {"holder": {"$in": [None, "", holder]}},
+            {"lease_until": None},
+            {"lease_until": {"$lte": now}},
+        ]
+    }
+    return {"$and": [not_blocked(now), free, *_budget_left(policy, now)]}
+
+
+def held_elsewhere(holder: str, policy: HostPolicy, now: datetime) -> dict[str, Any]:
+    """`host_rules.decide` refuses `holder` because another live holder has the host, and for
+    no other reason (not blocked, pages left today)."""
+    held = {"holder": {"$nin": [None, "", holder]}, "lease_until": {"$gt": now}}
+    return {"$and": [not_blocked(now), held, *_budget_left(policy, now)]}
+
+
+def _budget_left(policy: HostPolicy, now: datetime) -> list[dict[str, Any]]:
+    if not policy.daily_pages:
+        return []
+    left = [
+        {"day": {"$ne": day_of(now)}},
+        {"pages_today": None},
+        {"pages_today": {"$lt": policy.daily_pages}},
     ]
-    if policy.daily_pages:
-        conditions.append(
-            {
-                "$or": [
-                    {"day": {"$ne": day_of(now)}},
-                    {"pages_today": None},
-                    {"pages_today": {"$lt": policy.daily_pages}},
-                ]
-            }
-        )
-    return {"$and": conditions}
+    return [{"$or": left}]
 
 
 def renewable(holder: str, now: datetime) -> dict[str, Any]:

@@ -55,9 +55,13 @@ class MongoHostStore:
 
     def held(self, key: str, now: datetime) -> bool:
         """Whether some process holds the host right now."""
+        return self.held_until(key, now) is not None
+
+    def held_until(self, key: str, now: datetime) -> datetime | None:
+        """The end of the live slice some process holds the host for, or None."""
         doc = self.get(key) or {}
         until = doc.get("lease_until")
-        return bool(doc.get("holder")) and until is not None and until > now
+        return until if doc.get("holder") and until is not None and until > now else None
 
     def list(self) -> list[dict[str, Any]]:
         return list(self._hosts.find({}).sort("_id", 1))
@@ -125,8 +129,10 @@ class MongoHostStore:
         `Crawl-delay` laid over `policy`).
 
         A grant is one conditional write stating the rule (`host_filters.grantable`) and the
-        host's limits as last read here; only when it does not match is the document read, to
-        learn why (refused: the host is marked wanted) or to try again with its real limits."""
+        host's limits as last read here. When it does not match, a second one marks the host
+        wanted where another live holder is all that stands in the way (the refusal then read
+        from what it returns); only when neither matches is the document read, to learn why or
+        to try again with its real limits."""
         limits = self._limits.get(key, {})
         for _ in range(CAS_ATTEMPTS):
             effective = effective_policy(limits, policy)
@@ -135,17 +141,21 @@ class MongoHostStore:
             until = now + timedelta(seconds=slice_for)
             fields = {"holder": holder, "lease_until": until, "lease_granted_at": now}
             fields.update(wanted_at=None, in_flight=0, in_flight_at=now)
-            conditions = [
-                host_filters.grantable(holder, effective, now),
-                host_filters.same_limits(limits),
-            ]
-            doc = self._write_if(key, conditions, fields, {}, now)
+            same = host_filters.same_limits(limits)
+            doc = self._write_if(
+                key, [host_filters.grantable(holder, effective, now), same], fields, {}, now
+            )
             if doc is not None:
                 state = state_of(doc)
                 first = max(now, state.next_start) if state.next_start else now
                 left = host_rules.pages_left(state, effective, now)
                 return Granted(until, first, left), effective
-            doc = self._doc(key, now)
+            # (a later request for the host stands for an earlier one: either came after the
+            # holder's grant, which is what stops its renewals)
+            wanted = host_filters.held_elsewhere(holder, effective, now)
+            doc = self._write_if(key, [wanted, same], {"wanted_at": now}, {}, now)
+            if doc is None:
+                doc = self._doc(key, now)
             limits, effective = host_filters.limits_of(doc), effective_policy(doc, policy)
             decision = host_rules.decide(state_of(doc), effective, holder, now, slice_for)
             if isinstance(decision, Granted):
