@@ -102,6 +102,26 @@ def test_a_grant_keeps_to_the_hosts_own_limits_set_by_another_process(db):
     assert granted.pages_left == 5
 
 
+def test_the_first_count_of_a_new_day_is_read_and_decided_then_counts_in_one_write(db):
+    # Given a host whose pages were counted yesterday, held again just before midnight
+    store, budget = MongoHostStore(db), HostPolicy(1.0, 1, 10)
+    evening = datetime(2026, 3, 1, 23, 59, 50, tzinfo=UTC)
+    store.acquire(A, "p1", budget, evening - timedelta(hours=1), 10.0)
+    store.release(A, "p1", None, 7, evening - timedelta(hours=1))
+    store.acquire(A, "p1", budget, evening, 30.0)
+    # When its renewal after midnight counts 2 pages sent, and the next one 1 more
+    _commands(db)
+    first = store.renew(A, "p1", evening + timedelta(seconds=15), 30.0, 2, policy=budget)
+    on_a_new_day = _commands(db)
+    second = store.renew(A, "p1", evening + timedelta(seconds=25), 30.0, 1, policy=budget)
+    # Then the pages count for the new day (yesterday's 7 do not), and only the first count
+    # of the day needed a read
+    assert (first.pages_left, second.pages_left) == (8, 7)
+    assert on_a_new_day == {"find_one_and_update": 1, "find_one": 1, "update_one": 1}
+    assert _commands(db) == {"find_one_and_update": 1}
+    assert db.hosts.find_one({"_id": A})["day"] == "2026-03-02"
+
+
 # -- the filters state the rules -----------------------------------------------------------------
 
 offsets = st.one_of(st.none(), st.integers(-30, 30))

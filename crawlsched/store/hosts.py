@@ -3,8 +3,10 @@
 Who holds the host (a time-slice lease), when the next request may start, whether a 429/503
 blocked it and until when, the pages sent today, an operator's own limits for it, and the
 site's robots.txt as one process fetched it for everyone. Decisions are the pure rules of
-`resources/host_rules.py`, written back by compare-and-set on `version` (as the account and
-node leases are).
+`resources/host_rules.py`. The lease's grants, renewals, releases and requests are each one
+conditional write whose filter states the rule (`host_filters.py`), so nothing is read first;
+where a filter does not match, and for every other change, the document is read, the rule
+decides on it, and the change is written by compare-and-set on `version`.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ class MongoHostStore:
     def __init__(self, db: CountingDatabase) -> None:
         self._hosts = db.hosts
         # Each host's own limits and Crawl-delay as last read here: an acquisition states them
-        # in its filter, so the slice and budget it computes from them hold (see `_limits_for`).
+        # in its filter, so the slice and budget it computes from them hold (see `acquire`).
         self._limits: dict[str, dict[str, Any]] = {}
 
     def get(self, key: str) -> dict[str, Any] | None:
