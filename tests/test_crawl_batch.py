@@ -588,3 +588,41 @@ def test_a_batch_parking_for_a_held_host_reads_the_host_once(rt, monkeypatch):
     assert wake_now == set()
     assert woken_at == [(frozenset({f"host:{key}"}), held_by_other.lease_until)]
     assert dict(host_commands.boundary) == {"find_one": 1}
+
+
+def test_jobs_of_a_host_given_back_while_the_batch_crawled_the_others_are_crawled_not_parked(
+    rt, clock
+):
+    # Given a batch of four jobs on two hosts, one held by another worker process that gives
+    # it back while the batch crawls the other host
+    from crawlsched.resources.host_rules import host_key
+
+    message = _admitted(rt, 4, login=False, selenium=False)
+    jobs = _jobs(rt, message)
+    for name, host in (("job0", "a"), ("job1", "b"), ("job2", "a"), ("job3", "b")):
+        rt.db.profiles.update_one(
+            {"_id": jobs[name]["_id"]}, {"$set": {"url": f"https://{host}.test/{name}"}}
+        )
+    a_host = "https://a.test:443"
+    rt.hosts.acquire(a_host, "other", rt.host_policy, NOW, 30)
+    crawled: list[str] = []
+
+    def step(index, job, context):
+        with rt.pacer.slot(host_key(job.url)):
+            crawled.append(job.url)
+        if job.url.startswith("https://b.test/"):
+            rt.hosts.release(a_host, "other", None, 0, rt.now())
+
+    SCRIPT["step"] = step
+
+    # When the batch is crawled
+    counts, _ = _crawl(rt, message)
+
+    # Then the held host was asked for once more before its jobs were parked: all four were
+    # crawled in this delivery and nothing waits
+    assert sorted(crawled) == [
+        f"https://{h}.test/job{i}" for h, i in (("a", 0), ("a", 2), ("b", 1), ("b", 3))
+    ]
+    assert crawled[:1] == ["https://b.test/job1"]
+    assert counts == {"succeeded": 4}
+    assert rt.waiting.all() == []
