@@ -562,3 +562,67 @@ def test_jobs_of_a_host_held_elsewhere_wait_for_it_and_the_batch_crawls_the_othe
     assert woken_at == [(frozenset({"host:https://a.test:443"}), held_by_other.lease_until)]
     again = set(rt.jobs("profiles").claimed_ids(waiting["_id"]))
     assert again == {jobs["job0"]["_id"], jobs["job2"]["_id"]}
+
+
+def test_a_batch_parking_for_a_held_host_reads_the_host_once(rt, monkeypatch):
+    # Given a host held by another worker process, and a batch whose rest waits for it
+    from crawlsched.flow.crawl_loop import Progress
+    from crawlsched.store.counting import CommandCounter, CountingCollection
+
+    key = "https://a.test:443"
+    held_by_other, _ = rt.hosts.acquire(key, "other", rt.host_policy, NOW, 30)
+    monkeypatch.setattr(crawling, "requeue", lambda *args, **kwargs: None)  # jobs aside
+    host_commands = CommandCounter()
+    monkeypatch.setattr(rt.hosts, "_hosts", CountingCollection(rt.db.hosts.raw, host_commands))
+    progress = Progress(unfinished=["job0"], interruption="host not ready", host_waits={key})
+    woken_at = []
+
+    # When it parks
+    wake_now = crawling._wait_for_host(
+        rt, _admitted(rt, 1, login=False, selenium=False), progress,
+        lambda keys, when: woken_at.append((keys, when)),
+    )  # fmt: skip
+
+    # Then it is woken at the holder's slice end at the latest, learned in one read of the
+    # host (two before: whether it is held, then until when)
+    assert wake_now == set()
+    assert woken_at == [(frozenset({f"host:{key}"}), held_by_other.lease_until)]
+    assert dict(host_commands.boundary) == {"find_one": 1}
+
+
+def test_jobs_of_a_host_given_back_while_the_batch_crawled_the_others_are_crawled_not_parked(
+    rt, clock
+):
+    # Given a batch of four jobs on two hosts, one held by another worker process that gives
+    # it back while the batch crawls the other host
+    from crawlsched.resources.host_rules import host_key
+
+    message = _admitted(rt, 4, login=False, selenium=False)
+    jobs = _jobs(rt, message)
+    for name, host in (("job0", "a"), ("job1", "b"), ("job2", "a"), ("job3", "b")):
+        rt.db.profiles.update_one(
+            {"_id": jobs[name]["_id"]}, {"$set": {"url": f"https://{host}.test/{name}"}}
+        )
+    a_host = "https://a.test:443"
+    rt.hosts.acquire(a_host, "other", rt.host_policy, NOW, 30)
+    crawled: list[str] = []
+
+    def step(index, job, context):
+        with rt.pacer.slot(host_key(job.url)):
+            crawled.append(job.url)
+        if job.url.startswith("https://b.test/"):
+            rt.hosts.release(a_host, "other", None, 0, rt.now())
+
+    SCRIPT["step"] = step
+
+    # When the batch is crawled
+    counts, _ = _crawl(rt, message)
+
+    # Then the held host was asked for once more before its jobs were parked: all four were
+    # crawled in this delivery and nothing waits
+    assert sorted(crawled) == [
+        f"https://{h}.test/job{i}" for h, i in (("a", 0), ("a", 2), ("b", 1), ("b", 3))
+    ]
+    assert crawled[:1] == ["https://b.test/job1"]
+    assert counts == {"succeeded": 4}
+    assert rt.waiting.all() == []

@@ -73,7 +73,8 @@ def crawl_jobs(
     """Crawl the batch's jobs, the one whose host is ready soonest first, so a batch over many
     hosts keeps its thread busy instead of waiting for one host's delay. A host that will not
     be ready soon (held by another process, blocked, paced slower) puts its jobs aside; they
-    go back to wait for it when the others are done."""
+    go back to wait for it when the others are done, after asking once more for the hosts
+    another process held (`_ask_again`)."""
     media = rt.media(message.media_name)
     # The store's driver (`crawling.checked_media` refused a message naming another).
     driver = registry.create(str((media or {}).get("driver_class")))
@@ -84,7 +85,11 @@ def crawl_jobs(
     pending = list(jobs)
     aside: list[dict] = []  # jobs of hosts not ready within the thread's patience
     not_ready: dict[str, HostNotReady] = {}
-    while pending:
+    asked_again = False
+    while pending or not asked_again:
+        if not pending:
+            asked_again, pending = True, _ask_again(aside, not_ready, hosts)
+            continue
         if stop.stopped():
             progress.stopped = [d["_id"] for d in pending + aside]
             return progress
@@ -124,6 +129,20 @@ def crawl_jobs(
     if aside:
         _wait_for_hosts(progress, aside, not_ready)
     return progress
+
+
+def _ask_again(
+    aside: list[dict], not_ready: dict[str, HostNotReady], hosts: dict[int, str]
+) -> list[dict]:
+    """The jobs put aside for hosts another process held when asked, taken back out of
+    `aside`: such a host is often given back by the time the rest of the batch is done (the
+    holder's own batch ended), and asking once more costs two store commands where parking
+    the jobs costs a park, a wake and a delivery of their own."""
+    again = [d for d in aside if not_ready[hosts[id(d)]].held_elsewhere]
+    for key in {hosts[id(d)] for d in again}:
+        del not_ready[key]
+    aside[:] = [d for d in aside if hosts[id(d)] in not_ready]
+    return again
 
 
 def _job(doc: dict, url: str, message: BatchMessage, target_fields: tuple[str, ...]) -> CrawlJob:

@@ -246,11 +246,9 @@ def _wait_for_host(
     now = rt.now()
     when = progress.not_before
     if when is None:
-        ends = [
-            (rt.hosts.get(host) or {}).get("lease_until") if rt.hosts.held(host, now) else now
-            for host in progress.host_waits
-        ]
-        when = min(end or now for end in ends)
+        # Read, not taken from the refusal: a holder that gave the host back since woke nobody.
+        ends = [rt.hosts.held_until(host, now) or now for host in progress.host_waits]
+        when = min(ends)
     if when <= now:
         return set(needs)
     wake_at(needs, when)

@@ -49,7 +49,14 @@ POLL_S = 0.5  # how often a thread waiting for a held or refused host looks agai
 class HostNotReady(Exception):
     """The host will not take a request within the thread's patience: come back `until`."""
 
-    def __init__(self, key: str, until: datetime, why: str, on_release: bool = False) -> None:
+    def __init__(
+        self,
+        key: str,
+        until: datetime,
+        why: str,
+        on_release: bool = False,
+        held_elsewhere: bool = False,
+    ) -> None:
         when = "until another process gives it back" if on_release else f"until {until:%H:%M:%S}"
         super().__init__(f"{key} not ready {when}: {why}")
         self.key = key
@@ -57,6 +64,9 @@ class HostNotReady(Exception):
         self.why = why
         # True: wait for the holder's release (it wakes the waiting batch), not for a time.
         self.on_release = on_release
+        # True: this process asked and another holds the host (False for one this process
+        # just handed over: asking again at once would take it back from whoever asked).
+        self.held_elsewhere = held_elsewhere
 
 
 @dataclass
@@ -258,7 +268,7 @@ class ClusterHostPacer:
                 if host.lease_until is None:
                     until, why, held = host.refused or (now, "refused", False)
                     if until > patience:
-                        raise HostNotReady(key, until, why, on_release=held)
+                        raise HostNotReady(key, until, why, on_release=held, held_elsewhere=held)
                     # Ask the store again when the block or the holder's slice ends, not
                     # before: a refused process polling it costs a command each time.
                     host.condition.wait(max(0.01, (until - now).total_seconds()))

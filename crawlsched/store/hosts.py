@@ -3,8 +3,10 @@
 Who holds the host (a time-slice lease), when the next request may start, whether a 429/503
 blocked it and until when, the pages sent today, an operator's own limits for it, and the
 site's robots.txt as one process fetched it for everyone. Decisions are the pure rules of
-`resources/host_rules.py`, written back by compare-and-set on `version` (as the account and
-node leases are).
+`resources/host_rules.py`. The lease's grants, renewals, releases and requests are each one
+conditional write whose filter states the rule (`host_filters.py`), so nothing is read first;
+where a filter does not match, and for every other change, the document is read, the rule
+decides on it, and the change is written by compare-and-set on `version`.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
 from crawlsched.resources import host_rules
 from crawlsched.resources.host_rules import Granted, HostPolicy, HostState, Refused, Renewed
+from crawlsched.store import host_filters
 from crawlsched.store.counting import CountingDatabase
 
 CAS_ATTEMPTS = 16
@@ -44,62 +48,73 @@ def state_of(doc: dict[str, Any] | None) -> HostState:
 class MongoHostStore:
     def __init__(self, db: CountingDatabase) -> None:
         self._hosts = db.hosts
-        # Each host's document as this process's last write left it. A change is first
-        # decided on it and written by compare-and-set on its version: the holder's renewals
-        # and releases then cost one command, not a read and a write. A lost compare-and-set
-        # (someone else wrote) reads the document again; a decision to change nothing is
-        # always confirmed on a fresh read.
-        self._seen: dict[str, dict[str, Any]] = {}
+        # Each host's own limits and Crawl-delay as last read here: an acquisition states them
+        # in its filter, so the slice and budget it computes from them hold (see `acquire`).
+        self._limits: dict[str, dict[str, Any]] = {}
 
     def get(self, key: str) -> dict[str, Any] | None:
         return self._hosts.find_one({"_id": key})
 
     def held(self, key: str, now: datetime) -> bool:
         """Whether some process holds the host right now."""
+        return self.held_until(key, now) is not None
+
+    def held_until(self, key: str, now: datetime) -> datetime | None:
+        """The end of the live slice some process holds the host for, or None."""
         doc = self.get(key) or {}
         until = doc.get("lease_until")
-        return bool(doc.get("holder")) and until is not None and until > now
+        return until if doc.get("holder") and until is not None and until > now else None
 
     def list(self) -> list[dict[str, Any]]:
         return list(self._hosts.find({}).sort("_id", 1))
 
     def _doc(self, key: str, now: datetime) -> dict[str, Any]:
         doc = self.get(key)
-        if doc is not None:
-            return doc
-        with contextlib.suppress(DuplicateKeyError):  # another process made it first
-            self._hosts.insert_one({"_id": key, "version": 0, "created_at": now})
-        return self.get(key) or {"_id": key, "version": 0}
+        if doc is None:
+            with contextlib.suppress(DuplicateKeyError):  # another process made it first
+                self._hosts.insert_one({"_id": key, "version": 0, "created_at": now})
+            doc = self.get(key) or {"_id": key, "version": 0}
+        self._learn(key, doc)
+        return doc
+
+    def _learn(self, key: str, doc: dict[str, Any]) -> None:
+        if len(self._limits) >= 10_000:
+            self._limits.clear()
+        self._limits[key] = host_filters.limits_of(doc)
 
     def _change(
         self, key: str, now: datetime, decide: Callable[[dict[str, Any]], dict | None]
     ) -> dict[str, Any] | None:
-        """Apply `decide(doc)` (fields to set, or None for no change) by compare-and-set; the
-        document as it was read when the change went in (or when nothing was to change)."""
-        doc, fresh = self._seen.get(key), False
+        """Apply `decide(doc)` (fields to set, or None for no change) on a fresh read, by
+        compare-and-set on its version; the document as it was read when the change went in
+        (or when nothing was to change)."""
         for _ in range(CAS_ATTEMPTS):
-            if doc is None:
-                doc, fresh = self._doc(key, now), True
+            doc = self._doc(key, now)
             fields = decide(doc)
             if fields is None:
-                if not fresh:
-                    doc = None  # decided on what we last wrote: confirm on the store's own
-                    continue
                 return doc
             done = self._hosts.update_one(
                 {"_id": key, "version": doc.get("version")},
                 {"$set": {**fields, "updated_at": now}, "$inc": {"version": 1}},
             )
             if done.modified_count == 1:
-                self._remember(key, {**doc, **fields, "updated_at": now})
                 return doc
-            doc = None  # someone else changed it: read it again
         raise RuntimeError(f"host {key}: too many concurrent changes")
 
-    def _remember(self, key: str, doc: dict[str, Any]) -> None:
-        if len(self._seen) >= 10_000:
-            self._seen.clear()
-        self._seen[key] = {**doc, "version": int(doc.get("version") or 0) + 1}
+    def _write_if(
+        self, key: str, conditions: list[dict[str, Any]], fields: dict, inc: dict, now: datetime
+    ) -> dict[str, Any] | None:
+        """One conditional write, no read: `fields` set and `inc` added where the host's
+        document meets every condition; the document after it, or None (nothing matched)."""
+        stated = [condition for condition in conditions if condition]
+        doc = self._hosts.find_one_and_update(
+            {"_id": key, "$and": stated} if stated else {"_id": key},
+            {"$set": {**fields, "updated_at": now}, "$inc": {**inc, "version": 1}},
+            return_document=ReturnDocument.AFTER,
+        )
+        if doc is not None:
+            self._learn(key, doc)
+        return doc
 
     # -- the lease ------------------------------------------------------------------------------
 
@@ -113,31 +128,47 @@ class MongoHostStore:
     ) -> tuple[Granted | Refused, HostPolicy]:
         """Take the host for one slice, or learn until when not (and why). Returns the
         decision and the policy in force (the host's own limits and its robots.txt
-        `Crawl-delay` laid over `policy`)."""
-        outcome: list[Any] = []
+        `Crawl-delay` laid over `policy`).
 
-        def decide(doc: dict[str, Any]) -> dict | None:
-            effective = effective_policy(doc, policy)
-            state = state_of(doc)
+        A grant is one conditional write stating the rule (`host_filters.grantable`) and the
+        host's limits as last read here. When it does not match, a second one marks the host
+        wanted where another live holder is all that stands in the way (the refusal then read
+        from what it returns); only when neither matches is the document read, to learn why or
+        to try again with its real limits."""
+        limits = self._limits.get(key, {})
+        for _ in range(CAS_ATTEMPTS):
+            effective = effective_policy(limits, policy)
             # A slice always fits a few requests, however long the host's delay.
             slice_for = max(slice_s, 3 * effective.delay_s)
-            decision = host_rules.decide(state, effective, holder, now, slice_for)
-            outcome[:] = [decision, effective]
-            if isinstance(decision, Refused):
-                if decision.held and state.wanted_at is None:
-                    return {"wanted_at": now}
-                return None
-            return {
-                "holder": holder,
-                "lease_until": decision.lease_until,
-                "lease_granted_at": now,
-                "wanted_at": None,
-                "in_flight": 0,
-                "in_flight_at": now,
-            }
-
-        self._change(key, now, decide)
-        return outcome[0], outcome[1]
+            until = now + timedelta(seconds=slice_for)
+            fields = {"holder": holder, "lease_until": until, "lease_granted_at": now}
+            fields.update(wanted_at=None, in_flight=0, in_flight_at=now)
+            same = host_filters.same_limits(limits)
+            doc = self._write_if(
+                key, [host_filters.grantable(holder, effective, now), same], fields, {}, now
+            )
+            if doc is not None:
+                state = state_of(doc)
+                first = max(now, state.next_start) if state.next_start else now
+                left = host_rules.pages_left(state, effective, now)
+                return Granted(until, first, left), effective
+            # (a later request for the host stands for an earlier one: either came after the
+            # holder's grant, which is what stops its renewals)
+            wanted = host_filters.held_elsewhere(holder, effective, now)
+            doc = self._write_if(key, [wanted, same], {"wanted_at": now}, {}, now)
+            if doc is None:
+                doc = self._doc(key, now)
+            limits, effective = host_filters.limits_of(doc), effective_policy(doc, policy)
+            decision = host_rules.decide(state_of(doc), effective, holder, now, slice_for)
+            if isinstance(decision, Granted):
+                continue  # its limits were not the ones known here, or it was freed since
+            if decision.held and doc.get("wanted_at") is None:
+                self._hosts.update_one(
+                    {"_id": key, "holder": doc.get("holder"), "wanted_at": None},
+                    {"$set": {"wanted_at": now}, "$inc": {"version": 1}},
+                )
+            return decision, effective
+        raise RuntimeError(f"host {key}: too many concurrent changes")
 
     def renew(
         self,
@@ -156,32 +187,49 @@ class MongoHostStore:
         Notes the holder's `in_flight` requests (read by `crawlsched hosts`: a reading as of
         this renewal, written with it rather than by a command of its own)."""
         until = now + timedelta(seconds=slice_s)
+        fields: dict[str, Any] = {"lease_until": until}
+        fields.update(in_flight=max(int(in_flight), 0), in_flight_at=now)
+        if next_start is not None:
+            fields["next_start"] = next_start
+        today, inc = host_filters.counted_today(pages, now)
+        conditions = [host_filters.renewable(holder, now), today]
+        if (doc := self._write_if(key, conditions, fields, inc, now)) is not None:
+            return Renewed(until, self._pages_left(doc, policy, now))
+        # Not renewed in one write: lost, wanted, or a new day to count. The rule decides on
+        # a fresh read.
         renewed: list[Renewed] = []
 
         def decide(doc: dict[str, Any]) -> dict | None:
             renewed.clear()  # (a decision whose write lost its compare-and-set is not one)
-            state = state_of(doc)
-            if not host_rules.may_renew(state, holder, now):
+            if not host_rules.may_renew(state_of(doc), holder, now):
                 return None
-            counted = state.counted(pages, now)
-            left = None
-            if policy is not None:
-                left = host_rules.pages_left(counted, effective_policy(doc, policy), now)
-            renewed.append(Renewed(until, left))
-            fields = {"lease_until": until, "day": counted.day, "pages_today": counted.pages_today}
-            fields.update(in_flight=max(int(in_flight), 0), in_flight_at=now)
-            if next_start is not None:
-                fields["next_start"] = next_start
-            return fields
+            counted = _counted(doc, pages, now)
+            renewed.append(Renewed(until, self._pages_left({**doc, **counted}, policy, now)))
+            return {**fields, **counted}
 
         self._change(key, now, decide)
         return renewed[0] if renewed else None
+
+    @staticmethod
+    def _pages_left(doc: dict[str, Any], policy: HostPolicy | None, now: datetime) -> int | None:
+        if policy is None:
+            return None
+        return host_rules.pages_left(state_of(doc), effective_policy(doc, policy), now)
 
     def release(
         self, key: str, holder: str, next_start: datetime | None, pages: int, now: datetime
     ) -> None:
         """Give the host back (the rest of the slice unused): the next holder starts no earlier
-        than `next_start`; `pages` requests were sent in the slice."""
+        than `next_start`; `pages` requests were sent in the slice. One write, no read, when
+        this holder still holds it; else decided on a fresh read."""
+        freed = {"holder": None, "lease_until": now, "in_flight": 0, "in_flight_at": now}
+        today, inc = host_filters.counted_today(pages, now)
+        conditions = [{"holder": holder}, today]
+        if next_start is not None:
+            conditions.append(host_filters.no_later_start(next_start))
+            freed["next_start"] = next_start
+        if self._write_if(key, conditions, freed, inc, now) is not None:
+            return
 
         def decide(doc: dict[str, Any]) -> dict | None:
             fields = _counted(doc, pages, now)
