@@ -437,6 +437,31 @@ def test_each_request_is_progress_that_keeps_the_lease_of_a_long_single_job(rt, 
     assert set(reclaimed) == {0}
 
 
+@pytest.mark.parametrize(("waited", "renewals"), [(0.0, 0), (0.5, 1)])
+def test_a_fresh_claim_is_not_renewed_on_its_first_page_and_one_that_waited_is(
+    rt, clock, monkeypatch, waited, renewals
+):
+    # Given a batch claimed with a whole lease, its message taken at once or after it waited
+    # half the lease (parked for an account, say)
+    lease_s = rt.settings.dispatch_lease_s
+    renewed: list[str] = []
+    store_class = type(rt.jobs("profiles"))
+    real = store_class.renew_dispatch
+
+    def counted(self, dispatch_id, deadline):
+        renewed.append(dispatch_id)
+        return real(self, dispatch_id, deadline)
+
+    monkeypatch.setattr(store_class, "renew_dispatch", counted)
+    message = _admitted(rt, 3, login=False, selenium=False)
+    _lease_from_now(rt, message)
+    clock.advance(waited * lease_s)
+    # When it is crawled quickly (no page takes long)
+    assert _crawl(rt, message)[0] == {"succeeded": 3}
+    # Then a lease with more than two thirds left was not renewed; a shorter one was, once
+    assert renewed == [message.dispatch_id] * renewals
+
+
 def test_a_stuck_crawl_is_reclaimed_its_late_work_counts_nothing_and_its_jobs_go_back(rt, clock):
     # Given a batch of three whose first job hangs for longer than the dispatch lease
     lease_s = rt.settings.dispatch_lease_s

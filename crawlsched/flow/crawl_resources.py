@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from crawlsched import metrics
@@ -33,13 +33,25 @@ class DispatchLease:
     request sent) once a third of the lease has passed, so only a dead or stuck worker's batch
     outlives it and is reclaimed. Thread-safe enough: two renewals at once are harmless."""
 
-    def __init__(self, rt: Runtime, collection: str, dispatch_id: str) -> None:
+    def __init__(
+        self,
+        rt: Runtime,
+        collection: str,
+        dispatch_id: str,
+        deadline: datetime | None = None,
+    ) -> None:
         self.rt = rt
         self.collection = collection
         self.dispatch_id = dispatch_id
         self.lease_s = rt.settings.dispatch_lease_s
-        # Renewed on the first sign of progress: the message may have queued for a while.
+        # `deadline`: the earliest lease deadline of the jobs as loaded. The message may have
+        # queued for a while, so the lease counts as renewed when that deadline was set
+        # (`lease_s` before it): a fresh claim is not renewed again on the first page (one
+        # store command per delivery), one that waited is. Unknown: renewed at once.
         self._renewed_at = float("-inf")
+        if deadline is not None:
+            left_s = (deadline - rt.now()).total_seconds()
+            self._renewed_at = time.monotonic() - (self.lease_s - min(left_s, self.lease_s))
         self.lost = False
 
     def progress(self) -> None:

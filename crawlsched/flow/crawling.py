@@ -165,7 +165,10 @@ def checked_media(rt: Runtime, message: BatchMessage, jobs: list[dict]) -> dict[
 def _run(
     rt: Runtime, message: BatchMessage, jobs: list[dict], leases: Leases, stop: StopWatch
 ) -> tuple[Progress, CrawlContext | None]:
-    dispatch = DispatchLease(rt, message.collection, message.dispatch_id)
+    deadlines = [doc["lease_deadline"] for doc in jobs if doc.get("lease_deadline")]
+    dispatch = DispatchLease(
+        rt, message.collection, message.dispatch_id, min(deadlines) if deadlines else None
+    )
     try:
         leases.keep()
         context = _context(rt, message, leases, dispatch)
