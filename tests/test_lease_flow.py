@@ -30,7 +30,8 @@ from crawlsched.flow.admission import (
     starve,
     starve_overdue,
 )
-from crawlsched.flow.crawling import bounds_of, crawl_batch
+from crawlsched.flow.crawl_records import bounds_of
+from crawlsched.flow.crawling import crawl_batch
 from crawlsched.messages import BatchMessage
 from crawlsched.resources import rules
 from crawlsched.resources.backends.mongo import MongoLeaseBackend

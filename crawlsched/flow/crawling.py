@@ -6,76 +6,36 @@ loses what it runs on — a lease revoked or expired, the node's session gone, t
 rejected or rate-limited by the site — the jobs it has not crawled are not failed: they go back
 to wait for another resource (`admission.requeue`), and the resource is marked accordingly.
 
-After the loop, in this order: results are upserted by natural key (counted new, changed,
-unchanged per job), discovered URLs are registered as the run's children, and only then are
-the jobs' outcomes recorded — so a page is never recorded done before the pages it found are
-registered, and a redelivery after a crash anywhere here finds the same children again.
+After the loop the crawled part is recorded (`crawl_records.record_part`: results, then
+children, then outcomes), and the dispatch reported. A batch that finds pages also hands them
+to its run while it goes on (`link_flush.LinkFlush`), each handed part recorded and reported
+under a dispatch id of its own.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from collections import Counter
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from crawlsched import metrics
 from crawlsched.catalog import kind_of_collection
 from crawlsched.drivers.base import Account
 from crawlsched.drivers.context import CrawlBounds, CrawlContext
 from crawlsched.flow.admission import keys_of, requeue
 from crawlsched.flow.crawl_loop import Progress, crawl_jobs
+from crawlsched.flow.crawl_records import bounds_of, record_part
 from crawlsched.flow.crawl_resources import DispatchLease, Leases, ResourceLost, batch_browser
 from crawlsched.flow.pausing import hold_batch
 from crawlsched.flow.stopping import StopWatch
 from crawlsched.logs import get_logger
 from crawlsched.messages import BadMessage, BatchMessage, ReportMessage
 from crawlsched.planning.outcomes import PHASE_OUTCOMES, STOPPED
-from crawlsched.planning.recrawl import after_crawl
-from crawlsched.planning.run_names import schedule_id_of
 from crawlsched.resources.queueing import host_wait_key
-from crawlsched.resources.rules import ACCOUNT_POOL, SELENIUM_POOL
+from crawlsched.resources.rules import ACCOUNT_POOL
 from crawlsched.runtime import Runtime
-from crawlsched.store.children import MongoChildStore, Registered
 
 log = get_logger(__name__)
-
-
-def record_history(
-    rt: Runtime, message: BatchMessage, executions: list[dict[str, Any]], leases: Leases
-) -> None:
-    """All the batch's task history rows in one insert.
-
-    Who served the batch is what its leases held when they were last renewed (read by the
-    renewal itself). A batch with executions renewed every lease at its start (`_run`), so
-    each of its pools is named; a batch without leases names none."""
-    if not executions:
-        return
-    common = {
-        "run_id": message.run_id,
-        "schedule_id": schedule_id_of(message.run_id),
-        "dispatch_id": message.dispatch_id,
-        "collection": message.collection,
-        "task": message.task,
-        "media_name": message.media_name,
-        "account": leases.held.get(ACCOUNT_POOL),
-        "node": leases.held.get(SELENIUM_POOL),
-        "worker": rt.worker_id,
-    }
-    rt.history.add([{**common, **row} for row in executions])
-
-
-def bounds_of(rt: Runtime, media: dict[str, Any]) -> CrawlBounds:
-    """The media's discovery bounds, the settings' where it sets none."""
-    depth, pages = media.get("max_depth"), media.get("max_pages")
-    return CrawlBounds(
-        max_depth=rt.settings.crawl_max_depth if depth is None else int(depth),
-        max_pages=rt.settings.crawl_max_pages if pages is None else int(pages),
-        follow_offsite=media.get("follow_offsite") is True,
-        extra_hosts=tuple(media.get("extra_hosts") or ()),
-    )
 
 
 def _context(
@@ -178,51 +138,6 @@ def _run(
         return Progress(unfinished=[doc["_id"] for doc in jobs], interruption=str(e)), None
 
 
-def _keep(
-    rt: Runtime,
-    message: BatchMessage,
-    progress: Progress,
-    bounds: CrawlBounds,
-    jobs: list[dict[str, Any]],
-) -> tuple[list, list]:
-    """Store results and register children; the job updates, with their counts and their
-    next interval (adapted to what the counts say), to record, and the seed markers to write
-    with them (when nothing was found: else `register` wrote them, before the outcomes as
-    children must be)."""
-    now = rt.now()
-    tags = {
-        "media_name": message.media_name,
-        "run_id": message.run_id,
-        "task": message.task,
-        "crawled_by": rt.worker_id,
-    }
-    items = rt.results.save(progress.items, rt.model_ids(), tags, now) if progress.items else {}
-    media = rt.media(message.media_name) or {}
-    children = MongoChildStore(rt.db, message.collection)
-    seeds = [(message.task, url) for url in progress.seed_urls]
-    markers = []
-    if progress.found:
-        registered = children.register(
-            message.run_id, message.dispatch_id, media, progress.found, bounds.max_pages, now,
-            seeds=seeds,
-        )  # fmt: skip
-        metrics.pages_discovered(sum(registered.new.values()))
-    else:
-        registered = Registered({}, {})
-        markers = children.marker_ops(message.run_id, seeds, now)
-    policy = rt.recrawl_policy(media)
-    docs = {doc["_id"]: doc for doc in jobs}
-    updates = []
-    for update in progress.updates:
-        cut = Counter(progress.cut.get(update.job_id) or {})
-        if pages := registered.cut_pages.get(update.job_id):
-            cut["pages"] += pages
-        counts = items.get(update.job_id) or {}
-        counted = dataclasses.replace(update, items=dict(counts), cut=dict(cut))
-        updates.append(after_crawl(counted, docs.get(update.job_id) or {}, policy, now))
-    return updates, markers
-
-
 def _wait_for_host(
     rt: Runtime,
     message: BatchMessage,
@@ -284,21 +199,9 @@ def crawl_batch(
             leases = Leases(rt, message.lease_ids)
             progress, context = _run(rt, message, jobs, leases, stop)
             bounds = context.bounds if context else CrawlBounds()
-            updates, markers = _keep(rt, message, progress, bounds, jobs)
-            # A job's outcome is written once per dispatch (the write clears its dispatch id).
-            # A copy of this batch's message that ran beside it (sent again after a lost
-            # publisher confirm) records nothing here, so it counts and logs nothing either.
-            recorded = store.record(message.dispatch_id, updates, rt.now(), also=markers)
-            if recorded:
-                outcomes = Counter(update.outcome for update in updates)
-                if recorded < len(updates):
-                    # Some jobs were recorded by another writer first (an expiry sweep that
-                    # reclaimed them, which counted them): count only what took here.
-                    outcomes = Counter(store.outcomes_of(message.dispatch_id, outcomes))
-                metrics.jobs_finished(message.task, message.media_name, outcomes)
-                record_history(rt, message, progress.executions, leases)
-                if recorded == len(updates) and not progress.stopped:
-                    written = dict(outcomes)
+            part = record_part(rt, message, progress, bounds, jobs, leases)
+            if part.whole and not progress.stopped:
+                written = dict(part.outcomes)
             if progress.stopped:
                 store.release(message.dispatch_id, STOPPED, progress.stopped)
                 stopped = len(progress.stopped)
