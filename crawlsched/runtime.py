@@ -202,7 +202,10 @@ class Runtime:
             self.hosts,
             self.host_policy,
             slice_s=s.host_lease_s,
-            max_sleep_s=s.host_max_sleep_s,
+            # A thread asleep on a host renews nothing: it never sleeps past a third of the
+            # dispatch lease, so its batch renews in time (a short lease, as in tests, would
+            # otherwise be reclaimed from a live crawl waiting for its host).
+            max_sleep_s=min(s.host_max_sleep_s, s.dispatch_lease_s / 3),
             clock=self.now,
             on_blocked=self._host_blocked,
             grouping=s.host_grouping,

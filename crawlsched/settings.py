@@ -209,7 +209,8 @@ class Settings(BaseSettings):
         allow_inf_nan=False,
         description="A crawl thread waits at most this long for a host; a host not ready by then "
         "(held elsewhere, blocked by a 429, paced slower) gets the rest of the batch back to "
-        "wait for it, and the thread takes other work.",
+        "wait for it, and the thread takes other work. Never more than a third of "
+        "CRAWLSCHED_DISPATCH_LEASE_S (a sleeping thread renews nothing).",
     )
     robots_txt: bool = Field(True, description="Honour each site's robots.txt.")
     robots_ttl_s: float = Field(
@@ -244,6 +245,16 @@ class Settings(BaseSettings):
         "a page loads by itself is held to the crawl target rules. The proxy listens on "
         "127.0.0.1: a node on another host cannot reach it (switch it off there, and give the "
         "node its own egress rules).",
+    )
+    discovery_flush_s: float = Field(
+        0.5,
+        ge=0,
+        le=3600,
+        allow_inf_nan=False,
+        description="A batch that has found pages hands them to its run at most this often "
+        "while it goes on (its crawled part recorded and reported, the rest crawled under a new "
+        "dispatch id), so what its first pages link to is crawled by other threads meanwhile; "
+        "0: only when the batch ends.",
     )
     crawl_max_depth: int = Field(
         0,

@@ -651,3 +651,67 @@ def test_jobs_of_a_host_given_back_while_the_batch_crawled_the_others_are_crawle
     assert crawled[:1] == ["https://b.test/job1"]
     assert counts == {"succeeded": 4}
     assert rt.waiting.all() == []
+
+
+# -- a batch hands the pages it found to its run while it goes on -----------------------------
+
+
+def _discovering(rt, clock):
+    """Job 0 finds two pages; every job takes a second; parts handed over at once."""
+    rt.settings = rt.settings.model_copy(update={"discovery_flush_s": 1e-6})
+
+    def step(index, job, context):
+        clock.advance(1)
+        if index == 0:
+            for page in range(2):
+                context.discover(f"https://twitter.test/{job.target}/p{page}", task="friend")
+
+    SCRIPT["step"] = step
+
+
+def test_a_part_handed_over_is_recorded_and_reported_before_the_rest_is_crawled(rt, clock):
+    # Given a batch of three whose first page finds two pages
+    _discovering(rt, clock)
+    message = _admitted(rt, 3, login=False)
+    # When it is crawled
+    counts, reports = _crawl(rt, message)
+    # Then the first page went out as a part of its own: recorded under the batch's dispatch
+    # (its children registered, found by it), reported, and the other two under a new one
+    jobs = _jobs(rt, message)
+    first, rest = jobs["job0"], [jobs["job1"], jobs["job2"]]
+    assert first["last_dispatch_id"] == message.dispatch_id
+    assert {doc["last_dispatch_id"] for doc in rest} == {reports[1].dispatch_id}
+    assert [r.dispatch_id for r in reports] == [message.dispatch_id, reports[1].dispatch_id]
+    assert reports[1].dispatch_id != message.dispatch_id
+    children = list(rt.db.profiles.find({"scope_run": RUN, "depth": 1}))
+    assert {c["found_by"] for c in children} == {message.dispatch_id} and len(children) == 2
+    assert counts == {"succeeded": 2}  # the last part's
+    # Planning and admission were counted once, with the first report
+    assert "crawl" in reports[1].stages_ms and set(reports[1].stages_ms) == {"crawl"}
+
+
+def test_a_crash_after_a_hand_over_loses_nothing(rt, clock):
+    # Given a batch of three whose first page finds two pages, and a worker that dies when it
+    # reports that first part (after the part was recorded and the rest moved)
+    _discovering(rt, clock)
+    message = _admitted(rt, 3, login=False)
+
+    def dies(report: ReportMessage) -> None:
+        raise SystemExit("worker killed")
+
+    with pytest.raises(SystemExit):
+        crawl_batch(rt, message, report=dies)
+    # When the message is delivered again (the broker never saw it acknowledged)
+    counts, reports = _crawl(rt, message)
+    # Then it crawls nothing again, and sends the first part's report it could not send
+    assert [r.dispatch_id for r in reports] == [message.dispatch_id]
+    assert counts == {"succeeded": 1}
+    jobs = _jobs(rt, message)
+    assert jobs["job0"]["last_outcome"] == "succeeded"
+    assert len(CONTEXTS) == 1  # the driver ran for job0 only
+    # And the rest, held by a dispatch nobody crawls, goes back to its run once its lease ends
+    clock.advance(rt.settings.dispatch_lease_s + 1)
+    assert reclaim_expired(rt, lambda report: None) == 2
+    jobs = _jobs(rt, message)
+    for doc in (jobs["job1"], jobs["job2"]):
+        assert (doc["state"], doc["last_outcome"], doc["redo_run"]) == (1, "redo", RUN)

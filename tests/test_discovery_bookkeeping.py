@@ -219,3 +219,29 @@ def test_a_crawl_of_a_reclaimed_dispatch_s_pages_adopts_what_the_dead_one_discov
     assert owners == {urls[0]: "AGAIN", urls[1]: "AGAIN", "http://site.test/z": "LIVE"}
     assert registered.new == {"p": 2}
     assert rt.db.websites.count_documents({"_id": child_id(RUN, "article", urls[0])}) == 1
+
+
+def test_a_child_a_reclaimed_dispatch_inserts_between_the_read_and_the_write_is_adopted(
+    rt, monkeypatch
+):
+    # Given dispatch DEAD, reclaimed (its worker slept on a host past its lease), which wakes
+    # up and registers what its page found at the very moment the page's new crawl AGAIN does:
+    # after AGAIN read which children exist, before AGAIN's insert
+    children = MongoChildStore(rt.db, "websites")
+    urls = ("http://site.test/x", "http://site.test/y")
+    rt.runs.note_reclaimed(RUN, "DEAD")
+    real_write = children._jobs.bulk_write
+
+    def dead_inserts_first(ops, **kwargs):
+        MongoChildStore(rt.db, "websites").register(
+            RUN, "DEAD", MEDIA, _found("p", *urls), 100, NOW
+        )
+        return real_write(ops, **kwargs)
+
+    monkeypatch.setattr(children._jobs, "bulk_write", dead_inserts_first, raising=False)
+    # When AGAIN registers the same links
+    registered = children.register(RUN, "AGAIN", MEDIA, _found("p", *urls), 100, NOW)
+    # Then AGAIN adopts both (its report counts them in); none is left to a dead dispatch
+    owners = {d["url"]: d["found_by"] for d in rt.db.websites.find({"scope_run": RUN})}
+    assert owners == {urls[0]: "AGAIN", urls[1]: "AGAIN"}
+    assert registered.new == {"p": 2}

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from crawlsched.ids import encode_id
 from crawlsched.planning.run_names import FINISHED, run_id_for
 from crawlsched.runtime import get_runtime
 from tests.support import end_probe
@@ -34,14 +35,16 @@ def probe_file(monkeypatch):
         yield path
 
 
-@settings(max_examples=12, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(graph=link_graphs())
-def test_discovered_run_fetches_each_page_once_and_ends_once(stub_pipeline, probe_file, graph):
+def crawl_graph_once(stub_pipeline, probe_file, graph, test, **settings_fields) -> str:
+    """Crawl `graph` from its start page by the real actors on the stub broker (started once
+    per test function, with `settings_fields`) and check the run: every URL the graph reaches
+    fetched exactly once, the stored pages the graph's, every page counted, one end with
+    nothing open. The run's id."""
     from crawlsched.actors.planner import plan_crawls
 
-    if not hasattr(test_discovered_run_fetches_each_page_once_and_ends_once, "started"):
-        stub_pipeline(threads=4)
-        test_discovered_run_fetches_each_page_once_and_ends_once.started = True
+    if not hasattr(test, "started"):
+        stub_pipeline(threads=4, **settings_fields)
+        test.started = True
     rt = get_runtime()
     prepare(rt)
     schedule_id = f"graph-{next(RUNS)}"
@@ -65,6 +68,59 @@ def test_discovered_run_fetches_each_page_once_and_ends_once(stub_pipeline, prob
     assert ends == [
         {"run_id": run_id, "event": ends[0]["event"], "running": 0, "pending": 0, "waiting": 0}
     ]
+    return run_id
+
+
+@settings(max_examples=12, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(graph=link_graphs())
+def test_discovered_run_fetches_each_page_once_and_ends_once(stub_pipeline, probe_file, graph):
+    crawl_graph_once(
+        stub_pipeline, probe_file, graph, test_discovered_run_fetches_each_page_once_and_ends_once
+    )
+
+
+@settings(max_examples=8, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(graph=link_graphs())
+def test_a_run_whose_batches_hand_over_every_page_they_find_ends_exactly_as_well(
+    stub_pipeline, probe_file, graph
+):
+    # Batches hand their crawled part to the run after every page that found links (a flush
+    # interval of a microsecond), so most pages are recorded and reported under a dispatch of
+    # their own while the rest of their batch goes on; the run is as exact as ever
+    crawl_graph_once(
+        stub_pipeline,
+        probe_file,
+        graph,
+        test_a_run_whose_batches_hand_over_every_page_they_find_ends_exactly_as_well,
+        discovery_flush_s=1e-6,
+    )
+
+
+@pytest.mark.parametrize(("flush_s", "parts"), [(1e-6, 8), (0, 1)])
+def test_a_batch_hands_each_page_that_found_links_to_its_run_before_going_on(
+    stub_pipeline, probe_file, flush_s, parts
+):
+    # Given a start page linking to 8 pages (one batch of 8: the media's batch limit), each
+    # linking to 2 pages of their own
+    from tests.support.link_graph import LinkGraph
+
+    level_1 = range(1, 9)
+    links = {0: [f"/p/{n}" for n in level_1]}
+    links |= {n: [f"/p/{10 * n}", f"/p/{10 * n + 1}"] for n in level_1}
+    graph = LinkGraph({**links, **{m: [] for n in level_1 for m in (10 * n, 10 * n + 1)}})
+    # When it is crawled with batches handing over what they found after every page (or only
+    # at their end)
+    test = test_a_batch_hands_each_page_that_found_links_to_its_run_before_going_on
+    test.__dict__.pop("started", None)
+    run_id = crawl_graph_once(stub_pipeline, probe_file, graph, test, discovery_flush_s=flush_s)
+    # Then every page of the first level was recorded and reported in a part of its own (the
+    # run's exact counts and single end checked above), or the batch as one
+    rt = get_runtime()
+    first_level = {doc["_id"] for doc in rt.db.websites.find({"scope_run": run_id, "depth": 1})}
+    assert len(first_level) == 8
+    dispatches = {row["dispatch_id"] for row in rt.history.for_run(run_id)
+                  if row["job_id"] in {encode_id(i) for i in first_level}}  # fmt: skip
+    assert len(dispatches) == parts
 
 
 def test_run_status_children_and_results_commands_show_what_was_discovered(

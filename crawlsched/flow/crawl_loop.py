@@ -13,7 +13,7 @@ import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from crawlsched import metrics
 from crawlsched.drivers import registry
@@ -61,6 +61,15 @@ class Progress:
     seed_urls: list[str] = field(default_factory=list)  # URLs of planned (not child) jobs
 
 
+class PartFlush(Protocol):
+    """Hands the crawled part of a batch to its run while the batch goes on
+    (`link_flush.LinkFlush`)."""
+
+    def due(self, progress: Progress, rest: list[dict]) -> bool: ...
+
+    def flush(self, progress: Progress, rest: list[dict]) -> list[dict]: ...
+
+
 def crawl_jobs(
     rt: Runtime,
     message: BatchMessage,
@@ -69,12 +78,14 @@ def crawl_jobs(
     leases: Leases,
     stop: StopWatch,
     dispatch: DispatchLease | None = None,
+    flush: PartFlush | None = None,
 ) -> Progress:
     """Crawl the batch's jobs, the one whose host is ready soonest first, so a batch over many
     hosts keeps its thread busy instead of waiting for one host's delay. A host that will not
     be ready soon (held by another process, blocked, paced slower) puts its jobs aside; they
     go back to wait for it when the others are done, after asking once more for the hosts
-    another process held (`_ask_again`)."""
+    another process held (`_ask_again`). With `flush`, the pages found so far reach the run
+    while the batch goes on: the progress returned is the last part's."""
     media = rt.media(message.media_name)
     # The store's driver (`crawling.checked_media` refused a message naming another).
     driver = registry.create(str((media or {}).get("driver_class")))
@@ -108,11 +119,7 @@ def crawl_jobs(
         except HostNotReady as e:
             # Not the page's failure, nor the machinery's: its host is not ready yet. Its jobs
             # wait for it; the others of the batch go on.
-            not_ready[e.key] = e
-            waiting = [doc, *(d for d in pending if hosts[id(d)] == e.key)]
-            metrics.jobs_waited_for_host(e.why, e.on_release, len(waiting))
-            aside += waiting
-            pending = [d for d in pending if hosts[id(d)] != e.key]
+            pending = _set_aside(e, doc, pending, aside, not_ready, hosts)
             continue
         except Exception as e:  # one job's failure is that job's, never the batch's
             progress.interruption = _lost_resource(rt, e, leases, context)
@@ -126,9 +133,32 @@ def crawl_jobs(
             progress.unfinished = [d["_id"] for d in [doc, *pending, *aside]]
             return progress
         _succeeded(rt, progress, doc, context, started_at)
+        if flush is not None and flush.due(progress, pending + aside):
+            held = {id(d) for d in flush.flush(progress, pending + aside)}
+            pending, aside = (
+                [d for d in pending if id(d) in held],
+                [d for d in aside if id(d) in held],
+            )
+            progress = Progress()  # the next part's
     if aside:
         _wait_for_hosts(progress, aside, not_ready)
     return progress
+
+
+def _set_aside(
+    e: HostNotReady,
+    doc: dict,
+    pending: list[dict],
+    aside: list[dict],
+    not_ready: dict[str, HostNotReady],
+    hosts: dict[int, str],
+) -> list[dict]:
+    """Put `doc` and the pending jobs of its host (not ready: `e`) aside; the pending left."""
+    not_ready[e.key] = e
+    waiting = [doc, *(d for d in pending if hosts[id(d)] == e.key)]
+    metrics.jobs_waited_for_host(e.why, e.on_release, len(waiting))
+    aside += waiting
+    return [d for d in pending if hosts[id(d)] != e.key]
 
 
 def _ask_again(

@@ -26,6 +26,7 @@ from crawlsched.flow.admission import keys_of, requeue
 from crawlsched.flow.crawl_loop import Progress, crawl_jobs
 from crawlsched.flow.crawl_records import bounds_of, record_part
 from crawlsched.flow.crawl_resources import DispatchLease, Leases, ResourceLost, batch_browser
+from crawlsched.flow.link_flush import LinkFlush
 from crawlsched.flow.pausing import hold_batch
 from crawlsched.flow.stopping import StopWatch
 from crawlsched.logs import get_logger
@@ -123,19 +124,32 @@ def checked_media(rt: Runtime, message: BatchMessage, jobs: list[dict]) -> dict[
 
 
 def _run(
-    rt: Runtime, message: BatchMessage, jobs: list[dict], leases: Leases, stop: StopWatch
-) -> tuple[Progress, CrawlContext | None]:
+    rt: Runtime,
+    message: BatchMessage,
+    jobs: list[dict],
+    leases: Leases,
+    stop: StopWatch,
+    report: Callable[[ReportMessage], None],
+) -> tuple[Progress, CrawlContext | None, LinkFlush]:
+    """The batch's crawl; its last part's progress, and the flush that knows that part's
+    message (its dispatch id, once parts were handed over)."""
     deadlines = [doc["lease_deadline"] for doc in jobs if doc.get("lease_deadline")]
     dispatch = DispatchLease(
         rt, message.collection, message.dispatch_id, min(deadlines) if deadlines else None
     )
+    every_s = rt.settings.discovery_flush_s
+    flush = LinkFlush(rt, message, jobs, leases, dispatch, report, every_s)
     try:
         leases.keep()
         context = _context(rt, message, leases, dispatch)
+        flush.bounds = context.bounds
         with batch_browser(rt, leases, context):
-            return crawl_jobs(rt, message, jobs, context, leases, stop, dispatch), context
+            progress = crawl_jobs(rt, message, jobs, context, leases, stop, dispatch, flush)
+            return progress, context, flush
     except ResourceLost as e:
-        return Progress(unfinished=[doc["_id"] for doc in jobs], interruption=str(e)), None
+        held = set(flush.message.decoded_job_ids())
+        unfinished = [doc["_id"] for doc in jobs if doc["_id"] in held]
+        return Progress(unfinished=unfinished, interruption=str(e)), None, flush
 
 
 def _wait_for_host(
@@ -197,7 +211,11 @@ def crawl_batch(
         elif jobs:
             checked_media(rt, message, jobs)
             leases = Leases(rt, message.lease_ids)
-            progress, context = _run(rt, message, jobs, leases, stop)
+            progress, context, flush = _run(rt, message, jobs, leases, stop, report)
+            # Parts handed over meanwhile were reported: what follows is the last part's.
+            message = flush.message
+            if flush.flushed:
+                started = flush.part_began
             bounds = context.bounds if context else CrawlBounds()
             part = record_part(rt, message, progress, bounds, jobs, leases)
             if part.whole and not progress.stopped:

@@ -123,12 +123,29 @@ class MongoChildStore:
             new[parent] = new.get(parent, 0) + 1
         if ops:
             result = self._jobs.bulk_write(ops, ordered=False)
-            for index in result.upserted_ids:
-                if index >= len(fresh):
-                    continue  # a marker
+            inserted = {index for index in result.upserted_ids if index < len(fresh)}
+            for index in inserted:
                 parent = fresh[index][1].parent_id
                 new[parent] = new.get(parent, 0) + 1
+            # A child another crawl inserted between the read above and this write: if that
+            # crawl's dispatch was reclaimed (its worker woke up late and registered what it
+            # found), nobody will count it in: adopt it as if it had been there at the read.
+            lost = {cid: f for index, (cid, f) in enumerate(fresh) if index not in inserted}
+            for cid in self._adopt(run_id, dispatch_id, self._unreported(lost, dispatch_id)):
+                parent = lost[cid].parent_id
+                new[parent] = new.get(parent, 0) + 1
         return Registered(new, cut)
+
+    def _unreported(self, ids: dict[str, Any], dispatch_id: str) -> dict[str, str]:
+        """Of `ids`, the children another dispatch registered and nothing released yet."""
+        if not ids:
+            return {}
+        fields = {"_id": 1, "released": 1, "found_by": 1}
+        return {
+            doc["_id"]: doc.get("found_by")
+            for doc in self._jobs.find({"_id": {"$in": list(ids)}}, fields)
+            if doc.get("released") is False and doc.get("found_by") != dispatch_id
+        }
 
     def _within_own_bounds(
         self, run_id: str, fresh: list[tuple[str, Found]], cut: dict[Any, int]
