@@ -458,6 +458,11 @@ def crawlsched_open(root: Path, graph: LinkGraph, args) -> tuple[float, dict]:
         CRAWLSCHED_HOST_CONCURRENCY=str(args.open_threads),
         CRAWLSCHED_CRAWL_MAX_DEPTH="1000",
         CRAWLSCHED_LOG_LEVEL="ERROR",
+        **(
+            {"CRAWLSCHED_DISCOVERY_FLUSH_S": str(args.open_flush)}
+            if args.open_flush is not None
+            else {}
+        ),
     )
     with TimedSite(graph, args.open_serve_delay) as site:
         server = ThreadedStandalone(env)
@@ -642,6 +647,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--batch-limit", type=int, default=8, help="(1, 2) pages per batch (the media's limit)"
     )
     p.add_argument("--open-pages", type=int, default=1000, help="(3) pages of the graph")
+    p.add_argument(
+        "--open-flush",
+        type=float,
+        default=None,
+        help="(3) CRAWLSCHED_DISCOVERY_FLUSH_S of the standalone (default: the setting's)",
+    )
     p.add_argument("--open-threads", type=int, default=16, help="(3) threads, both sides")
     p.add_argument("--open-serve-delay", type=float, default=0.02, help="(3) seconds/answer")
     p.add_argument("--no-scrapy", action="store_true", help="(3) skip the Scrapy ratio")
