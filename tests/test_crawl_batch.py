@@ -657,7 +657,8 @@ def test_jobs_of_a_host_given_back_while_the_batch_crawled_the_others_are_crawle
 
 
 def _discovering(rt, clock):
-    """Job 0 finds two pages; every job takes a second; parts handed over at once."""
+    """Job 0 finds two pages; every job takes a second; parts handed over as soon as they are
+    big enough (8 pages, `link_flush.MIN_PART_PAGES`)."""
     rt.settings = rt.settings.model_copy(update={"discovery_flush_s": 1e-6})
 
     def step(index, job, context):
@@ -670,16 +671,17 @@ def _discovering(rt, clock):
 
 
 def test_a_part_handed_over_is_recorded_and_reported_before_the_rest_is_crawled(rt, clock):
-    # Given a batch of three whose first page finds two pages
+    # Given a batch of ten whose first page finds two pages
     _discovering(rt, clock)
-    message = _admitted(rt, 3, login=False)
+    message = _admitted(rt, 10, login=False)
     # When it is crawled
     counts, reports = _crawl(rt, message)
-    # Then the first page went out as a part of its own: recorded under the batch's dispatch
-    # (its children registered, found by it), reported, and the other two under a new one
+    # Then its first eight pages went out as a part: recorded under the batch's dispatch (the
+    # children registered, found by it), reported, and the other two under a new one
     jobs = _jobs(rt, message)
-    first, rest = jobs["job0"], [jobs["job1"], jobs["job2"]]
-    assert first["last_dispatch_id"] == message.dispatch_id
+    first = [jobs[f"job{n}"] for n in range(8)]
+    rest = [jobs["job8"], jobs["job9"]]
+    assert {doc["last_dispatch_id"] for doc in first} == {message.dispatch_id}
     assert {doc["last_dispatch_id"] for doc in rest} == {reports[1].dispatch_id}
     assert [r.dispatch_id for r in reports] == [message.dispatch_id, reports[1].dispatch_id]
     assert reports[1].dispatch_id != message.dispatch_id
@@ -691,10 +693,10 @@ def test_a_part_handed_over_is_recorded_and_reported_before_the_rest_is_crawled(
 
 
 def test_a_crash_after_a_hand_over_loses_nothing(rt, clock):
-    # Given a batch of three whose first page finds two pages, and a worker that dies when it
-    # reports that first part (after the part was recorded and the rest moved)
+    # Given a batch of ten whose first page finds two pages, and a worker that dies when it
+    # reports its first part of eight (after the part was recorded and the rest moved)
     _discovering(rt, clock)
-    message = _admitted(rt, 3, login=False)
+    message = _admitted(rt, 10, login=False)
 
     def dies(report: ReportMessage) -> None:
         raise SystemExit("worker killed")
@@ -705,13 +707,13 @@ def test_a_crash_after_a_hand_over_loses_nothing(rt, clock):
     counts, reports = _crawl(rt, message)
     # Then it crawls nothing again, and sends the first part's report it could not send
     assert [r.dispatch_id for r in reports] == [message.dispatch_id]
-    assert counts == {"succeeded": 1}
+    assert counts == {"succeeded": 8}
     jobs = _jobs(rt, message)
-    assert jobs["job0"]["last_outcome"] == "succeeded"
-    assert len(CONTEXTS) == 1  # the driver ran for job0 only
+    assert all(jobs[f"job{n}"]["last_outcome"] == "succeeded" for n in range(8))
+    assert len(CONTEXTS) == 8  # the driver ran for the first part's pages only
     # And the rest, held by a dispatch nobody crawls, goes back to its run once its lease ends
     clock.advance(rt.settings.dispatch_lease_s + 1)
     assert reclaim_expired(rt, lambda report: None) == 2
     jobs = _jobs(rt, message)
-    for doc in (jobs["job1"], jobs["job2"]):
+    for doc in (jobs["job8"], jobs["job9"]):
         assert (doc["state"], doc["last_outcome"], doc["redo_run"]) == (1, "redo", RUN)

@@ -35,7 +35,9 @@ def probe_file(monkeypatch):
         yield path
 
 
-def crawl_graph_once(stub_pipeline, probe_file, graph, test, **settings_fields) -> str:
+def crawl_graph_once(
+    stub_pipeline, probe_file, graph, test, batch_limit=None, **settings_fields
+) -> str:
     """Crawl `graph` from its start page by the real actors on the stub broker (started once
     per test function, with `settings_fields`) and check the run: every URL the graph reaches
     fetched exactly once, the stored pages the graph's, every page counted, one end with
@@ -46,7 +48,7 @@ def crawl_graph_once(stub_pipeline, probe_file, graph, test, **settings_fields) 
         stub_pipeline(threads=4, **settings_fields)
         test.started = True
     rt = get_runtime()
-    prepare(rt)
+    prepare(rt, batch_limit=batch_limit)
     schedule_id = f"graph-{next(RUNS)}"
     fire_at = rt.now() - timedelta(seconds=1)
     with GraphSite(graph) as site:
@@ -84,27 +86,28 @@ def test_discovered_run_fetches_each_page_once_and_ends_once(stub_pipeline, prob
 def test_a_run_whose_batches_hand_over_every_page_they_find_ends_exactly_as_well(
     stub_pipeline, probe_file, graph
 ):
-    # Batches hand their crawled part to the run after every page that found links (a flush
-    # interval of a microsecond), so most pages are recorded and reported under a dispatch of
-    # their own while the rest of their batch goes on; the run is as exact as ever
+    # Batches of up to 40 pages hand their crawled part to the run as often as they may (a
+    # flush interval of a microsecond: every 8 pages), so pages are recorded and reported in
+    # parts while the rest of their batch goes on; the run is as exact as ever
     crawl_graph_once(
         stub_pipeline,
         probe_file,
         graph,
         test_a_run_whose_batches_hand_over_every_page_they_find_ends_exactly_as_well,
+        batch_limit=40,
         discovery_flush_s=1e-6,
     )
 
 
-@pytest.mark.parametrize(("flush_s", "parts"), [(1e-6, 8), (0, 1)])
+@pytest.mark.parametrize(("flush_s", "parts"), [(1e-6, 3), (0, 1)])
 def test_a_batch_hands_each_page_that_found_links_to_its_run_before_going_on(
     stub_pipeline, probe_file, flush_s, parts
 ):
-    # Given a start page linking to 8 pages (one batch of 8: the media's batch limit), each
+    # Given a start page linking to 24 pages (one batch: the media's batch limit is 40), each
     # linking to 2 pages of their own
     from tests.support.link_graph import LinkGraph
 
-    level_1 = range(1, 9)
+    level_1 = range(1, 25)
     links = {0: [f"/p/{n}" for n in level_1]}
     links |= {n: [f"/p/{10 * n}", f"/p/{10 * n + 1}"] for n in level_1}
     graph = LinkGraph({**links, **{m: [] for n in level_1 for m in (10 * n, 10 * n + 1)}})
@@ -112,12 +115,14 @@ def test_a_batch_hands_each_page_that_found_links_to_its_run_before_going_on(
     # at their end)
     test = test_a_batch_hands_each_page_that_found_links_to_its_run_before_going_on
     test.__dict__.pop("started", None)
-    run_id = crawl_graph_once(stub_pipeline, probe_file, graph, test, discovery_flush_s=flush_s)
-    # Then every page of the first level was recorded and reported in a part of its own (the
-    # run's exact counts and single end checked above), or the batch as one
+    run_id = crawl_graph_once(
+        stub_pipeline, probe_file, graph, test, batch_limit=40, discovery_flush_s=flush_s
+    )
+    # Then the first level was recorded and reported in parts of 8 pages (a hand-over's least:
+    # the run's exact counts and single end checked above), or the batch as one
     rt = get_runtime()
     first_level = {doc["_id"] for doc in rt.db.websites.find({"scope_run": run_id, "depth": 1})}
-    assert len(first_level) == 8
+    assert len(first_level) == 24
     dispatches = {row["dispatch_id"] for row in rt.history.for_run(run_id)
                   if row["job_id"] in {encode_id(i) for i in first_level}}  # fmt: skip
     assert len(dispatches) == parts

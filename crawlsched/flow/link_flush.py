@@ -4,7 +4,8 @@ A batch crawls its pages one after another on one thread; what they link to beco
 children when the batch records and reports. Recorded only at the batch's end, a page found by
 the batch's first page would wait for all the others, and the first levels of a crawl found by
 discovery (1, 4, 16 pages) would leave most threads without work. So a batch that has found
-pages and has pages left hands over its crawled part every `discovery_flush_s`: the part is
+pages and has pages left hands over its crawled part every `discovery_flush_s` (and every
+`MIN_PART_PAGES` pages at most often): the part is
 recorded and reported under the batch's dispatch id as if the batch had ended there, and the
 rest of the batch goes on under a new dispatch id, in the same thread, with the same leases,
 browser session and host slices.
@@ -33,6 +34,13 @@ from crawlsched.runtime import Runtime
 
 log = get_logger(__name__)
 
+# A hand-over costs about what a batch's end does (a record, a move, a report and the run's
+# children pass: some eight store commands): a part is at least this many pages, so that is at
+# most one command a page. Pages paced by their hosts' delays (a second each) would otherwise
+# go out one by one, ten commands each, and gain nothing: their children wait for the same
+# host anyway.
+MIN_PART_PAGES = 8
+
 
 class LinkFlush:
     """The batch's current part: its message (dispatch id and jobs), and when it began."""
@@ -59,11 +67,12 @@ class LinkFlush:
         self.part_began = time.perf_counter()
 
     def due(self, progress: Progress, rest: list[dict[str, Any]]) -> bool:
-        """Found pages, pages left to crawl, and the part is old enough."""
+        """Found pages, pages left to crawl, and the part is old and big enough."""
         return (
             self.every_s > 0
             and bool(progress.found)
             and bool(rest)
+            and len(progress.updates) >= MIN_PART_PAGES
             and time.perf_counter() - self.part_began >= self.every_s
         )
 

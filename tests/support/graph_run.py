@@ -28,12 +28,14 @@ REFERENCE = ReferenceData(
 )
 
 
-def prepare(rt: Runtime, max_depth: int | None = None) -> None:
+def prepare(rt: Runtime, max_depth: int | None = None, batch_limit: int | None = None) -> None:
     rt.create_indexes()
-    if max_depth is None:
-        rt.reference.load(REFERENCE)
-        return
-    media = GRAPH_MEDIA.model_copy(update={"max_depth": max_depth})
+    media = GRAPH_MEDIA
+    if max_depth is not None:
+        media = media.model_copy(update={"max_depth": max_depth})
+    if batch_limit is not None:
+        task = media.tasks["article"].model_copy(update={"batch_limit": batch_limit})
+        media = media.model_copy(update={"tasks": {"article": task}})
     rt.reference.load(REFERENCE.model_copy(update={"media": [media]}))
 
 
