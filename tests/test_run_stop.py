@@ -252,7 +252,7 @@ def test_history_and_stop_checks_cost_a_few_commands_per_batch_not_per_job(
 ):
     # Given two sweeps of 200 jobs each (8 batches): the first with task history
     # and stop checks switched off (the baseline), the second as built
-    from crawlsched.flow import crawling
+    from crawlsched.flow import crawl_records
     from crawlsched.flow.stopping import StopWatch
 
     monkeypatch.setenv("CRAWLSCHED_TEST_SLOW_DRIVER_S", "0")
@@ -273,12 +273,12 @@ def test_history_and_stop_checks_cost_a_few_commands_per_batch_not_per_job(
 
     seen: list[str] = []
     with monkeypatch.context() as off:
-        off.setattr(crawling, "record_history", lambda *args: None)
+        off.setattr(crawl_records, "record_history", lambda *args: None)
         off.setattr(StopWatch, "stopped", lambda self: False)
         baseline = sweep("a", rt.now() - timedelta(minutes=2))
     with_history = sweep("b", rt.now() - timedelta(minutes=1))
     with monkeypatch.context() as off:
-        off.setattr(crawling, "record_history", lambda *args: None)
+        off.setattr(crawl_records, "record_history", lambda *args: None)
         off.setattr(StopWatch, "stopped", lambda self: False)
         again = sweep("c", rt.now())
 
