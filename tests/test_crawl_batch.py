@@ -21,7 +21,7 @@ from crawlsched.catalog import MODEL_COLLECTIONS
 from crawlsched.demo.seed import demo_reference
 from crawlsched.drivers.base import Account
 from crawlsched.drivers.context import CrawlBounds
-from crawlsched.flow import crawl_resources, crawling, stopping
+from crawlsched.flow import crawl_records, crawl_resources, crawling, stopping
 from crawlsched.flow.admission import admit, keys_of
 from crawlsched.flow.crawling import crawl_batch
 from crawlsched.flow.ticking import reclaim_expired
@@ -290,7 +290,9 @@ def test_a_batch_that_found_nothing_still_marks_its_pages_in_the_run(rt, clock):
 def test_the_report_names_the_dispatch_and_adds_the_crawl_time_to_the_stages(rt, monkeypatch):
     # The crawl takes 0.23456 s on its own clock: 234.6 ms, to a tenth
     ticks = iter([100.0, 100.23456])
-    monkeypatch.setattr(crawling, "time", types.SimpleNamespace(perf_counter=lambda: next(ticks)))
+    clock = types.SimpleNamespace(perf_counter=lambda: next(ticks))
+    monkeypatch.setattr(crawling, "time", clock)  # the crawl's start
+    monkeypatch.setattr(crawl_records, "time", clock)  # its report's end
     message = _admitted(rt, 2, stages_ms={"plan": 12.5})
     woken: list[frozenset[str]] = []
 

@@ -11,6 +11,7 @@ pages it found so far to its run while it goes on (`link_flush.LinkFlush`).
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +20,7 @@ from crawlsched import metrics
 from crawlsched.drivers.context import CrawlBounds
 from crawlsched.flow.crawl_loop import Progress
 from crawlsched.flow.crawl_resources import Leases
-from crawlsched.messages import BatchMessage
+from crawlsched.messages import BatchMessage, ReportMessage
 from crawlsched.planning.recrawl import after_crawl
 from crawlsched.planning.run_names import schedule_id_of
 from crawlsched.resources.rules import ACCOUNT_POOL, SELENIUM_POOL
@@ -144,3 +145,16 @@ def keep_results(
         counted = dataclasses.replace(update, items=dict(counts), cut=dict(cut))
         updates.append(after_crawl(counted, docs.get(update.job_id) or {}, policy, now))
     return updates, markers
+
+
+def crawl_report(message: BatchMessage, began: float) -> ReportMessage:
+    """The report of a crawled dispatch (or part of one), `began` on `time.perf_counter`: the
+    stages before the crawl as the message carries them, and the crawl's own time."""
+    elapsed_ms = round((time.perf_counter() - began) * 1000, 1)
+    return ReportMessage(
+        run_id=message.run_id,
+        dispatch_id=message.dispatch_id,
+        collection=message.collection,
+        phase="crawl",
+        stages_ms={**message.stages_ms, "crawl": elapsed_ms},
+    )

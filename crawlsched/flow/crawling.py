@@ -24,7 +24,7 @@ from crawlsched.drivers.base import Account
 from crawlsched.drivers.context import CrawlBounds, CrawlContext
 from crawlsched.flow.admission import keys_of, requeue
 from crawlsched.flow.crawl_loop import Progress, crawl_jobs
-from crawlsched.flow.crawl_records import bounds_of, record_part
+from crawlsched.flow.crawl_records import bounds_of, crawl_report, record_part
 from crawlsched.flow.crawl_resources import DispatchLease, Leases, ResourceLost, batch_browser
 from crawlsched.flow.link_flush import LinkFlush
 from crawlsched.flow.pausing import hold_batch
@@ -242,14 +242,5 @@ def crawl_batch(
     # duplicate), and stopped jobs were written by another command.
     counts = written or store.outcomes_of(message.dispatch_id, PHASE_OUTCOMES["crawl"])
     if counts:
-        elapsed_ms = round((time.perf_counter() - started) * 1000, 1)
-        report(
-            ReportMessage(
-                run_id=message.run_id,
-                dispatch_id=message.dispatch_id,
-                collection=message.collection,
-                phase="crawl",
-                stages_ms={**message.stages_ms, "crawl": elapsed_ms},
-            )
-        )
+        report(crawl_report(message, started))
     return counts

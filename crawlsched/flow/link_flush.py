@@ -26,7 +26,7 @@ from typing import Any
 
 from crawlsched.drivers.context import CrawlBounds
 from crawlsched.flow.crawl_loop import Progress
-from crawlsched.flow.crawl_records import record_part
+from crawlsched.flow.crawl_records import crawl_report, record_part
 from crawlsched.flow.crawl_resources import DispatchLease, Leases
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage, ReportMessage
@@ -87,16 +87,7 @@ class LinkFlush:
         moved = store.reassign(message.dispatch_id, new_id, rest_ids)
         kept = set(rest_ids) if moved == len(rest_ids) else set(store.claimed_ids(new_id))
         if part.recorded:
-            elapsed_ms = round((time.perf_counter() - self.part_began) * 1000, 1)
-            self.report(
-                ReportMessage(
-                    run_id=message.run_id,
-                    dispatch_id=message.dispatch_id,
-                    collection=message.collection,
-                    phase="crawl",
-                    stages_ms={**message.stages_ms, "crawl": elapsed_ms},
-                )
-            )
+            self.report(crawl_report(message, self.part_began))
         log.info(
             "batch_part_handed_over",
             dispatch_id=message.dispatch_id,

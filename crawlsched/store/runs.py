@@ -371,8 +371,7 @@ class MongoRunStore:
         """Runs, newest first, optionally of one state or schedule. `empty=False` leaves out
         the runs that planned nothing (a sweep firing with nothing due): planning closed with
         no job and no child run."""
-        cursor = self._runs.find(page_query(state, schedule_id, empty), SUMMARY)
-        return list(cursor.sort("created_at", DESCENDING).skip(skip).limit(limit))
+        return list(self._page(SUMMARY, limit, skip, state, schedule_id, empty))
 
     def page_revisions(
         self,
@@ -383,9 +382,21 @@ class MongoRunStore:
         empty: bool = True,
     ) -> list[tuple[str, ObjectId | None]]:
         """The ids and revisions of what `page` reads (None: a run written before revisions)."""
-        cursor = self._runs.find(page_query(state, schedule_id, empty), {REVISION: 1})
-        cursor = cursor.sort("created_at", DESCENDING).skip(skip).limit(limit)
+        cursor = self._page({REVISION: 1}, limit, skip, state, schedule_id, empty)
         return [(doc["_id"], doc.get(REVISION)) for doc in cursor]
+
+    def _page(
+        self,
+        fields: dict[str, Any],
+        limit: int,
+        skip: int,
+        state: str | None,
+        schedule_id: str | None,
+        empty: bool,
+    ) -> Any:
+        """The cursor of a page of runs, newest first (`page`, `page_revisions`)."""
+        cursor = self._runs.find(page_query(state, schedule_id, empty), fields)
+        return cursor.sort("created_at", DESCENDING).skip(skip).limit(limit)
 
     def summaries(self, run_ids: list[str]) -> dict[str, tuple[ObjectId | None, dict]]:
         """By id, each run's revision and the run as `page` reads it, both of one read."""
