@@ -25,6 +25,7 @@ from crawlsched.api.routes import (
 from crawlsched.api.run_rows import EncodedRows
 from crawlsched.api.token_cache import TokenCache
 from crawlsched.runtime import Runtime
+from crawlsched.schedules.upcoming import FireTimeCache
 
 HealthCheck = Callable[[], dict[str, Any]]
 
@@ -89,6 +90,7 @@ def create_app(
 
     app.state.token_cache = TokenCache(runtime.settings.api_token_cache_s)
     app.state.run_rows = EncodedRows()
+    app.state.fire_times = FireTimeCache()
 
     def verify(token: str) -> dict[str, Any] | None:
         # The store opens on the first request, not here.

@@ -43,11 +43,18 @@ def page_json(items: list[bytes], limit: int, offset: int, more: bool) -> bytes:
 
 
 def page_response(items: list[dict[str, Any]], limit: int, offset: int) -> Response:
-    """`page_of` as the response itself, its JSON encoded here as FastAPI would encode it.
+    """`page_of` of items made of JSON's own types only (no `plain` copy), as the response
+    itself, its JSON encoded here as FastAPI would encode it.
 
     For a route with `response_model=Page` (kept: it documents the answer), FastAPI validates a
     returned dict against the model, and for a sync route it does so in a second trip through
-    the thread pool; a returned `Response` is sent as it is. `page_of` builds nothing but
-    JSON's own types, so there is nothing for that validation to check or convert."""
-    body = pydantic_core.to_json(page_of(items, limit, offset))
-    return Response(body, media_type="application/json")
+    the thread pool; a returned `Response` is sent as it is. The items are JSON's own types,
+    so there is nothing for that validation to check or convert."""
+    more = len(items) > limit
+    page = {
+        "items": items[:limit],
+        "limit": limit,
+        "offset": offset,
+        "next_offset": offset + limit if more else None,
+    }
+    return Response(pydantic_core.to_json(page), media_type="application/json")

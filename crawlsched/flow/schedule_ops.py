@@ -21,7 +21,7 @@ from crawlsched.runtime import Runtime
 from crawlsched.schedules.policies import MissedReason, due_times
 from crawlsched.schedules.spec import apply_update, build_schedule
 from crawlsched.schedules.triggers import trigger_of
-from crawlsched.schedules.upcoming import UPCOMING_LIMIT, upcoming_rows
+from crawlsched.schedules.upcoming import UPCOMING_LIMIT, FireTimeCache, upcoming_rows
 
 LIVE = ("active", "paused")
 
@@ -124,7 +124,9 @@ def upcoming_runs(
     schedules: list[dict[str, Any]],
     horizon: timedelta,
     limit: int = UPCOMING_LIMIT,
+    known: FireTimeCache | None = None,
 ) -> list[tuple[str, datetime]]:
     """(schedule id, fire time) of active schedules within `horizon` of now, in time order;
-    at most `limit` per schedule (a page never needs more than its end)."""
-    return upcoming_rows(schedules, rt.now(), horizon, limit)
+    at most `limit` per schedule (a page never needs more than its end). A long-lived caller
+    passes the `FireTimeCache` it keeps."""
+    return upcoming_rows(schedules, rt.now(), horizon, limit, known)

@@ -18,7 +18,7 @@ from crawlsched.api.openapi import NAMED_JSON_NOTICE, NAMED_WEB_URL
 from crawlsched.api.paging import Limit, Offset, Page, page_of, page_response
 from crawlsched.api.problems import PROBLEM_RESPONSES, ApiProblem
 from crawlsched.catalog import JOB_COLLECTIONS
-from crawlsched.encoding import plain
+from crawlsched.encoding import iso_utc, plain
 from crawlsched.flow import schedule_ops
 from crawlsched.schedules.notice_urls import (
     MAX_NOTICE_URL_CHARS,
@@ -217,12 +217,14 @@ def delete_schedule(caller: Admin, schedule_id: str) -> dict[str, Any]:
 
 
 def _upcoming(
-    caller: Reader, docs: list[dict], days: float | None, enough: int
+    caller: Reader, request: Request, docs: list[dict], days: float | None, enough: int
 ) -> list[dict[str, Any]]:
-    """Fire times in the horizon, computed only as far as a page needs (`enough` each)."""
+    """Fire times in the horizon, computed only as far as a page needs (`enough` each), and
+    kept by the app while they hold."""
     span = horizon(days if days is not None else caller.rt.settings.schedule_horizon_days)
-    rows = schedule_ops.upcoming_runs(caller.rt, docs, span, limit=enough)
-    return [{"schedule_id": sid, "fire_at": fire_at} for sid, fire_at in rows]
+    known = request.app.state.fire_times
+    rows = schedule_ops.upcoming_runs(caller.rt, docs, span, limit=enough, known=known)
+    return [{"schedule_id": str(sid), "fire_at": iso_utc(fire_at)} for sid, fire_at in rows]
 
 
 @router.get(
@@ -231,10 +233,15 @@ def _upcoming(
     summary="A schedule's next fire times (GetNextSchedules)",
 )
 def schedule_upcoming(
-    caller: Reader, schedule_id: str, limit: Limit = 100, offset: Offset = 0, days: Days = None
+    caller: Reader,
+    request: Request,
+    schedule_id: str,
+    limit: Limit = 100,
+    offset: Offset = 0,
+    days: Days = None,
 ) -> Response:
     doc = caller.rt.schedules.require(schedule_id, "list runs of", ("active", "paused"))
-    rows = _upcoming(caller, [doc], days, offset + limit + 1)
+    rows = _upcoming(caller, request, [doc], days, offset + limit + 1)
     return page_response(rows[offset : offset + limit + 1], limit, offset)
 
 
@@ -244,9 +251,15 @@ def schedule_upcoming(
     summary="Next fire times of every schedule, or of one owner (GetUpcomingAccountSchedules)",
 )
 def upcoming(
-    caller: Reader, limit: Limit = 100, offset: Offset = 0, owner: Owner = None, days: Days = None
+    caller: Reader,
+    request: Request,
+    limit: Limit = 100,
+    offset: Offset = 0,
+    owner: Owner = None,
+    days: Days = None,
 ) -> Response:
-    rows = _upcoming(caller, caller.rt.schedules.for_owner(owner), days, offset + limit + 1)
+    docs = caller.rt.schedules.for_owner(owner)
+    rows = _upcoming(caller, request, docs, days, offset + limit + 1)
     return page_response(rows[offset : offset + limit + 1], limit, offset)
 
 
