@@ -26,7 +26,7 @@ from crawlsched.drivers.robots import RobotsCache
 from crawlsched.drivers.social import DemoSocialDriver
 from crawlsched.drivers.targets import parse_networks
 from crawlsched.drivers.website import WebsiteDriver
-from crawlsched.flow.host_pacing import ClusterHostPacer, HostNotReady
+from crawlsched.flow.host_pacing import LATE_START_GRACE, ClusterHostPacer, HostNotReady
 from crawlsched.flow.shared_robots import SharedRobots
 from crawlsched.resources.host_rules import HostPolicy
 from crawlsched.store.hosts import MongoHostStore
@@ -142,6 +142,42 @@ def test_a_request_sent_late_is_never_followed_too_soon(delay, lateness):
             starts.append(clock.at())  # when the request really goes
     gaps = [b - a for a, b in itertools.pairwise(starts)]
     assert all(gap >= delay - 1e-6 for gap in gaps)
+
+
+class OversleepingClock(FakeClock):
+    """The first sleep wakes `lateness` late, and another thread runs while it sleeps."""
+
+    def __init__(self, lateness: float) -> None:
+        super().__init__()
+        self.lateness = lateness
+        self.meanwhile: list = []
+
+    def sleep(self, seconds: float) -> None:
+        if self.meanwhile:
+            self.now += timedelta(seconds=seconds + self.lateness)
+            self.meanwhile.pop()()
+        else:
+            self.now += timedelta(seconds=seconds)
+
+
+@given(lateness=st.floats(0.02, 3, allow_nan=False))
+def test_a_thread_that_wakes_past_its_start_takes_a_new_place_rather_than_crowd_the_next(
+    lateness,
+):
+    # Given two requests at once allowed on a host with a 1 s delay, one request sent
+    clock = OversleepingClock(lateness)
+    pacer = _pacer(clock, 1.0, concurrency=2)
+    starts = [_started(pacer, clock)]
+
+    # When a second thread sleeps towards its place (1 s later) and wakes late, while a third
+    # reserved the place after it and started on time
+    clock.meanwhile.append(lambda: starts.append(_started(pacer, clock)))
+    starts.append(_started(pacer, clock))
+
+    # Then no two starts are closer than the delay, less the grace a wake-up is allowed
+    gaps = [b - a for a, b in itertools.pairwise(sorted(starts))]
+    assert len(starts) == 3
+    assert all(gap >= 1.0 - LATE_START_GRACE.total_seconds() - 1e-6 for gap in gaps), starts
 
 
 def _started(pacer: ClusterHostPacer, clock: FakeClock, key: str = A) -> float:

@@ -44,6 +44,9 @@ from crawlsched.store.hosts import MongoHostStore
 log = get_logger(__name__)
 
 POLL_S = 0.5  # how often a thread waiting for a held or refused host looks again
+# A thread that wakes later than this after its planned start does not send (`slot`): the
+# most two starts on a host may come closer than its delay (a wake-up's jitter).
+LATE_START_GRACE = timedelta(milliseconds=10)
 
 
 class HostNotReady(Exception):
@@ -166,17 +169,8 @@ class ClusterHostPacer:
         `HostNotReady` rather than wait past `max_sleep_s`)."""
         host = self._take(key)
         try:
-            start = self._reserve(key, host, policy or self.default)
-            if (wait := (start - self._clock()).total_seconds()) > 0:
-                metrics.host_pacing_waited(wait)
-                self._sleep(wait)
-            with host.condition:
-                # The request starts now, maybe later than planned (a late wake-up, a wait for
-                # the GIL): the next start counts from now, so it never follows too soon.
-                late = self._clock()
-                delay = timedelta(seconds=(host.policy or policy or self.default).delay_s)
-                if late > start and host.next_start is not None:
-                    host.next_start = max(host.next_start, late + delay)
+            while not self._started_on_time(key, host, policy or self.default):
+                pass  # woke too late for its place: it took another
             try:
                 yield
             finally:
@@ -186,6 +180,28 @@ class ClusterHostPacer:
         finally:
             with self._lock:
                 host.users -= 1
+
+    def _started_on_time(self, key: str, host: _Host, policy: HostPolicy) -> bool:
+        """Reserve a start and sleep until it. False (the place given up) when the thread woke
+        more than `LATE_START_GRACE_S` after it: the starts planned after this one, here or in
+        the process the host was handed to meanwhile, count from it, so a late request would
+        follow the one before it, or precede the next, by less than the delay."""
+        start = self._reserve(key, host, policy)
+        if (wait := (start - self._clock()).total_seconds()) > 0:
+            metrics.host_pacing_waited(wait)
+            self._sleep(wait)
+        with host.condition:
+            late = self._clock()
+            delay = timedelta(seconds=(host.policy or policy).delay_s)
+            if delay and late - start > LATE_START_GRACE:
+                host.active -= 1
+                host.condition.notify_all()
+                return False
+            # Within the grace the next start still counts from now, so it never follows
+            # this one too soon.
+            if late > start and host.next_start is not None:
+                host.next_start = max(host.next_start, late + delay)
+        return True
 
     def observe(self, key: str, status: int, retry_after: str | None) -> None:
         """A response from the host: a 429 or 503 blocks it for everyone (its Retry-After,
