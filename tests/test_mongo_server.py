@@ -106,3 +106,42 @@ def test_mongo_server_start_failure_reports_server_stderr() -> None:
         server.start()
     assert server.process is not None
     assert server.process.poll() is not None
+
+
+@pytest.mark.multiprocess
+def test_mongo_server_still_refuses_every_duplicate_of_a_compound_unique_index(
+    multiprocess_mongo_url: str, mongo_database_name: str
+) -> None:
+    # The server checks a write's unique keys only when they change (a job update once cost
+    # a scan of every job): each way of making a duplicate is still refused.
+    with pymongo.MongoClient(multiprocess_mongo_url) as client:
+        jobs = client[mongo_database_name].jobs
+        jobs.create_index(
+            [("media", 1), ("target", 1)],
+            unique=True,
+            partialFilterExpression={"target": {"$type": "string"}},
+        )
+        jobs.insert_many(
+            [
+                {"_id": "a", "media": "m", "target": "x", "n": 0},
+                {"_id": "b", "media": "m", "target": "y", "n": 0},
+                {"_id": "c", "media": "m", "n": 0},  # outside the partial index
+            ]
+        )
+        jobs.update_one({"_id": "a"}, {"$inc": {"n": 1}})  # keys unchanged: written
+        jobs.update_one({"_id": "b"}, {"$set": {"target": "z"}})  # a new key: written
+        duplicates = [
+            lambda: jobs.insert_one({"_id": "d", "media": "m", "target": "x"}),
+            lambda: jobs.update_one({"_id": "b"}, {"$set": {"target": "x"}}),
+            lambda: jobs.update_one({"_id": "c"}, {"$set": {"target": "x"}}),  # joins the index
+            lambda: jobs.replace_one({"_id": "b"}, {"media": "m", "target": "x"}),
+            lambda: jobs.find_one_and_update({"_id": "b"}, {"$set": {"target": "x"}}),
+        ]
+        for write in duplicates:
+            with pytest.raises(pymongo.errors.DuplicateKeyError):
+                write()
+        assert {d["_id"]: (d.get("target"), d["n"]) for d in jobs.find()} == {
+            "a": ("x", 1),
+            "b": ("z", 0),
+            "c": (None, 0),
+        }

@@ -16,7 +16,62 @@ import asyncio
 import signal
 import sys
 
+from mongoeco.core.filtering import QueryEngine
+from mongoeco.engines.memory import MemoryEngine
+from mongoeco.engines.virtual_indexes import document_in_virtual_index
 from mongoeco.wire.proxy import AsyncMongoEcoProxyServer
+
+
+def _same_index_entry(index: dict, candidate: dict, current: dict) -> bool:
+    """Whether a document written over `current` files under `index` exactly as it did: the
+    same membership (sparse, partial filter) and the same values of every indexed field."""
+    if document_in_virtual_index(candidate, index) != document_in_virtual_index(current, index):
+        return False
+    return all(
+        QueryEngine.extract_values(candidate, name) == QueryEngine.extract_values(current, name)
+        for name in index["fields"]
+    )
+
+
+def check_only_changed_unique_keys() -> None:
+    """Make a write that leaves a document's unique keys as they were skip their check.
+
+    mongoeco checks a compound (or partial, or collated) unique index by comparing the written
+    document with every document of the collection, and the `_id` of an updated document the
+    same way: a job update cost 54 ms with 500 jobs and grew with every job, where MongoDB
+    walks its B-tree. A write that changes none of an index's fields and keeps its membership
+    cannot add a duplicate to a collection that had none, so only the indexes whose entry
+    changes are checked; inserts and key changes are checked as before."""
+    ensure = MemoryEngine._ensure_unique_indexes
+
+    def ensure_changed(self, db_name, coll_name, candidate, **options):
+        exclude = options.get("exclude_storage_key")
+        if exclude is not None:
+            storage = options.get("storage_view")
+            coll = (
+                (self._storage if storage is None else storage).get(db_name, {}).get(coll_name, {})
+            )
+            data = coll.get(exclude)
+            if data is None:
+                data = coll.get(self._storage_key(exclude))
+            if data is not None:
+                current = self._borrow_storage_document(data)
+                if candidate.get("_id") == current.get("_id"):
+                    options["scan_payload_id"] = False  # its own _id, already unique
+                view = options.get("indexes_view")
+                indexes = (
+                    (self._indexes if view is None else view).get(db_name, {}).get(coll_name, [])
+                )
+                changed = [
+                    index
+                    for index in indexes
+                    if not index.get("unique") or not _same_index_entry(index, candidate, current)
+                ]
+                if len(changed) < len(indexes):
+                    options["indexes_view"] = {db_name: {coll_name: changed}}
+        return ensure(self, db_name, coll_name, candidate, **options)
+
+    MemoryEngine._ensure_unique_indexes = ensure_changed
 
 
 async def _wait_for_stdin_eof(stop: asyncio.Event) -> None:
@@ -57,6 +112,7 @@ def main() -> None:
         help="keep serving when stdin closes (for running by hand in the background)",
     )
     args = parser.parse_args()
+    check_only_changed_unique_keys()
     asyncio.run(serve(args.host, args.port, watch_stdin=not args.no_stdin_watch))
 
 
