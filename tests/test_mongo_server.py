@@ -136,12 +136,26 @@ def test_mongo_server_still_refuses_every_duplicate_of_a_compound_unique_index(
             lambda: jobs.update_one({"_id": "c"}, {"$set": {"target": "x"}}),  # joins the index
             lambda: jobs.replace_one({"_id": "b"}, {"media": "m", "target": "x"}),
             lambda: jobs.find_one_and_update({"_id": "b"}, {"$set": {"target": "x"}}),
+            lambda: jobs.update_one(
+                {"_id": "e"}, {"$set": {"media": "m", "target": "x", "n": 0}}, upsert=True
+            ),
         ]
         for write in duplicates:
             with pytest.raises(pymongo.errors.DuplicateKeyError):
                 write()
+        # A key given up is free again; a batch that repeats a key stops at the repeat.
+        jobs.insert_one({"_id": "f", "media": "m", "target": "y", "n": 0})
+        with pytest.raises(pymongo.errors.BulkWriteError):
+            jobs.insert_many(
+                [
+                    {"_id": "g", "media": "m", "target": "w", "n": 0},
+                    {"_id": "h", "media": "m", "target": "w", "n": 0},
+                ]
+            )
         assert {d["_id"]: (d.get("target"), d["n"]) for d in jobs.find()} == {
             "a": ("x", 1),
             "b": ("z", 0),
             "c": (None, 0),
+            "f": ("y", 0),
+            "g": ("w", 0),
         }
