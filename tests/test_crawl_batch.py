@@ -591,6 +591,96 @@ def test_jobs_of_a_host_held_elsewhere_wait_for_it_and_the_batch_crawls_the_othe
     assert again == {jobs["job0"]["_id"], jobs["job2"]["_id"]}
 
 
+def test_a_new_sites_robots_txt_is_read_first_and_its_page_waits_while_other_hosts_go(
+    rt, clock, monkeypatch
+):
+    # Given a 1 s delay per host and a batch of four jobs on three hosts no process knows yet
+    from crawlsched.drivers.fetching import PoliteHttp
+    from crawlsched.resources.host_rules import HostPolicy, host_key
+
+    rt.pacer.default = HostPolicy(1.0, 1, 0)
+    monkeypatch.setattr(rt.pacer, "_sleep", clock.advance)
+    message = _admitted(rt, 4, login=False, selenium=False)
+    jobs = _jobs(rt, message)
+    for name, host in (("job0", "a"), ("job1", "a"), ("job2", "b"), ("job3", "c")):
+        rt.db.profiles.update_one(
+            {"_id": jobs[name]["_id"]}, {"$set": {"url": f"https://{host}.test/{name}"}}
+        )
+    sent: list[tuple[str, str, float]] = []
+    known: set[str] = set()
+
+    def robots_first(self, url):  # a robots.txt request, paced as PoliteHttp paces it
+        key = host_key(url)
+        if key in known:
+            return False
+        known.add(key)
+        with rt.pacer.slot(key):
+            sent.append(("robots", key, clock.monotonic()))
+        return True
+
+    def step(index, job, context):
+        with rt.pacer.slot(host_key(job.url)):
+            sent.append(("page", job.url, clock.monotonic()))
+
+    monkeypatch.setattr(PoliteHttp, "robots_first", robots_first)
+    SCRIPT["step"] = step
+
+    # When the batch is crawled by one thread
+    counts, _ = _crawl(rt, message)
+
+    # Then each site's robots.txt goes first, the three at once; each page follows its own
+    # host's robots.txt by the delay, the other hosts' requests in between
+    assert counts == {"succeeded": 4}
+    assert sent == [
+        ("robots", "https://a.test:443", 0.0),
+        ("robots", "https://b.test:443", 0.0),
+        ("robots", "https://c.test:443", 0.0),
+        ("page", "https://a.test/job1", 1.0),
+        ("page", "https://b.test/job2", 1.0),
+        ("page", "https://c.test/job3", 1.0),
+        ("page", "https://a.test/job0", 2.0),
+    ]
+
+
+def test_a_host_the_batch_is_done_with_is_given_back_and_its_waiters_woken_at_once(
+    rt, clock, monkeypatch
+):
+    # Given a 1 s delay per host and a batch of one job on host a and two on host b
+    from crawlsched.drivers.fetching import PoliteHttp
+    from crawlsched.resources.host_rules import HostPolicy, host_key
+
+    rt.pacer.default = HostPolicy(1.0, 1, 0)
+    monkeypatch.setattr(rt.pacer, "_sleep", clock.advance)
+    monkeypatch.setattr(PoliteHttp, "robots_first", lambda self, url: False)
+    message = _admitted(rt, 3, login=False, selenium=False)
+    jobs = _jobs(rt, message)
+    for name, host in (("job0", "a"), ("job1", "b"), ("job2", "b")):
+        rt.db.profiles.update_one(
+            {"_id": jobs[name]["_id"]}, {"$set": {"url": f"https://{host}.test/{name}"}}
+        )
+    seen: list[tuple] = []
+
+    def step(index, job, context):
+        with rt.pacer.slot(host_key(job.url)):
+            seen.append(("page", job.url, clock.monotonic()))
+
+    SCRIPT["step"] = step
+
+    # When the batch is crawled
+    _crawl(rt, message, wake=lambda keys: seen.append(("wake", sorted(keys))))
+
+    # Then host a went back, and its waiters were woken, as soon as its one job was done,
+    # while the batch still waited a delay for host b; b went back at the batch's end
+    assert seen == [
+        ("page", "https://a.test/job0", 0.0),
+        ("wake", ["host:https://a.test:443"]),
+        ("page", "https://b.test/job1", 0.0),
+        ("page", "https://b.test/job2", 1.0),
+        ("wake", ["host:https://b.test:443"]),
+    ]
+    assert rt.hosts.held_until("https://a.test:443", clock.now()) is None
+
+
 def test_a_batch_parking_for_a_held_host_reads_the_host_once(rt, monkeypatch):
     # Given a host held by another worker process, and a batch whose rest waits for it
     from crawlsched.flow.crawl_loop import Progress

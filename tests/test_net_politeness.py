@@ -218,6 +218,34 @@ def test_two_processes_share_one_clock_per_host_and_hand_it_over():
     assert got - starts[-1] >= 1.0
 
 
+def test_a_host_is_given_back_as_soon_as_no_job_of_the_process_needs_it():
+    # Given two processes on one store, a 1 s delay; p1 expects two jobs on the host
+    clock, store = FakeClock(), _store()
+    p1 = _pacer(clock, 1.0, store=store, holder="p1", max_sleep_s=0)
+    p2 = _pacer(clock, 1.0, store=store, holder="p2", max_sleep_s=0)
+    p1.expect([A, A, B])
+    t0 = _started(p1, clock)
+
+    # When its first job is done the host is kept (another job of p1 still needs it)
+    assert p1.settle(A) is False
+    with pytest.raises(HostNotReady):
+        _started(p2, clock)
+
+    # Then once the second is done it goes back at once, not at the batch's end: p2 gets it
+    # for its start one delay after p1's last, and p1's batch end has nothing to give back
+    clock.sleep(1.0)
+    t1 = _started(p1, clock)
+    assert t1 - t0 == pytest.approx(1.0)
+    assert p1.settle(A) is True
+    clock.sleep(1.0)
+    assert _started(p2, clock) == pytest.approx(t1 + 1.0)
+    assert p1.give_back() == set()
+    # A host another thread of the process uses, or that other jobs expect, is kept
+    p1.expect([B])
+    with p1.slot(B):
+        assert p1.settle(B) is False
+
+
 def test_a_dead_holder_blocks_the_host_no_longer_than_its_slice():
     clock, store = FakeClock(), _store()
     dead = _pacer(clock, 0.0, store=store, holder="dead", max_sleep_s=0)
@@ -434,6 +462,28 @@ def test_two_processes_fetch_a_sites_robots_txt_once(site):
             with pytest.raises(RobotsDisallowed):
                 http.get(f"{_base(site)}/private/{holder}")
     assert [path for _, path in site.log] == ["/robots.txt", "/p1", "/p2"]
+
+
+def test_robots_txt_can_be_read_as_a_step_of_its_own_before_the_page(site):
+    # A batch over many hosts reads a new site's robots.txt on its own, then crawls other
+    # hosts while this one's delay runs (crawl_loop): True once a request went out, then
+    # False for the rest of the process's local period; the page does not read it again.
+    store = _store()
+    now = lambda: datetime.now(UTC)  # noqa: E731
+    with httpx.Client(timeout=10) as client:
+        robots = SharedRobots(store, "p1", ttl_s=3600, clock=now)
+        http = PoliteHttp(client, allowed_networks=LOOPBACK, robots=robots)
+        assert http.robots_first(f"{_base(site)}/a") is True
+        assert http.robots_first(f"{_base(site)}/b") is False
+        assert http.get(f"{_base(site)}/a").status_code == 200
+        # Another process finds the rules in the store: nothing is sent for them
+        other = PoliteHttp(
+            client,
+            allowed_networks=LOOPBACK,
+            robots=SharedRobots(store, "p2", ttl_s=3600, clock=now),
+        )
+        assert other.robots_first(f"{_base(site)}/c") is False
+    assert [path for _, path in site.log] == ["/robots.txt", "/a"]
 
 
 def test_robots_disallow_is_honoured_and_robots_txt_is_read_once(site):

@@ -142,6 +142,17 @@ class PoliteHttp:
             raise Refused(f"login form to {redact(url)!r}: not a declared host of this media")
         return self._send("POST", url, headers=None, credentials=True, data=fields, login=True)
 
+    def robots_first(self, url: str) -> bool:
+        """Read the robots.txt of `url`'s site now if this process does not know it yet (from
+        the store, or fetched: checked and paced like any request). True when that sent a
+        request: the page then waits its host's delay, and a batch over many hosts crawls
+        another host's page meanwhile instead of sleeping (`crawl_loop`)."""
+        if self.robots is None or self.robots.known(url):
+            return False
+        sent = self.requests
+        self.robots.rules(url, self.user_agent, self._fetch_robots)
+        return self.requests > sent
+
     # -- inside ----------------------------------------------------------------------------------
 
     def _send(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -22,6 +23,7 @@ from crawlsched.drivers.browser_session import is_session_lost
 from crawlsched.drivers.context import CrawlContext
 from crawlsched.flow.crawl_resources import DispatchLease, Leases, ResourceLost, node_lost
 from crawlsched.flow.host_pacing import HostNotReady
+from crawlsched.flow.host_use import HostUse
 from crawlsched.flow.resource_events import ban_account_by_lease
 from crawlsched.flow.stopping import StopWatch
 from crawlsched.ids import encode_id
@@ -79,20 +81,53 @@ def crawl_jobs(
     stop: StopWatch,
     dispatch: DispatchLease | None = None,
     flush: PartFlush | None = None,
+    released: Callable[[frozenset[str]], None] | None = None,
 ) -> Progress:
     """Crawl the batch's jobs, the one whose host is ready soonest first, so a batch over many
     hosts keeps its thread busy instead of waiting for one host's delay. A host that will not
     be ready soon (held by another process, blocked, paced slower) puts its jobs aside; they
     go back to wait for it when the others are done, after asking once more for the hosts
     another process held (`_ask_again`). With `flush`, the pages found so far reach the run
-    while the batch goes on: the progress returned is the last part's."""
+    while the batch goes on: the progress returned is the last part's. A host the process no
+    longer needs is given back as soon as its last job here is done (`HostUse`), and
+    `released` is told, to wake whoever waits for it."""
     media = rt.media(message.media_name)
-    # The store's driver (`crawling.checked_media` refused a message naming another).
-    driver = registry.create(str((media or {}).get("driver_class")))
-    progress = Progress()
     target_fields = ("target", *rt.target_fields(message.collection))
     urls = {id(doc): job_url(doc, derive_target(doc, target_fields), media) for doc in jobs}
     hosts = {key: _host_of(rt, url) for key, url in urls.items()}
+    batch = _Batch(
+        rt, message, context, leases, stop, dispatch, flush,
+        # The store's driver (`crawling.checked_media` refused a message naming another).
+        registry.create(str((media or {}).get("driver_class"))),
+        urls, hosts, target_fields, HostUse(rt.pacer, hosts, released),
+    )  # fmt: skip
+    try:
+        return _crawl_each(batch, jobs)
+    finally:
+        batch.use.close()
+
+
+@dataclass
+class _Batch:
+    """What the loop over a batch's jobs works with."""
+
+    rt: Runtime
+    message: BatchMessage
+    context: CrawlContext
+    leases: Leases
+    stop: StopWatch
+    dispatch: DispatchLease | None
+    flush: PartFlush | None
+    driver: Any
+    urls: dict[int, str]  # by id(job)
+    hosts: dict[int, str]  # by id(job): its pacing key
+    target_fields: tuple[str, ...]
+    use: HostUse
+
+
+def _crawl_each(b: _Batch, jobs: list[dict]) -> Progress:
+    rt, message, context, hosts = b.rt, b.message, b.context, b.hosts
+    progress = Progress()
     pending = list(jobs)
     aside: list[dict] = []  # jobs of hosts not ready within the thread's patience
     not_ready: dict[str, HostNotReady] = {}
@@ -100,41 +135,49 @@ def crawl_jobs(
     while pending or not asked_again:
         if not pending:
             asked_again, pending = True, _ask_again(aside, not_ready, hosts)
+            b.use.again(pending)
             continue
-        if stop.stopped():
-            progress.stopped = [d["_id"] for d in pending + aside]
-            return progress
-        doc = min(pending, key=lambda d: rt.pacer.ready_at(hosts[id(d)]))
-        pending.remove(doc)
+        if b.stop.stopped():
+            return dataclasses.replace(progress, stopped=[d["_id"] for d in pending + aside])
+        doc = _readiest(rt, pending, hosts)
+        url = b.urls[id(doc)]
+        if (
+            after := _robots_first(context, url, doc, pending, aside, not_ready, hosts)
+        ) is not None:
+            pending = after
+            b.use.done(aside)
+            continue
         started_at = rt.now()
-        url = urls[id(doc)]
         _seed(progress, doc, url)
-        job = _job(doc, url, message, target_fields)
+        job = _job(doc, url, message, b.target_fields)
         context.begin(job)
         try:
-            leases.keep()
-            if dispatch is not None:
-                dispatch.progress()
-            task_method(driver, message.task)(job, context)
+            b.leases.keep()
+            if b.dispatch is not None:
+                b.dispatch.progress()
+            task_method(b.driver, message.task)(job, context)
         except HostNotReady as e:
             # Not the page's failure, nor the machinery's: its host is not ready yet. Its jobs
             # wait for it; the others of the batch go on.
             pending = _set_aside(e, doc, pending, aside, not_ready, hosts)
+            b.use.done(aside)
             continue
         except Exception as e:  # one job's failure is that job's, never the batch's
-            progress.interruption = _lost_resource(rt, e, leases, context)
+            progress.interruption = _lost_resource(rt, e, b.leases, context)
             if progress.interruption is None:
                 _failed(rt, progress, doc, e, started_at)
+                b.use.done([doc])
                 continue
-        if progress.interruption is None and dispatch is not None and dispatch.lost:
+        if progress.interruption is None and b.dispatch is not None and b.dispatch.lost:
             # The driver swallowed the loss: what it did for this job cannot be recorded.
             progress.interruption = f"dispatch {message.dispatch_id} was reclaimed"
         if progress.interruption:
             progress.unfinished = [d["_id"] for d in [doc, *pending, *aside]]
             return progress
         _succeeded(rt, progress, doc, context, started_at)
-        if flush is not None and flush.due(progress, pending + aside):
-            held = {id(d) for d in flush.flush(progress, pending + aside)}
+        b.use.done([doc])
+        if b.flush is not None and b.flush.due(progress, pending + aside):
+            held = {id(d) for d in b.flush.flush(progress, pending + aside)}
             pending, aside = (
                 [d for d in pending if id(d) in held],
                 [d for d in aside if id(d) in held],
@@ -143,6 +186,40 @@ def crawl_jobs(
     if aside:
         _wait_for_hosts(progress, aside, not_ready)
     return progress
+
+
+def _readiest(rt: Runtime, pending: list[dict], hosts: dict[int, str]) -> dict:
+    """The pending job whose host is ready soonest, taken out of `pending`."""
+    doc = min(pending, key=lambda d: rt.pacer.ready_at(hosts[id(d)]))
+    pending.remove(doc)
+    return doc
+
+
+def _robots_first(
+    context: CrawlContext,
+    url: str,
+    doc: dict,
+    pending: list[dict],
+    aside: list[dict],
+    not_ready: dict[str, HostNotReady],
+    hosts: dict[int, str],
+) -> list[dict] | None:
+    """Fetch the robots.txt of a site this process meets for the first time as a step of
+    its own (`PoliteHttp.robots_first`): fetched inside the page's request, the thread would
+    sleep the host's delay between the two while the batch's other hosts are ready. Returns
+    the jobs pending after it (`doc` last: its host's next start is a delay away), or None
+    when nothing was sent and `doc` is crawled now. A URL the client refuses is left to the
+    page's own request, which fails as that job's."""
+    http = context.http
+    if http is None or not hasattr(http, "robots_first"):
+        return None
+    try:
+        sent = http.robots_first(url)
+    except HostNotReady as e:
+        return _set_aside(e, doc, pending, aside, not_ready, hosts)
+    except Exception:
+        return None
+    return [*pending, doc] if sent else None
 
 
 def _set_aside(

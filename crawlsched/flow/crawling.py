@@ -130,9 +130,11 @@ def _run(
     leases: Leases,
     stop: StopWatch,
     report: Callable[[ReportMessage], None],
+    wake: Callable[[frozenset[str]], None],
 ) -> tuple[Progress, CrawlContext | None, LinkFlush]:
     """The batch's crawl; its last part's progress, and the flush that knows that part's
-    message (its dispatch id, once parts were handed over)."""
+    message (its dispatch id, once parts were handed over). A host given back mid-batch wakes
+    the batches waiting for it at once."""
     deadlines = [doc["lease_deadline"] for doc in jobs if doc.get("lease_deadline")]
     dispatch = DispatchLease(
         rt, message.collection, message.dispatch_id, min(deadlines) if deadlines else None
@@ -144,7 +146,10 @@ def _run(
         context = _context(rt, message, leases, dispatch)
         flush.bounds = context.bounds
         with batch_browser(rt, leases, context):
-            progress = crawl_jobs(rt, message, jobs, context, leases, stop, dispatch, flush)
+            progress = crawl_jobs(
+                rt, message, jobs, context, leases, stop, dispatch, flush,
+                released=lambda hosts: wake(frozenset(host_wait_key(h) for h in hosts)),
+            )  # fmt: skip
             return progress, context, flush
     except ResourceLost as e:
         held = set(flush.message.decoded_job_ids())
@@ -211,7 +216,7 @@ def crawl_batch(
         elif jobs:
             checked_media(rt, message, jobs)
             leases = Leases(rt, message.lease_ids)
-            progress, context, flush = _run(rt, message, jobs, leases, stop, report)
+            progress, context, flush = _run(rt, message, jobs, leases, stop, report, wake)
             # Parts handed over meanwhile were reported: what follows is the last part's.
             message = flush.message
             if flush.flushed:

@@ -30,7 +30,8 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -153,6 +154,7 @@ class ClusterHostPacer:
         self._lock = threading.Lock()
         self._hosts: dict[str, _Host] = {}
         self._released: set[str] = set()  # hosts given back since `give_back` last said
+        self._expected: Counter[str] = Counter()  # jobs of this process that will ask, by host
         self.grouping = grouping
         self._resolve = resolve or CachedResolver()
 
@@ -255,6 +257,43 @@ class ClusterHostPacer:
         with self._lock:
             released, self._released = self._released, set()
         return released
+
+    # -- giving a host back as soon as this process is done with it -------------------------
+
+    def expect(self, keys: Iterable[str]) -> None:
+        """Jobs of this process will ask for these hosts (a key per job): a host is given back
+        early (`settle`) only once none of them is left."""
+        with self._lock:
+            self._expected.update(key for key in keys if key)
+
+    def settle(self, key: str) -> bool:
+        """One job expected for `key` is done here (crawled, failed or put aside). When no job
+        of this process is left for the host and no thread uses it, it is given back now, not
+        at its batch's end: a process waiting for it takes it over while this one crawls its
+        other hosts. True when it was given back (the caller wakes whoever waits for it)."""
+        with self._lock:
+            left = self._expected.pop(key, 0) - 1
+            if left > 0:
+                self._expected[key] = left
+                return False
+            host = self._hosts.get(key)
+            if host is None or host.users:
+                return False
+        with host.condition:
+            if host.lease_until is None or host.active:
+                return False
+            self._give_back(key, host, self._clock())
+        with self._lock:
+            self._released.discard(key)  # the caller wakes its waiters, not the batch's end
+        return True
+
+    def forget(self, keys: Iterable[str]) -> None:
+        """Jobs expected here that will not ask after all (their batch ended first)."""
+        with self._lock:
+            for key in keys:
+                left = self._expected.pop(key, 0) - 1
+                if left > 0:
+                    self._expected[key] = left
 
     def __len__(self) -> int:
         with self._lock:

@@ -53,6 +53,15 @@ class SharedRobots:
         self._sites: dict[str, tuple[threading.Lock, list[Any]]] = {}
         self.fetched = 0  # robots.txt this process fetched (for tests and logs)
 
+    def known(self, url: str) -> bool:
+        """Whether this process holds fresh rules for `url`'s site (no store read, no fetch)."""
+        with self._lock:
+            site = self._sites.get(host_key(url))
+        if site is None:
+            return False
+        rules, read_at = site[1]
+        return rules is not None and self._clock() - read_at <= timedelta(seconds=self.local_ttl_s)
+
     def allowed(self, url: str, user_agent: str, fetch: Callable[[str], tuple[int, str]]) -> bool:
         return self.rules(url, user_agent, fetch).can_fetch(url, user_agent)
 
