@@ -9,6 +9,7 @@ import textwrap
 
 import pymongo
 import pytest
+from bson import ObjectId
 from pymongo.errors import ServerSelectionTimeoutError
 
 from tests.support.mongo_server import MongoecoServer, fresh_database_name, ping
@@ -159,3 +160,42 @@ def test_mongo_server_still_refuses_every_duplicate_of_a_compound_unique_index(
             "f": ("y", 0),
             "g": ("w", 0),
         }
+
+
+@pytest.mark.multiprocess
+def test_mongo_server_finds_by_compound_and_sparse_indexes_what_a_scan_finds(
+    multiprocess_mongo_url: str, mongo_database_name: str
+) -> None:
+    # The server takes a query's candidates from a compound unique index or a sparse one, and
+    # looks a new _id up by its storage key: the answers are a full scan's, ids still unique.
+    with pymongo.MongoClient(multiprocess_mongo_url) as client:
+        items = client[mongo_database_name].items
+        items.create_index([("model", 1), ("key", 1)], unique=True, name="natural_key")
+        items.create_index([("batch", 1)], sparse=True, name="batch")
+        items.insert_many(
+            [
+                {"_id": f"i{n}", "model": f"m{n % 2}", "key": f"k{n % 3}", "batch": f"b{n % 2}"}
+                for n in range(6)
+            ]
+            + [{"_id": "lone", "model": "m0", "key": "k9"}]  # outside the sparse index
+        )
+        assert [d["_id"] for d in items.find({"model": "m1", "key": "k2"})] == ["i5"]
+        assert [d["_id"] for d in items.find({"key": "k0", "model": "m0", "batch": "b0"})] == ["i0"]
+        assert items.count_documents({"model": "m1", "key": "k9"}) == 0
+        assert sorted(d["_id"] for d in items.find({"batch": "b1"})) == ["i1", "i3", "i5"]
+        assert items.update_many({"batch": "b0"}, {"$set": {"seen": True}}).modified_count == 3
+        assert sorted(d["_id"] for d in items.find({"seen": True})) == ["i0", "i2", "i4"]
+        assert items.count_documents({"batch": None}) == 1  # null: the scan's answer
+        # An upsert by the natural key updates the one document, or inserts one
+        items.update_one({"model": "m0", "key": "k9"}, {"$set": {"v": 1}}, upsert=True)
+        items.update_one({"model": "m2", "key": "k0"}, {"$set": {"v": 2}}, upsert=True)
+        assert items.find_one({"_id": "lone"})["v"] == 1
+        assert items.count_documents({}) == 8
+        # A new document's _id is still unique, numbers equal across types included
+        for duplicate in ({"_id": "i0"}, {"_id": ObjectId(items.find_one({"v": 2})["_id"])}):
+            with pytest.raises(pymongo.errors.DuplicateKeyError):
+                items.insert_one({**duplicate, "model": "x", "key": "y"})
+        numbers = client[mongo_database_name].numbers
+        numbers.insert_one({"_id": 1})
+        with pytest.raises(pymongo.errors.DuplicateKeyError):
+            numbers.insert_one({"_id": 1.0})
