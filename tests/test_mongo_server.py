@@ -186,6 +186,9 @@ def test_mongo_server_finds_by_compound_and_sparse_indexes_what_a_scan_finds(
         assert items.update_many({"batch": "b0"}, {"$set": {"seen": True}}).modified_count == 3
         assert sorted(d["_id"] for d in items.find({"seen": True})) == ["i0", "i2", "i4"]
         assert items.count_documents({"batch": None}) == 1  # null: the scan's answer
+        listed = items.find({"_id": {"$in": ["i4", "i1", "gone"]}, "batch": "b1"})
+        assert [d["_id"] for d in listed] == ["i1"]
+        assert items.count_documents({"_id": {"$in": []}}) == 0
         # An upsert by the natural key updates the one document, or inserts one
         items.update_one({"model": "m0", "key": "k9"}, {"$set": {"v": 1}}, upsert=True)
         items.update_one({"model": "m2", "key": "k0"}, {"$set": {"v": 2}}, upsert=True)

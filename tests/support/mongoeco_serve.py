@@ -16,9 +16,10 @@ import asyncio
 import signal
 import sys
 
+from bson import ObjectId
 from mongoeco.core.filtering import QueryEngine
 from mongoeco.core.identity import id_contains_numeric_value
-from mongoeco.core.query_plan import AndCondition, EqualsCondition
+from mongoeco.core.query_plan import AndCondition, EqualsCondition, InCondition
 from mongoeco.engines.memory import MemoryEngine, _MemoryIndexedCandidates
 from mongoeco.engines.virtual_indexes import (
     _index_partial_filter_expression,
@@ -129,6 +130,17 @@ def _plain_equalities(plan) -> dict:
     return found
 
 
+def _listed_ids(plan) -> tuple | None:
+    """The ids of a top-level `_id: {$in: [...]}` of strings or ObjectIds (a number would also
+    match its equal of another type), found by their storage keys; None when there is none."""
+    clauses = plan.clauses if isinstance(plan, AndCondition) else (plan,)
+    for clause in clauses:
+        plain = isinstance(clause, InCondition) and clause.field == "_id"
+        if plain and all(isinstance(v, str | ObjectId) for v in clause.values):
+            return clause.values
+    return None
+
+
 def plan_compound_and_sparse_lookups() -> None:
     """Let a query's equalities use a compound unique index, or a sparse one-field index.
 
@@ -137,8 +149,9 @@ def plan_compound_and_sparse_lookups() -> None:
     took 18 ms with 2,000 results, a job update by `dispatch_id` 25 ms). Here, when mongoeco
     found no index to use, a query with an equality on every field of a compound unique index
     (not sparse, not partial), or on the field of a sparse one-field index (a plain value only
-    matches documents that have the field), takes its candidates from that index's key map;
-    every candidate is still tested against the whole query. A stored document with an array
+    matches documents that have the field), takes its candidates from that index's key map,
+    and one with `_id: {$in: [...]}` from the listed ids; every candidate is still tested
+    against the whole query. A stored document with an array
     in a compound index's field is filed under its first element only and would be missed:
     crawlsched's never have one."""
     plan = MemoryEngine._indexed_candidate_storage_keys_for_plan_locked
@@ -164,7 +177,10 @@ def plan_compound_and_sparse_lookups() -> None:
                 continue
             key = tuple(self._index_equality_key(equals[name]) for name in fields)
             return _MemoryIndexedCandidates(set(keys.get(key, ())))
-        return None
+        ids = _listed_ids(query_plan)
+        return (
+            None if ids is None else _MemoryIndexedCandidates({self._storage_key(i) for i in ids})
+        )
 
     MemoryEngine._indexed_candidate_storage_keys_for_plan_locked = with_lookups
 
