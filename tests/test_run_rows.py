@@ -8,11 +8,12 @@ import inspect
 import re
 from datetime import timedelta
 
+import pydantic_core
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crawlsched.api.paging import page_response
+from crawlsched.api.paging import page_of
 from crawlsched.api.run_rows import EncodedRows, runs_page
 from crawlsched.planning.run_names import child_run_id, run_id_for
 from crawlsched.store.children import MongoChildStore
@@ -35,7 +36,7 @@ def runs(store):
 
 def uncached(runs: MongoRunStore, limit: int, offset: int, **query) -> bytes:
     """What the route answered before rows were kept: the page read and encoded whole."""
-    return page_response(runs.page(limit + 1, offset, **query), limit, offset).body
+    return pydantic_core.to_json(page_of(runs.page(limit + 1, offset, **query), limit, offset))
 
 
 def opened(runs: MongoRunStore, name: str = "sched-1", minutes: int = 1, planned: int = 3) -> str:

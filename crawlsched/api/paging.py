@@ -36,8 +36,8 @@ def page_of(items: list[dict[str, Any]], limit: int, offset: int) -> dict[str, A
 
 
 def page_json(items: list[bytes], limit: int, offset: int, more: bool) -> bytes:
-    """The JSON `page_response` sends, made of its items' own JSON (`pydantic_core.to_json` of
-    each): compact JSON puts nothing between them but commas."""
+    """`pydantic_core.to_json(page_of(...))`, made of its items' own JSON (`to_json` of each
+    `plain` item): compact JSON puts nothing between them but commas."""
     rest = {"limit": limit, "offset": offset, "next_offset": offset + limit if more else None}
     return b'{"items":[' + b",".join(items) + b"]," + pydantic_core.to_json(rest)[1:]
 
