@@ -121,7 +121,7 @@ def print_table(kind: str, rows: list[dict], baseline_s: float) -> None:
             f"{r['pages_fetched_twice']:>7} {r['given_up']:>7} {r['result']!s:>10} {ratio:>8}"
         )
         for problem in r["problems"]:
-            print(f"      ! {problem[:160]}")
+            print(f"      ! {problem[:600]}")
 
 
 class Bench:

@@ -384,6 +384,18 @@ def test_coordinator_finish_if_done_ends_a_run_once_and_only_when_done(rt):
     ]
 
 
+def test_coordinator_run_end_forgets_the_runs_waiting_batches(rt):
+    # Given an ended run's waiting batch left behind (its jobs' lease ran out while it waited,
+    # and they were crawled by another try), and another run's
+    _run(rt, run_id=f"{SCHEDULE}@done", planned=0)
+    for batch, run_id in (("left", f"{SCHEDULE}@done"), ("live", RUN)):
+        rt.waiting.park({"_id": batch, "run_id": run_id, "needs": ["host:x"], "jobs": 1})
+
+    # When the run ends, its waiting batch goes with it; the other run's stays
+    assert finish_if_done(rt, rt.runs.get(f"{SCHEDULE}@done")) is True
+    assert [w["_id"] for w in rt.waiting.all()] == ["live"]
+
+
 def test_coordinator_without_a_notifier_or_a_planner_logs_what_it_did_not_send(rt):
     # Given a run whose schedule asks for a webhook: its one job found a child, which a second
     # dispatch crawled

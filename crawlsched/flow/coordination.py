@@ -58,6 +58,7 @@ def finish_if_done(rt: Runtime, run: dict[str, Any], notify: Notify = _no_notify
         return False
     metrics.run_finished()
     log.info("run_ended", run_id=run["_id"], result=end.result, planned=run.get("planned"))
+    rt.waiting.drop_run(run["_id"])
     ended = {
         **run,
         "state": end.state,

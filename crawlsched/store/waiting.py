@@ -105,6 +105,11 @@ class MongoWaitingStore:
     def overdue(self, now: datetime) -> list[dict[str, Any]]:
         return list(self._waiting.find({"wait_until": {"$lte": now}, **_free(now)}, {"message": 0}))
 
+    def drop_run(self, run_id: str) -> int:
+        """Forget an ended run's waiting batches: its jobs have all ended, so none can hold one
+        (a batch parked by a worker killed before its jobs' lease ran out is left behind)."""
+        return self._waiting.delete_many({"run_id": run_id}).deleted_count
+
     def for_run(self, run_id: str) -> list[dict[str, Any]]:
         return list(self._waiting.find({"run_id": run_id}, {"message": 0}))
 

@@ -45,6 +45,7 @@ class RunCheck:
     exchange_end_ids: set[str] | None = None  # None: no exchange to watch (standalone)
     webhook_keys: set[str] = field(default_factory=set)  # idempotency keys answered 2xx
     leases_held: int = 0
+    held_detail: str = ""  # what is still held, when something is
     running: int = 0
     fetched_twice: int = 0
     expired: int = 0
@@ -97,7 +98,7 @@ class RunCheck:
         if self.ended and self.result != self.expected_result:
             found.append(f"result {self.result!r}, expected {self.expected_result!r}")
         if self.leases_held:
-            found.append(f"{self.leases_held} leases still held")
+            found.append(f"{self.leases_held} leases still held: {self.held_detail}")
         if self.running:
             found.append(f"{self.running} jobs still running")
         return found
@@ -171,10 +172,17 @@ def check_run(
     after_end = [t for t, path in access_log if path != ROBOTS and finished_at is not None]
     after_end = [t for t in after_end if t > finished_at + 0.001]
     end_events = db.activity.count_documents({"run_id": run_id, "event": {"$in": END_EVENTS}})
-    held = sum(1 for d in jobs.values() if d.get("dispatch_id") or d.get("lease_deadline"))
-    held += db.waiting_batches.count_documents({"run_id": run_id})
+    held_jobs = [
+        (str(d["_id"]), d.get("state"), d.get("dispatch_id"), d.get("last_outcome"))
+        for d in jobs.values()
+        if d.get("dispatch_id") or d.get("lease_deadline")
+    ]
+    waiting = list(db.waiting_batches.find({"run_id": run_id}, {"needs": 1, "jobs": 1}))
+    leased = 0
     for pool in ("accounts", "selenium_nodes"):  # resource leases, of any holder
-        held += sum(len(d["leases"]) for d in db[pool].find({"leases.0": {"$exists": True}}))
+        leased += sum(len(d["leases"]) for d in db[pool].find({"leases.0": {"$exists": True}}))
+    held = len(held_jobs) + len(waiting) + leased
+    held_detail = f"jobs {held_jobs[:5]}, waiting batches {waiting[:5]}, resource leases {leased}"
 
     exchange_ids = None
     if exchange_events is not None:
@@ -203,6 +211,7 @@ def check_run(
         exchange_end_ids=exchange_ids,
         webhook_keys=keys,
         leases_held=held,
+        held_detail=held_detail,
         running=sum(1 for d in jobs.values() if d.get("state") == RUNNING),
         fetched_twice=sum(n - 1 for n in fetched.values() if n > 1),
         expired=expired,
