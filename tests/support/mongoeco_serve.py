@@ -115,15 +115,16 @@ def check_unique_keys_by_lookup() -> None:
 
 
 def _plain_equalities(plan) -> dict:
-    """The query's top-level `field == value` conditions on plain values (no array, document
-    or null, which match more than their key), by field."""
+    """The query's top-level `field == value` conditions on strings and ObjectIds (the values
+    whose key is their own: no array, document or null, which match more than their key, and
+    no number or date, equal across types or zones), by field."""
     clauses = plan.clauses if isinstance(plan, AndCondition) else (plan,)
     found: dict = {}
     for clause in clauses:
         if not isinstance(clause, EqualsCondition) or clause.null_matches_undefined:
             continue
-        if clause.value is None or isinstance(clause.value, list | dict):
-            continue
+        if not isinstance(clause.value, str | ObjectId):
+            continue  # dates, numbers and the rest compare across types and zones: a scan
         if clause.field in found and found[clause.field] != clause.value:
             return {}  # asks for two values at once: leave it to the scan
         found[clause.field] = clause.value
