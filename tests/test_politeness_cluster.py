@@ -94,15 +94,22 @@ def test_two_worker_groups_keep_one_delay_per_host_and_read_robots_txt_once(clus
 
 
 class _TooManyOnce(LinkGraph):
-    """A graph whose page 4 answers 429 with Retry-After the first time it is asked."""
+    """A graph whose page 4 answers 429 with Retry-After the first time it is asked, and whose
+    page 20 holds its first answer until `_release` is set: while it is in flight, the process
+    that sent it surely holds the host (a process gives a host back once it has no request in
+    flight and no job left for it, so a hold is otherwise brief)."""
 
     retry_after_s = 2
 
     def __init__(self, graph: LinkGraph) -> None:
         super().__init__(graph.links, graph.redirects, graph.leaves)
-        object.__setattr__(self, "_answered", threading.Event())  # (a frozen dataclass)
+        for name in ("_answered", "_in_flight", "_release"):  # (a frozen dataclass)
+            object.__setattr__(self, name, threading.Event())
 
     def page(self, path: str) -> tuple[int, bytes, dict[str, str]]:
+        if path == "/p/20" and not self._in_flight.is_set():
+            self._in_flight.set()
+            self._release.wait(60)
         if path == "/p/4" and not self._answered.is_set():
             self._answered.set()
             return 429, b"slow down", {"Retry-After": str(self.retry_after_s)}
@@ -119,6 +126,7 @@ def test_a_429_stops_every_worker_and_a_killed_holder_frees_the_host(cluster):
         wait_for(graph._answered.is_set, 120, "the 429 to be sent")
         # and, later, the process holding the host is SIGKILLed while it holds it
         wait_for(lambda: sum(site.fetches.values()) >= 12, 120, "the crawl to go on")
+        wait_for(graph._in_flight.is_set, 120, "a request to be held in flight")
         holder = wait_for(
             lambda: (rt.hosts.get(rt.hosts.list()[0]["_id"]) or {}).get("holder"),
             60,
@@ -126,6 +134,7 @@ def test_a_429_stops_every_worker_and_a_killed_holder_frees_the_host(cluster):
         )
         os.kill(int(holder.split(":")[1]), signal.SIGKILL)
         killed_at = rt.now()
+        graph._release.set()
         run = wait_for(lambda: ended_run(rt, run_id), 240, "the run to end after the kill")
 
     # Then nobody sent anything to the host until the Retry-After had passed
