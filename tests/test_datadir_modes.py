@@ -25,10 +25,18 @@ def _umask(mask: int) -> Iterator[None]:
 
 
 def _loose(root: Path) -> list[str]:
-    """Every path under root (and root) whose mode lets anyone but its owner in."""
+    """Every path under root (and root) whose mode lets anyone but its owner in. A running
+    server renames its partial snapshot files and drops old snapshots while this walks: what
+    vanishes is skipped (os.walk ignores a folder gone before it is listed)."""
     found = []
-    for path in [root, *root.rglob("*")]:
-        mode = path.lstat().st_mode
+    paths = [root]
+    for folder, dirs, files in os.walk(root):
+        paths += [Path(folder, name) for name in [*dirs, *files]]
+    for path in paths:
+        try:
+            mode = path.lstat().st_mode
+        except FileNotFoundError:
+            continue
         if stat.S_ISLNK(mode):
             continue
         wanted = 0o700 if stat.S_ISDIR(mode) else 0o600
