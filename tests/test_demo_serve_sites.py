@@ -39,7 +39,12 @@ def test_serve_sites_serves_both_sites_until_interrupted(tmp_path):
         start_new_session=True,
     )  # fmt: skip
     try:
-        news = wait_for(lambda: _get(f"http://127.0.0.1:{news_port}/news"), 60, "the news site")
+
+        def news_or_exit() -> httpx.Response | None:
+            assert process.poll() is None, Path(log.name).read_text()  # say why, at once
+            return _get(f"http://127.0.0.1:{news_port}/news")
+
+        news = wait_for(news_or_exit, 60, "the news site")
         assert news.status_code == 200
         assert "news page 1" in news.text and 'rel="next"' in news.text
         article = _get(f"http://127.0.0.1:{news_port}/news/a/0")
