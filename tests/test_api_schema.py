@@ -153,3 +153,26 @@ def test_every_path_names_its_methods_in_allow(live):
                 assert response.status_code == 405, (method, path, response.status_code)
                 allow = {m.strip() for m in response.headers["allow"].split(",")}
                 assert allow - {"HEAD"} == declared, (method, path, allow)
+
+
+def test_the_schema_declares_a_token_exactly_where_the_server_asks_for_one(live):
+    """The bearer scheme is added to the schema from the routes' own dependencies: judged by
+    the live server, every operation it secures answers 401 without a token, and every one
+    it leaves open answers without one."""
+    secured, open_ = [], []
+    with httpx.Client(base_url=live["url"], timeout=30) as client:
+        for path, item in RAW_SCHEMA["paths"].items():
+            concrete = path.format(
+                schedule_id="s", run_id="r", collection="websites", job_id="str:j", row="0" * 24
+            )
+            for method, operation in item.items():
+                body = {"json": {}} if method in {"post", "put", "patch"} else {}
+                status = client.request(method.upper(), concrete, **body).status_code
+                if operation.get("security") == [{"HTTPBearer": []}]:
+                    secured.append(path)
+                    assert status == 401, (method, path, status)
+                else:
+                    open_.append(path)
+                    assert status != 401, (method, path, status)
+    assert "HTTPBearer" in RAW_SCHEMA["components"]["securitySchemes"]
+    assert sorted(open_) == ["/", "/health"] and len(secured) >= 30

@@ -102,7 +102,8 @@ def create_app(
         max_body_bytes=runtime.settings.api_max_body_bytes,
         max_upload_bytes=runtime.settings.api_max_upload_bytes,
     )
-    for module in (system, schedules, runs, run_control, jobs, history, cli, page):
-        app.include_router(module.router)
-    openapi.install(app, runtime)
+    routers = [m.router for m in (system, schedules, runs, run_control, jobs, history, cli, page)]
+    for router in routers:
+        app.include_router(router)
+    openapi.install(app, runtime, routers)
     return app

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 
 from crawlsched.api.problems import ApiProblem
@@ -27,7 +27,16 @@ COOKIE_METHODS = frozenset({"GET", "HEAD"})
 CHALLENGE = {"WWW-Authenticate": 'Bearer realm="crawlsched"'}
 UNKNOWN_TOKEN = "the token is unknown or revoked"
 VERIFIED = "verified_token"  # (token, row) the body guard already verified, in request.state
-bearer = HTTPBearer(auto_error=False, description="A token from `crawlsched tokens create`.")
+# The scheme the OpenAPI schema declares for every route that needs a token (`api/openapi.py`
+# adds it; FastAPI's `HTTPBearer` dependency would declare it too, at the price of one more
+# dependency to solve on every request).
+BEARER_SCHEME = {
+    "HTTPBearer": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "A token from `crawlsched tokens create`.",
+    }
+}
 
 
 @dataclass(frozen=True)
@@ -80,11 +89,7 @@ async def _verified(request: Request, token: str) -> dict[str, Any] | None:
 
 def _caller(needed: str) -> Any:
     # Async: on the event loop, so that a token the cache knows costs no trip to the pool.
-    async def dependency(
-        request: Request,
-        # Declares the bearer scheme in the OpenAPI schema; `token_of` reads the header itself.
-        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
-    ) -> Caller:
+    async def dependency(request: Request) -> Caller:
         token = token_of(request)
         if not token:
             raise ApiProblem(401, "a bearer token is required", headers=CHALLENGE)
@@ -95,7 +100,19 @@ def _caller(needed: str) -> Any:
             raise ApiProblem(403, f"this needs an {needed} token; yours is {row['role']}")
         return Caller(runtime_of(request), row["_id"], row["role"])
 
+    dependency.needs_token = needed  # type: ignore[attr-defined]  (read by `needs_token`)
     return dependency
+
+
+def needs_token(route: APIRoute) -> bool:
+    """Whether the route (any of its dependencies, however deep) asks for a caller."""
+    pending = [route.dependant]
+    while pending:
+        dependant = pending.pop()
+        if getattr(dependant.call, "needs_token", None):
+            return True
+        pending += dependant.dependencies
+    return False
 
 
 Reader = Annotated[Caller, Depends(_caller("read"))]

@@ -3,6 +3,7 @@
 - **Links** between operations (OpenAPI 3.1 `links`): the schedule a `POST /v1/schedules`
   made is the one to read, change, pause, run and delete; the run a `POST /v1/runs` started
   is the one to read and stop; the jobs a `POST /v1/jobs` added are the ones to read.
+- **The bearer scheme** on every operation whose route asks for a caller (`auth.needs_token`).
 - **The reference data** the store holds: `POST /v1/jobs` takes one of its media, the kind of
   target that media crawls and the tasks it offers for it. Read at each request of the schema
   (a changed reference shows at once); when the store cannot be read, the schema says only
@@ -12,11 +13,14 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from fastapi.openapi.utils import get_openapi
+from fastapi.routing import APIRoute
 
+from crawlsched.api.auth import BEARER_SCHEME, needs_token
 from crawlsched.catalog import TARGET_KINDS
 from crawlsched.jobs_input import WEBSITE_ONLY
 from crawlsched.logs import get_logger
@@ -144,8 +148,24 @@ def target_variants(runtime: Runtime) -> list[dict[str, Any]] | None:
     return variants
 
 
-def install(app: FastAPI, runtime: Runtime) -> None:
-    """`app.openapi()` answers the schema above."""
+def _with_bearer(schema: dict[str, Any], routers: Sequence[APIRouter]) -> None:
+    name = next(iter(BEARER_SCHEME))
+    secured = False
+    for route in (route for router in routers for route in router.routes):
+        if not isinstance(route, APIRoute) or not route.include_in_schema:
+            continue
+        if needs_token(route):
+            for method in route.methods:
+                operation = schema["paths"].get(route.path_format, {}).get(method.lower())
+                if operation is not None:
+                    operation["security"] = [{name: []}]
+                    secured = True
+    if secured:
+        schema.setdefault("components", {}).setdefault("securitySchemes", {}).update(BEARER_SCHEME)
+
+
+def install(app: FastAPI, runtime: Runtime, routers: Sequence[APIRouter]) -> None:
+    """`app.openapi()` answers the schema above; `routers` are those the app includes."""
     base: dict[str, Any] = {}
 
     def openapi() -> dict[str, Any]:
@@ -157,6 +177,7 @@ def install(app: FastAPI, runtime: Runtime) -> None:
                 routes=app.routes,
             )
             _with_links(schema)
+            _with_bearer(schema, routers)
             base.update(schema)
         schema = copy.deepcopy(base)
         variants = target_variants(runtime)
