@@ -37,8 +37,8 @@ A, B = "a" * 32, "b" * 32  # dispatch ids as messages carry them
 
 @pytest.fixture(params=["embedded", "server"])
 def rt(request, embedded_mongo_url):
-    """A runtime on the embedded store, and on the multi-process server (the wire protocol's
-    answers: an unordered insert's duplicate keys, for one)."""
+    """A runtime on the embedded store, and on the multi-process server: the same rules hold
+    on the wire protocol's answers (an upsert's result, a bulk write's duplicate keys)."""
     if request.param == "embedded":
         where = {"mongo_url": embedded_mongo_url}
     else:
