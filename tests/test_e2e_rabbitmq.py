@@ -255,11 +255,18 @@ def test_malformed_messages_are_dead_lettered_and_worker_goes_on(
     rt = get_runtime()
     rt.create_indexes()
     rt.schedules.ensure_defaults(rt.now())
-    publish_raw(rabbitmq_url, "crawlsched.crawl.profile", b"\x00 not a dramatiq message")
-    planner.plan_crawls.send("sweep-profiles", "not-a-date")
     worker = Worker(rabbitmq_broker, worker_timeout=100, worker_threads=2)
     worker.start()
     try:
+        # (Published once the worker consumes the queue: a body sent to a queue not declared
+        # yet would be dropped by RabbitMQ, not dead-lettered.)
+        wait_for(
+            lambda: crawl_queue_consumers(rabbitmq_url).get("crawlsched.crawl.profile"),
+            30,
+            "the worker to consume crawlsched.crawl.profile",
+        )
+        publish_raw(rabbitmq_url, "crawlsched.crawl.profile", b"\x00 not a dramatiq message")
+        planner.plan_crawls.send("sweep-profiles", "not-a-date")
         # When the worker has consumed both (and a good tick after them)
         wait_for(
             lambda: queue_depth(rabbitmq_url, "crawlsched.crawl.profile.XQ") == 1,
