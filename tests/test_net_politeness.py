@@ -180,6 +180,26 @@ def test_a_thread_that_wakes_past_its_start_takes_a_new_place_rather_than_crowd_
     assert all(gap >= 1.0 - LATE_START_GRACE.total_seconds() - 1e-6 for gap in gaps), starts
 
 
+def test_a_thread_asleep_towards_its_place_when_the_host_is_blocked_never_sends():
+    # Given one request sent, and a second thread asleep towards its place a delay later
+    clock = OversleepingClock(lateness=0.0)
+    pacer = _pacer(clock, 1.0, max_sleep_s=5.0)
+    sent = [_started(pacer, clock)]
+
+    # When, while it sleeps, the answer to the first comes back 429 (Retry-After: 30)
+    def answered_429() -> None:
+        with pytest.raises(HostNotReady):
+            pacer.observe(A, 429, "30")
+
+    clock.meanwhile.append(answered_429)
+    # Then the sleeper wakes into a host given back and blocked: it sends nothing, and says
+    # when the host is ready again
+    with pytest.raises(HostNotReady) as refused:
+        sent.append(_started(pacer, clock))
+    assert len(sent) == 1
+    assert refused.value.until.timestamp() >= sent[0] + 30
+
+
 def _started(pacer: ClusterHostPacer, clock: FakeClock, key: str = A) -> float:
     with pacer.slot(key):
         return clock.at()

@@ -187,7 +187,9 @@ class ClusterHostPacer:
         """Reserve a start and sleep until it. False (the place given up) when the thread woke
         more than `LATE_START_GRACE_S` after it: the starts planned after this one, here or in
         the process the host was handed to meanwhile, count from it, so a late request would
-        follow the one before it, or precede the next, by less than the delay."""
+        follow the one before it, or precede the next, by less than the delay. False too when
+        the host was given back meanwhile (blocked by a 429 seen by another thread, or handed
+        on): the next holder's first start may come before this one."""
         start = self._reserve(key, host, policy)
         if (wait := (start - self._clock()).total_seconds()) > 0:
             metrics.host_pacing_waited(wait)
@@ -195,7 +197,11 @@ class ClusterHostPacer:
         with host.condition:
             late = self._clock()
             delay = timedelta(seconds=(host.policy or policy).delay_s)
-            if delay and late - start > LATE_START_GRACE:
+            # Given back while this thread slept (a 429 blocked it, its slice was handed on):
+            # the place was in a slice that is over, so it asks anew. (Held again since, the
+            # place still holds: a release records the next start after it.)
+            handed_on = host.lease_until is None
+            if handed_on or (delay and late - start > LATE_START_GRACE):
                 host.active -= 1
                 host.condition.notify_all()
                 return False
