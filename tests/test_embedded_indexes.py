@@ -104,6 +104,28 @@ updates = st.one_of(
         st.sampled_from([datetime.datetime(2026, 1, 1), datetime.datetime(2026, 1, 3), 2]),
     ),
 )
+# What a crawl's result and discovered page are stored by: `$set` beside `$setOnInsert`, or
+# `$setOnInsert` alone; and the cases mongomock must take (a field named twice, an empty
+# `$setOnInsert`, a field of the filter set again).
+upserts = st.one_of(
+    st.builds(
+        lambda sets, once: {"$set": sets, "$setOnInsert": once},
+        st.dictionaries(st.sampled_from(FIELDS[:2]), values, min_size=1, max_size=2),
+        st.fixed_dictionaries({"c": values}, optional={"first": values}),
+    ),
+    st.builds(
+        lambda once: {"$setOnInsert": once},
+        st.dictionaries(st.sampled_from([*FIELDS, "first"]), values, min_size=1, max_size=3),
+    ),
+    st.builds(
+        lambda once, n: {"$setOnInsert": once, "$inc": {"n": n}},
+        st.fixed_dictionaries({"b": values}),
+        st.sampled_from([1, 2.5]),
+    ),
+    st.just({"$set": {"a": 1}, "$setOnInsert": {"a": 2}}),
+    st.just({"$setOnInsert": {}}),
+    updates,
+)
 projections = st.sampled_from(
     [None, {"a": 1}, {"a": 1, "_id": 0}, {"a": 0}, {"a": 0, "_id": 0}, {"b": 0, "c": 0, "_id": 1}]
 )
@@ -159,10 +181,11 @@ class IndexedVersusPlain(RuleBasedStateMachine):
     def update(self, query, update, many):
         self.both("update_many" if many else "update_one", query, update)
 
-    @rule(doc_id=ids, field=st.sampled_from(FIELDS), match=values, value=values)
-    def upsert(self, doc_id, field, match, value):
+    @rule(doc_id=ids, field=st.sampled_from(FIELDS), match=values, update=st.none() | upserts)
+    def upsert(self, doc_id, field, match, update):
         # With the _id in the query, so that both sides insert the same document.
-        self.both("update_one", {"_id": doc_id, field: match}, {"$set": {"a": value}}, upsert=True)
+        update = update or {"$set": {"a": match}}
+        self.both("update_one", {"_id": doc_id, field: match}, update, upsert=True)
 
     @rule(query=queries)
     def delete(self, query):
@@ -341,3 +364,75 @@ def test_embedded_updates_change_documents_like_mongomock(docs, query, update, m
         outcome = _outcome(lambda method=method: method(query, update).modified_count)
         answers.append((outcome, repr(list(collection.find({})))))
     assert answers[0] == answers[1]
+
+
+@settings(max_examples=600, derandomize=True)
+@given(
+    docs=st.lists(
+        st.fixed_dictionaries({}, optional={"a": values, "b": values, "c": values}),
+        max_size=3,
+    ),
+    query=st.one_of(
+        st.builds(lambda i: {"_id": i}, st.integers(0, 4)),
+        st.builds(lambda i, v: {"_id": i, "a": v}, st.integers(0, 4), values),
+        st.builds(lambda v: {"b": {"$in": [v]}, "_id": 3}, values),
+        # No _id: each side makes a new one (compared by where it stands, not its value).
+        st.builds(lambda v, w: {"a": v, "b": w}, values, values),
+    ),
+    update=upserts,
+)
+def test_embedded_upserts_change_documents_like_mongomock(docs, query, update):
+    """An upsert by plain equality, matching a stored document or none: the same answer (the
+    upserted id, the counts), the same documents with their fields in the same order, or the
+    same error; a unique index refuses the same inserts."""
+    embedded.install()
+    db = mongomock.MongoClient()["t"]
+    indexed = db["indexed"]
+    plain = Collection(db, name="plain", _db_store=db._store)
+    answers = []
+    for collection in (indexed, plain):
+        collection.create_index([("c", 1)], unique=True, sparse=True)
+        # (Both refuse a list in a sparse unique index's field, with the same error.)
+        stored = [
+            _outcome(lambda c=collection, d=doc, i=i: c.insert_one({"_id": i, **d}).inserted_id)
+            for i, doc in enumerate(docs)
+        ]
+
+        def upsert(collection=collection):
+            result = collection.update_one(query, update, upsert=True)
+            return _made(result.upserted_id), result.matched_count, result.modified_count
+
+        outcome = _outcome(upsert)
+        documents = [
+            {k: _made(v) if k == "_id" else v for k, v in d.items()} for d in collection.find({})
+        ]
+        answers.append((stored, outcome, repr(documents)))
+    assert answers[0] == answers[1]
+
+
+def _made(doc_id):
+    """An _id the store made (the documents given have int ids) as a mark of its place."""
+    return "a new ObjectId" if isinstance(doc_id, bson.ObjectId) else doc_id
+
+
+def test_an_upsert_without_an_id_inserts_a_new_one_each_time_it_finds_nothing():
+    embedded.install()
+    collection = mongomock.MongoClient()["t"]["indexed"]
+    collection.create_index([("model_id", 1), ("key", 1)], unique=True)
+    calls = []
+    original = Collection._update
+    Collection._update = lambda self, *a, **k: calls.append(a) or original(self, *a, **k)
+    try:
+        first = collection.update_one(
+            {"model_id": 1, "key": "k"}, {"$set": {"v": 1}, "$setOnInsert": {"f": 0}}, upsert=True
+        )
+        again = collection.update_one(
+            {"model_id": 1, "key": "k"}, {"$set": {"v": 2}, "$setOnInsert": {"f": 9}}, upsert=True
+        )
+    finally:
+        Collection._update = original
+    assert calls == []  # both applied without mongomock's update
+    assert isinstance(first.upserted_id, bson.ObjectId) and again.upserted_id is None
+    assert again.matched_count == 1 and again.modified_count == 1
+    (stored,) = collection.find({}, {"_id": 0})
+    assert stored == {"model_id": 1, "key": "k", "v": 2, "f": 0}

@@ -41,6 +41,7 @@ from crawlsched.store.embedded.updates import (
     simple_steps,
     supported,
 )
+from crawlsched.store.embedded.upserts import new_document, upsert_steps
 
 # A sorted find with a limit reads an equality index's candidates (and sorts them) when there
 # are at most this many per document wanted, else walks the sort field's ordered index.
@@ -310,12 +311,16 @@ class IndexedCollection(Collection):
     ) -> dict[str, Any]:
         """mongomock's update, applied directly when it only changes top-level fields in the
         ways `updates` computes exactly as mongomock does (checked on every matched document
-        before any is changed); anything else, and any upsert, is mongomock's own."""
+        before any is changed), or upserts one document by plain equality (`upserts`);
+        anything else is mongomock's own."""
         self._written()
-        steps = None
-        if not upsert and not any(kwargs.values()) and isinstance(spec, Mapping):
+        steps = inserting = None
+        if not any(kwargs.values()) and isinstance(spec, Mapping):
             document = helpers.patch_datetime_awareness_in_document(document)
-            steps = simple_steps(document)
+            if not upsert:
+                steps = simple_steps(document)
+            elif not multi and (plan := upsert_steps(spec, document)) is not None:
+                steps, inserting = plan
         matching: list[dict] = []
         if steps is not None:
             spec = helpers.patch_datetime_awareness_in_document(spec)
@@ -327,6 +332,8 @@ class IndexedCollection(Collection):
                 steps = None
         if steps is None:
             return super()._update(spec, document, upsert, manipulate, multi, check_keys, **kwargs)
+        if inserting is not None and not matching:
+            return self._upsert_new(spec, inserting)
         matched = modified = 0
         for existing in matching:
             if not matched:
@@ -349,6 +356,22 @@ class IndexedCollection(Collection):
             "ok": 1,
             "upserted": None,
             "updatedExisting": matched > 0,
+        }
+
+    def _upsert_new(self, spec: Mapping[str, Any], steps: list) -> dict[str, Any]:
+        """An upsert that matched nothing: insert what mongomock would have (`upserts`)."""
+        doc = new_document(spec)
+        check_encodable(steps)
+        apply_steps(doc, steps)
+        upserted_id = self._insert(doc)
+        return {
+            "connectionId": self.database.client._id,
+            "err": None,
+            "n": 1,
+            "nModified": 0,
+            "ok": 1,
+            "upserted": upserted_id,
+            "updatedExisting": False,
         }
 
     def _check_unique(
