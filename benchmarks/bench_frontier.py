@@ -45,6 +45,9 @@ jobs, fired with `crawlsched run now`, timed from the command's start to the run
       `open_*_idle_share`: each side's share of the time from its first request to its last
         answer with no request in flight at the server (waiting for discovery, not fetching);
       `open_*_mean_in_flight`: requests in flight at the server on average over that time.
+      `open_crawlsched_cpu_share`: the standalone's CPU seconds (user and system, from
+        `/proc`) over the time seen ÷ that time: near 1.0, one core's worth, the interpreter
+        lock sets the pace, not waiting.
       `scrapy_ratio_open` (extra) = crawlsched pages/s ÷ Scrapy's (CONCURRENT_REQUESTS 16,
         per domain 16, no delay, robots.txt obeyed, a subprocess; timed inside it from
         its `start` to `closed`), when scrapy imports.
@@ -75,6 +78,7 @@ import concurrent.futures as cf
 import contextlib
 import itertools
 import json
+import os
 import re
 import shutil
 import statistics
@@ -356,6 +360,7 @@ def distributed(
         CRAWLSCHED_HOST_DELAY_S=str(kw.pop("delay")),
         CRAWLSCHED_HOST_CONCURRENCY="1",
         CRAWLSCHED_HOST_MAX_SLEEP_S=str(args.max_sleep),
+        **lanes_env(args),
         CRAWLSCHED_DRIVER_MODULES='["_command_probe"]',
         CRAWLSCHED_CONNECT_TIMEOUT_S="30",
         CRAWLSCHED_LOG_LEVEL="WARNING",
@@ -472,6 +477,7 @@ def crawlsched_open(root: Path, graph: LinkGraph, args) -> tuple[float, dict]:
         Path(tempfile.mkdtemp(prefix="standalone-", dir=root)),
         CRAWLSCHED_HOST_DELAY_S="0",
         CRAWLSCHED_HOST_CONCURRENCY=str(args.open_threads),
+        **lanes_env(args),
         CRAWLSCHED_CRAWL_MAX_DEPTH="1000",
         CRAWLSCHED_LOG_LEVEL="ERROR",
         **(
@@ -492,6 +498,7 @@ def crawlsched_open(root: Path, graph: LinkGraph, args) -> tuple[float, dict]:
                 "--target-collection", "websites", "--target", start,
             )  # fmt: skip
             started = time.monotonic()
+            cpu_before = cpu_seconds(server.process.pid)
             run_id = server.json_lines("run", "now", "open")[0]["run_id"]
 
             def ended() -> bool:
@@ -499,6 +506,7 @@ def crawlsched_open(root: Path, graph: LinkGraph, args) -> tuple[float, dict]:
 
             wait_for(ended, args.timeout, f"standalone run {run_id} to end", 0.1)
             seen_wall = time.monotonic() - started
+            cpu = cpu_seconds(server.process.pid) - cpu_before
             # The crawl's own time, from the run's record: planned (created) to finished. The
             # time seen from here adds the `crawlsched run now` process's start (an
             # interpreter and the CLI's imports: 0.7-3 s on this machine, as long as a
@@ -511,7 +519,18 @@ def crawlsched_open(root: Path, graph: LinkGraph, args) -> tuple[float, dict]:
         finally:
             server.stop()
             server.kill()
-    return wall, {**page_counts(site), **server_load(site), "seen_wall": seen_wall}
+    return wall, {
+        **page_counts(site),
+        **server_load(site),
+        "seen_wall": seen_wall,
+        "cpu": cpu / seen_wall,
+    }
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process so far (`/proc/<pid>/stat`)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def server_load(site: TimedSite) -> dict:
@@ -626,6 +645,7 @@ def phase_open(root: Path, args) -> dict:
         "open_httpx_idle_share": round(base_counts["idle"], 2),
         "open_crawlsched_mean_in_flight": round(cs_counts["in_flight"], 1),
         "open_httpx_mean_in_flight": round(base_counts["in_flight"], 1),
+        "open_crawlsched_cpu_share": round(cs_counts["cpu"], 2),
     }
     if not args.no_scrapy:
         result = scrapy_open(root, graph, args)
@@ -662,6 +682,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--batch-limit", type=int, default=8, help="(1, 2) pages per batch (the media's limit)"
     )
+    p.add_argument(
+        "--lanes",
+        type=int,
+        default=None,
+        help="(2, 3) CRAWLSCHED_CRAWL_LANES of every crawlsched process (default: the setting's)",
+    )
     p.add_argument("--open-pages", type=int, default=1000, help="(3) pages of the graph")
     p.add_argument(
         "--open-flush",
@@ -681,6 +707,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if min(args.hosts, args.pages, args.violation_pages, args.open_pages, args.groups) < 1:
         p.error("--hosts, --pages, --violation-pages, --open-pages, --groups must be >= 1")
     return args
+
+
+def lanes_env(args) -> dict[str, str]:
+    return {} if args.lanes is None else {"CRAWLSCHED_CRAWL_LANES": str(args.lanes)}
 
 
 def print_table(figures: dict) -> None:

@@ -212,6 +212,15 @@ class Settings(BaseSettings):
         "wait for it, and the thread takes other work. Never more than a third of "
         "CRAWLSCHED_DISPATCH_LEASE_S (a sleeping thread renews nothing).",
     )
+    crawl_lanes: int = Field(
+        4,
+        ge=1,
+        le=32,
+        description="Jobs of one batch crawled at once, when its driver allows it (the plain "
+        "HTTP drivers, for batches with no account and no browser): one worker thread keeps "
+        "this many requests going, each still paced by its host's delay and concurrency, "
+        "instead of one page after another. 1: one at a time.",
+    )
     robots_txt: bool = Field(True, description="Honour each site's robots.txt.")
     robots_ttl_s: float = Field(
         3600.0,

@@ -54,7 +54,17 @@ TaskMethod = Callable[[CrawlJob, "CrawlContext"], None]
 
 
 class Driver(Protocol):
-    """Documentation only: a driver has `<task>(job, context)` methods, or one `crawl`."""
+    """Documentation only: a driver has `<task>(job, context)` methods, or one `crawl`.
+
+    A driver whose methods keep nothing between calls and reach the network through
+    `context.http` only may say so with a class attribute `jobs_at_once = True`: a batch
+    with no account and no browser then crawls several of its jobs at once
+    (`CRAWLSCHED_CRAWL_LANES`), each with a context of its own (`CrawlContext.fork`)."""
+
+
+def jobs_at_once(driver: object) -> bool:
+    """Whether the driver declared that several of its jobs may run at once."""
+    return getattr(type(driver), "jobs_at_once", False) is True
 
 
 def task_method(driver: object, task: str) -> TaskMethod:

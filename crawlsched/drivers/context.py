@@ -10,6 +10,7 @@ job and reads what the job saved and discovered afterwards.
 
 from __future__ import annotations
 
+import copy
 import re
 import threading
 from collections import Counter
@@ -172,6 +173,16 @@ class CrawlContext:
         self.saved: dict[str, list[dict[str, Any]]] = {}
         self.discovered: dict[tuple[str, str], Discovery] = {}
         self.cut: Counter[str] = Counter()  # discoveries a bound refused, by bound
+
+    def fork(self, job: CrawlJob) -> CrawlContext:
+        """A context for `job` crawled at once with others of the batch: the batch's HTTP
+        client, bounds and scratch space, and its own record of what the job finds."""
+        if self._open_browser is not None or self.account is not None:
+            raise RuntimeError("a batch with a browser or an account crawls one job at a time")
+        _ = self.http  # opened once here and shared, not once per fork
+        twin = copy.copy(self)
+        twin.begin(job)
+        return twin
 
     def save(self, model: str, docs: Iterable[Mapping[str, Any]]) -> None:
         """Store documents of a data model (`profile`, `publication`, `comment`, `friend`,

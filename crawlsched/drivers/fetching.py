@@ -10,6 +10,7 @@ finishes sending ends that job with a reason instead of holding the worker.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -101,6 +102,7 @@ class PoliteHttp:
         # The account's session (cookies set by its declared hosts), for this batch only.
         self.session = httpx.Cookies()
         self.requests = 0  # requests sent, robots.txt included
+        self._requests_lock = threading.Lock()  # jobs of a batch may share the client
 
     # -- the public verbs ----------------------------------------------------------------------
 
@@ -195,6 +197,10 @@ class PoliteHttp:
             method, data, json, login = "GET", None, None, False
         raise FetchFailed(f"{method} {redact(url)}: more than {MAX_REDIRECTS} redirects")
 
+    def _count_request(self) -> None:
+        with self._requests_lock:
+            self.requests += 1
+
     def _check(self, url: str) -> None:
         try:
             if self._resolver is None:
@@ -217,7 +223,7 @@ class PoliteHttp:
         key = self._pacing_key(url)
         what = f"{method} {redact(url)}"
         with self._slot(key):
-            self.requests += 1
+            self._count_request()
             try:
                 request = self._client.build_request(
                     method,
@@ -305,7 +311,7 @@ class PoliteHttp:
         key = self._pacing_key(url)
         load = PageLoad()
         with self._slot(key):
-            self.requests += 1
+            self._count_request()
             yield load
         if self.pacer is not None and load.status:
             self.pacer.observe(key, load.status, None)

@@ -42,6 +42,8 @@ def html_of(response, url: str) -> Selector:
 
 
 class HttpPageDriver:
+    jobs_at_once = True  # stateless, and only `context.http` reaches the network
+
     def crawl(self, job: CrawlJob, context: CrawlContext) -> None:
         response = context.http.get(job.url, follow_redirects=False)
         if response.is_redirect:

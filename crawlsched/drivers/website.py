@@ -55,6 +55,8 @@ def with_page(url: str, param: str, number: int) -> str:
 
 
 class WebsiteDriver:
+    jobs_at_once = True  # stateless, and only `context.http` reaches the network
+
     def article(self, job: CrawlJob, context: CrawlContext) -> None:
         doc = job.document
         if doc.get("page") == "article":

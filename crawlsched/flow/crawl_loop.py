@@ -10,17 +10,25 @@ loop: the jobs not crawled go back to wait for another resource.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from crawlsched import metrics
 from crawlsched.drivers import registry
-from crawlsched.drivers.base import CrawlJob, LoginRejected, RateLimited, task_method
+from crawlsched.drivers.base import (
+    CrawlJob,
+    LoginRejected,
+    RateLimited,
+    jobs_at_once,
+    task_method,
+)
 from crawlsched.drivers.browser_session import is_session_lost
 from crawlsched.drivers.context import CrawlContext
+from crawlsched.flow.crawl_lanes import Finished, Lanes
 from crawlsched.flow.crawl_resources import DispatchLease, Leases, ResourceLost, node_lost
 from crawlsched.flow.host_pacing import HostNotReady
 from crawlsched.flow.host_use import HostUse
@@ -90,16 +98,19 @@ def crawl_jobs(
     another process held (`_ask_again`). With `flush`, the pages found so far reach the run
     while the batch goes on: the progress returned is the last part's. A host the process no
     longer needs is given back as soon as its last job here is done (`HostUse`), and
-    `released` is told, to wake whoever waits for it."""
+    `released` is told, to wake whoever waits for it. Several jobs run at once when the
+    driver allows it (`crawl_lanes`)."""
     media = rt.media(message.media_name)
     target_fields = ("target", *rt.target_fields(message.collection))
     urls = {id(doc): job_url(doc, derive_target(doc, target_fields), media) for doc in jobs}
     hosts = {key: _host_of(rt, url) for key, url in urls.items()}
+    # The store's driver (`crawling.checked_media` refused a message naming another).
+    driver = registry.create(str((media or {}).get("driver_class")))
+    alone = message.need_login or message.need_selenium  # one account, one browser session
     batch = _Batch(
-        rt, message, context, leases, stop, dispatch, flush,
-        # The store's driver (`crawling.checked_media` refused a message naming another).
-        registry.create(str((media or {}).get("driver_class"))),
+        rt, message, context, leases, stop, dispatch, flush, driver,
         urls, hosts, target_fields, HostUse(rt.pacer, hosts, released),
+        1 if alone or not jobs_at_once(driver) else rt.settings.crawl_lanes,
     )  # fmt: skip
     try:
         return _crawl_each(batch, jobs)
@@ -123,75 +134,167 @@ class _Batch:
     hosts: dict[int, str]  # by id(job): its pacing key
     target_fields: tuple[str, ...]
     use: HostUse
+    width: int  # jobs crawled at once (`crawl_lanes`)
 
 
 def _crawl_each(b: _Batch, jobs: list[dict]) -> Progress:
-    rt, message, context, hosts = b.rt, b.message, b.context, b.hosts
-    progress = Progress()
-    pending = list(jobs)
-    aside: list[dict] = []  # jobs of hosts not ready within the thread's patience
-    not_ready: dict[str, HostNotReady] = {}
-    asked_again = False
-    while pending or not asked_again:
-        if not pending:
-            asked_again, pending = True, _ask_again(aside, not_ready, hosts)
-            b.use.again(pending)
-            continue
-        if b.stop.stopped():
-            return dataclasses.replace(progress, stopped=[d["_id"] for d in pending + aside])
-        doc = _readiest(rt, pending, hosts)
-        url = b.urls[id(doc)]
-        if (
-            after := _robots_first(context, url, doc, pending, aside, not_ready, hosts)
-        ) is not None:
-            pending = after
-            b.use.done(aside)
-            continue
-        started_at = rt.now()
-        _seed(progress, doc, url)
-        job = _job(doc, url, message, b.target_fields)
-        context.begin(job)
-        try:
-            b.leases.keep()
-            if b.dispatch is not None:
-                b.dispatch.progress()
-            task_method(b.driver, message.task)(job, context)
-        except HostNotReady as e:
+    lanes = Lanes(b.width)
+    try:
+        return _Loop(b, jobs, lanes).run()
+    finally:
+        lanes.close()
+
+
+class _Loop:
+    """The loop over a batch's jobs: it picks the next job, hands its driver call to a lane
+    (`crawl_lanes`) and records each result as it comes back, in this one thread."""
+
+    def __init__(self, b: _Batch, jobs: list[dict], lanes: Lanes) -> None:
+        self.b, self.lanes = b, lanes
+        self.progress = Progress()
+        self.pending = list(jobs)
+        self.aside: list[dict] = []  # jobs of hosts not ready within the thread's patience
+        self.not_ready: dict[str, HostNotReady] = {}
+        self.asked_again = False
+        self.stopped = False
+        self.hand_over = False  # a hand-over is due once the lanes are idle
+        self.interrupted: list[dict] = []  # jobs in flight when the batch was interrupted
+
+    def run(self) -> Progress:
+        b = self.b
+        while True:
+            self._start_what_may_start()
+            if self.lanes.busy():
+                self._finished(self.lanes.next_done())
+                continue
+            if self.stopped:
+                gone = [d["_id"] for d in self.pending + self.aside]
+                return dataclasses.replace(self.progress, stopped=gone)
+            if self.progress.interruption:
+                left = self.interrupted + self.pending + self.aside
+                self.progress.unfinished = [d["_id"] for d in left]
+                return self.progress
+            if self.hand_over:
+                self._hand_over()
+            elif not self.pending and not self.asked_again:
+                self.asked_again = True
+                self.pending = _ask_again(self.aside, self.not_ready, b.hosts)
+                b.use.again(self.pending)
+            elif not self.pending:
+                break
+        if self.aside:
+            _wait_for_hosts(self.progress, self.aside, self.not_ready)
+        return self.progress
+
+    def _start_what_may_start(self) -> None:
+        b = self.b
+        while (
+            self.pending
+            and self.lanes.free()
+            and not (self.stopped or self.hand_over or self.progress.interruption)
+        ):
+            if b.stop.stopped():
+                self.stopped = True
+                return
+            doc = _next_job(b.rt, self.pending, b.hosts, self.lanes.busy_hosts)
+            if doc is None:
+                return  # every host left is busy here: wait for a lane
+            url = b.urls[id(doc)]
+            after = _robots_first(
+                b.context, url, doc, self.pending, self.aside, self.not_ready, b.hosts
+            )
+            if after is not None:
+                self.pending = after
+                b.use.done(self.aside)
+                continue
+            _seed(self.progress, doc, url)
+            job = _job(doc, url, b.message, b.target_fields)
+            context = b.context if self.lanes.width == 1 else b.context.fork(job)
+            started = Finished(doc, b.rt.now(), context)
+            crawl = functools.partial(_crawl_one, b, job, context)  # bound now: run later
+            self.lanes.start(started, b.hosts[id(doc)], crawl)
+
+    def _finished(self, done: Finished) -> None:
+        b, progress, doc = self.b, self.progress, done.doc
+        if progress.interruption:
+            # Whatever a job in flight did, the batch can no longer record it as it should (its
+            # dispatch or a lease is gone): it goes back with the rest.
+            self.interrupted.append(doc)
+            return
+        if isinstance(done.error, HostNotReady):
             # Not the page's failure, nor the machinery's: its host is not ready yet. Its jobs
             # wait for it; the others of the batch go on.
-            pending = _set_aside(e, doc, pending, aside, not_ready, hosts)
-            b.use.done(aside)
-            continue
-        except Exception as e:  # one job's failure is that job's, never the batch's
-            progress.interruption = _lost_resource(rt, e, b.leases, context)
+            self.pending = _set_aside(
+                done.error, doc, self.pending, self.aside, self.not_ready, b.hosts
+            )
+            b.use.done(self.aside)
+            return
+        if done.error is not None:  # one job's failure is that job's, never the batch's
+            progress.interruption = _lost_resource(b.rt, done.error, b.leases, done.context)
             if progress.interruption is None:
-                _failed(rt, progress, doc, e, started_at)
+                _failed(b.rt, progress, doc, done.error, done.started_at)
                 b.use.done([doc])
-                continue
+                return
         if progress.interruption is None and b.dispatch is not None and b.dispatch.lost:
             # The driver swallowed the loss: what it did for this job cannot be recorded.
-            progress.interruption = f"dispatch {message.dispatch_id} was reclaimed"
+            progress.interruption = f"dispatch {b.message.dispatch_id} was reclaimed"
         if progress.interruption:
-            progress.unfinished = [d["_id"] for d in [doc, *pending, *aside]]
-            return progress
-        _succeeded(rt, progress, doc, context, started_at)
+            self.interrupted.append(doc)
+            return
+        _succeeded(b.rt, progress, doc, done.context, done.started_at)
         b.use.done([doc])
-        if b.flush is not None and b.flush.due(progress, pending + aside):
-            held = {id(d) for d in b.flush.flush(progress, pending + aside)}
-            pending, aside = (
-                [d for d in pending if id(d) in held],
-                [d for d in aside if id(d) in held],
-            )
-            progress = Progress()  # the next part's
-    if aside:
-        _wait_for_hosts(progress, aside, not_ready)
-    return progress
+        if b.flush is not None and b.flush.due(progress, self.pending + self.aside):
+            self.hand_over = True
+
+    def _hand_over(self) -> None:
+        """Hand the crawled part over (`PartFlush`): only with no job in flight, whose
+        outcome would belong to neither part."""
+        b = self.b
+        self.hand_over = False
+        rest = self.pending + self.aside
+        if b.flush is None or not b.flush.due(self.progress, rest):
+            return
+        held = {id(d) for d in b.flush.flush(self.progress, rest)}
+        self.pending = [d for d in self.pending if id(d) in held]
+        self.aside = [d for d in self.aside if id(d) in held]
+        self.progress = Progress()  # the next part's
 
 
-def _readiest(rt: Runtime, pending: list[dict], hosts: dict[int, str]) -> dict:
-    """The pending job whose host is ready soonest, taken out of `pending`."""
-    doc = min(pending, key=lambda d: rt.pacer.ready_at(hosts[id(d)]))
-    pending.remove(doc)
+def _crawl_one(b: _Batch, job: CrawlJob, context: CrawlContext) -> None:
+    """One job's driver call (in a lane): what it found is in `context`."""
+    context.begin(job)
+    b.leases.keep()
+    if b.dispatch is not None:
+        b.dispatch.progress()
+    task_method(b.driver, b.message.task)(job, context)
+
+
+# A host this process could start a request to this soon counts as ready now.
+READY_SLACK = timedelta(milliseconds=5)
+
+
+def _next_job(
+    rt: Runtime, pending: list[dict], hosts: dict[int, str], busy: Counter
+) -> dict | None:
+    """The next job to start, taken out of `pending`: the readiest of a host none of the
+    batch's jobs in flight uses; else the readiest whose host could take one more request
+    now (no delay between starts). None: wait for a job in flight."""
+    if not busy:
+        return _readiest(rt, pending, hosts)
+    idle = [d for d in pending if hosts[id(d)] not in busy]
+    if idle:
+        return _readiest(rt, idle, hosts, pending)
+    soon = rt.now() + READY_SLACK
+    ready = [d for d in pending if rt.pacer.ready_at(hosts[id(d)]) <= soon]
+    return _readiest(rt, ready, hosts, pending) if ready else None
+
+
+def _readiest(
+    rt: Runtime, among: list[dict], hosts: dict[int, str], pending: list[dict] | None = None
+) -> dict:
+    """The job of `among` whose host is ready soonest, taken out of `pending` (`among`)."""
+    doc = min(among, key=lambda d: rt.pacer.ready_at(hosts[id(d)]))
+    (among if pending is None else pending).remove(doc)
     return doc
 
 
