@@ -683,7 +683,7 @@ def test_a_host_the_batch_is_done_with_is_given_back_and_its_waiters_woken_at_on
 
 def test_a_batch_parking_for_a_held_host_reads_the_host_once(rt, monkeypatch):
     # Given a host held by another worker process, and a batch whose rest waits for it
-    from crawlsched.flow.crawl_loop import Progress
+    from crawlsched.flow.crawl_progress import Progress
     from crawlsched.store.counting import CommandCounter, CountingCollection
 
     key = "https://a.test:443"

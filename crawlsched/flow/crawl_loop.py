@@ -13,8 +13,8 @@ import dataclasses
 import functools
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Protocol
 
 from crawlsched import metrics
@@ -29,20 +29,17 @@ from crawlsched.drivers.base import (
 from crawlsched.drivers.browser_session import is_session_lost
 from crawlsched.drivers.context import CrawlContext
 from crawlsched.flow.crawl_lanes import Finished, Lanes
+from crawlsched.flow.crawl_progress import Progress, failed, succeeded
 from crawlsched.flow.crawl_resources import DispatchLease, Leases, ResourceLost, node_lost
 from crawlsched.flow.host_pacing import HostNotReady
 from crawlsched.flow.host_use import HostUse
 from crawlsched.flow.resource_events import ban_account_by_lease
 from crawlsched.flow.stopping import StopWatch
-from crawlsched.ids import encode_id
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage
 from crawlsched.planning.due import derive_target
-from crawlsched.planning.outcomes import JobUpdate, after_failure, after_success
 from crawlsched.resources.rules import ACCOUNT_POOL, SELENIUM_POOL
 from crawlsched.runtime import Runtime
-from crawlsched.store.children import Found
-from crawlsched.store.results import Item
 
 log = get_logger(__name__)
 
@@ -54,21 +51,6 @@ def job_url(job: dict[str, Any], target: str, media: dict[str, Any] | None) -> s
     if template:
         return template.format(handle=target)
     return target
-
-
-@dataclass
-class Progress:
-    updates: list[JobUpdate] = field(default_factory=list)
-    items: list[Item] = field(default_factory=list)
-    found: list[Found] = field(default_factory=list)  # discoveries, to become children
-    cut: dict[Any, Counter] = field(default_factory=dict)  # job id -> discoveries cut, by bound
-    unfinished: list[Any] = field(default_factory=list)  # job ids to requeue
-    interruption: str | None = None
-    host_waits: set[str] = field(default_factory=set)  # the unfinished jobs wait for these
-    not_before: datetime | None = None  # hosts: until a holder gives one back, or until then
-    stopped: list[Any] = field(default_factory=list)  # job ids given back: the run was stopped
-    executions: list[dict[str, Any]] = field(default_factory=list)  # task history rows
-    seed_urls: list[str] = field(default_factory=list)  # URLs of planned (not child) jobs
 
 
 class PartFlush(Protocol):
@@ -232,7 +214,7 @@ class _Loop:
         if done.error is not None:  # one job's failure is that job's, never the batch's
             progress.interruption = _lost_resource(b.rt, done.error, b.leases, done.context)
             if progress.interruption is None:
-                _failed(b.rt, progress, doc, done.error, done.started_at)
+                failed(b.rt, progress, doc, done.error, done.started_at)
                 b.use.done([doc])
                 return
         if progress.interruption is None and b.dispatch is not None and b.dispatch.lost:
@@ -241,7 +223,7 @@ class _Loop:
         if progress.interruption:
             self.interrupted.append(doc)
             return
-        _succeeded(b.rt, progress, doc, done.context, done.started_at)
+        succeeded(b.rt, progress, doc, done.context, done.started_at)
         b.use.done([doc])
         if b.flush is not None and b.flush.due(progress, self.pending + self.aside):
             self.hand_over = True
@@ -406,44 +388,3 @@ def _wait_for_hosts(
     progress.host_waits = set(not_ready)
     if not any(e.on_release for e in not_ready.values()):
         progress.not_before = min(e.until for e in not_ready.values())
-
-
-def _succeeded(
-    rt: Runtime, progress: Progress, doc: dict, context: CrawlContext, started_at: Any
-) -> None:
-    job_id = doc["_id"]
-    saved = [Item(job_id, model, d) for model, docs in context.saved.items() for d in docs]
-    progress.items.extend(saved)
-    progress.found.extend(Found(job_id, d) for d in context.discovered.values())
-    if context.cut:
-        progress.cut[job_id] = Counter(context.cut)
-    update = after_success(job_id, doc.get("interval_s"), rt.now(), len(context.discovered))
-    progress.updates.append(update)
-    progress.executions.append(execution(doc, update, started_at, rt.now(), len(saved)))
-
-
-def _failed(rt: Runtime, progress: Progress, doc: dict, error: Exception, started_at: Any) -> None:
-    text = f"{type(error).__name__}: {error}"[:500]
-    log.warning("job_failed", job_id=str(doc["_id"]), error=text)
-    policy = rt.retry_policy
-    if doc.get("scope_run"):
-        # A discovered child is tried once per run: its failure is final for the run.
-        policy = dataclasses.replace(policy, max_attempts=1)
-    attempts = doc.get("attempt_count") or 0
-    update = after_failure(doc["_id"], attempts, rt.now(), policy, text)
-    progress.updates.append(update)
-    progress.executions.append(execution(doc, update, started_at, rt.now(), 0))
-
-
-def execution(
-    doc: dict[str, Any], update: JobUpdate, started_at: Any, ended_at: Any, items: int
-) -> dict[str, Any]:
-    """The part of a task history row only the loop knows; `record_history` adds the rest."""
-    return {
-        "job_id": encode_id(doc["_id"]),
-        "started_at": started_at,
-        "ended_at": ended_at,
-        "outcome": update.outcome,
-        "error": update.error,
-        "items_stored": items,
-    }

@@ -18,7 +18,7 @@ from typing import Any
 
 from crawlsched import metrics
 from crawlsched.drivers.context import CrawlBounds
-from crawlsched.flow.crawl_loop import Progress
+from crawlsched.flow.crawl_progress import Progress
 from crawlsched.flow.crawl_resources import Leases
 from crawlsched.messages import BatchMessage, ReportMessage
 from crawlsched.planning.recrawl import after_crawl

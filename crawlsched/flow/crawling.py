@@ -23,7 +23,8 @@ from crawlsched.catalog import kind_of_collection
 from crawlsched.drivers.base import Account
 from crawlsched.drivers.context import CrawlBounds, CrawlContext
 from crawlsched.flow.admission import keys_of, requeue
-from crawlsched.flow.crawl_loop import Progress, crawl_jobs
+from crawlsched.flow.crawl_loop import crawl_jobs
+from crawlsched.flow.crawl_progress import Progress
 from crawlsched.flow.crawl_records import bounds_of, crawl_report, record_part
 from crawlsched.flow.crawl_resources import DispatchLease, Leases, ResourceLost, batch_browser
 from crawlsched.flow.link_flush import LinkFlush

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from crawlsched.drivers.context import CrawlBounds
-from crawlsched.flow.crawl_loop import Progress
+from crawlsched.flow.crawl_progress import Progress
 from crawlsched.flow.crawl_records import crawl_report, record_part
 from crawlsched.flow.crawl_resources import DispatchLease, Leases
 from crawlsched.logs import get_logger
