@@ -41,7 +41,12 @@ def _assert_run_matches(rt, run, graph: LinkGraph, base_url: str, probe: str) ->
     assert stored_paths(rt, run["_id"], base_url) == graph.stored()
     assert run["discovered"] == len(expected) - 1
     assert sum(run["counts"].values()) == len(expected)
-    ends = [row for row in end_probe.read(probe) if row["run_id"] == run["_id"]]
+    # The end is stored before it is announced (and recorded by the probe): wait for the row.
+    ends = wait_for(
+        lambda: [row for row in end_probe.read(probe) if row["run_id"] == run["_id"]],
+        60,
+        "the run's end recorded by the end probe",
+    )
     assert len(ends) == 1, ends  # ended exactly once
     assert {k: ends[0][k] for k in CLEAN_END} == CLEAN_END
 
