@@ -327,6 +327,13 @@ counted = st.one_of(
 )
 
 
+def _side_by_side() -> tuple[Collection, Collection]:
+    """An indexed collection and a plain mongomock one in the same fresh database."""
+    embedded.install()
+    db = mongomock.MongoClient()["t"]
+    return db["indexed"], Collection(db, name="plain", _db_store=db._store)
+
+
 @settings(max_examples=1000, derandomize=True)
 @given(
     docs=st.lists(
@@ -352,12 +359,8 @@ def test_embedded_updates_change_documents_like_mongomock(docs, query, update, m
     """Each update, on documents that hold every kind of value: the same count, the same
     documents (fields in the same order), or the same error. The state machine above rarely
     meets a counter or a list of sub-documents; this meets them on every example."""
-    embedded.install()
-    db = mongomock.MongoClient()["t"]
-    indexed = db["indexed"]
-    plain = Collection(db, name="plain", _db_store=db._store)
     answers = []
-    for collection in (indexed, plain):
+    for collection in _side_by_side():
         for doc_id, doc in enumerate(docs):
             collection.insert_one({"_id": doc_id, **doc})
         method = collection.update_many if many else collection.update_one
@@ -385,12 +388,8 @@ def test_embedded_upserts_change_documents_like_mongomock(docs, query, update):
     """An upsert by plain equality, matching a stored document or none: the same answer (the
     upserted id, the counts), the same documents with their fields in the same order, or the
     same error; a unique index refuses the same inserts."""
-    embedded.install()
-    db = mongomock.MongoClient()["t"]
-    indexed = db["indexed"]
-    plain = Collection(db, name="plain", _db_store=db._store)
     answers = []
-    for collection in (indexed, plain):
+    for collection in _side_by_side():
         collection.create_index([("c", 1)], unique=True, sparse=True)
         # (Both refuse a list in a sparse unique index's field, with the same error.)
         stored = [
