@@ -11,8 +11,7 @@ import pytest
 from bson import ObjectId
 from typer.testing import CliRunner, Result
 
-from crawlsched.cli import app
-from crawlsched.cli import jobs as jobs_cli
+from crawlsched.cli import app, jobs_import
 from crawlsched.planning.problems import diagnose
 from crawlsched.runtime import Runtime
 from crawlsched.settings import Settings
@@ -211,7 +210,7 @@ def test_import_writes_in_chunks_and_caps_the_rejects_list(
     invoke: Invoke, rt: Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     # Given small chunks, and a spy recording each bulk the real store writes
-    monkeypatch.setattr(jobs_cli, "IMPORT_CHUNK", 3)
+    monkeypatch.setattr(jobs_import, "IMPORT_CHUNK", 3)
     bulks: list[int] = []
     real_insert_new = MongoJobStore.insert_new
 
@@ -222,7 +221,7 @@ def test_import_writes_in_chunks_and_caps_the_rejects_list(
     monkeypatch.setattr(MongoJobStore, "insert_new", spy)
     path = tmp_path / "sites.ndjson"
     good = [{"kind": "website", "target": f"https://site{i}.org"} for i in range(8)]
-    bad = [{"kind": "website", "target": f"nope{i}"} for i in range(jobs_cli.SHOWN_REJECTS + 7)]
+    bad = [{"kind": "website", "target": f"nope{i}"} for i in range(jobs_import.SHOWN_REJECTS + 7)]
     path.write_text("".join(json.dumps(row) + "\n" for row in good + bad))
 
     result = invoke("jobs", "import", str(path))
@@ -230,7 +229,7 @@ def test_import_writes_in_chunks_and_caps_the_rejects_list(
     assert result.exit_code == 0, result.output
     assert bulks == [3, 3, 2]
     assert rt.db.websites.count_documents({}) == 8
-    assert table_value(result, "rows rejected") == jobs_cli.SHOWN_REJECTS + 7
+    assert table_value(result, "rows rejected") == jobs_import.SHOWN_REJECTS + 7
     assert "… and 7 more rejected rows (--rejects FILE writes them all)" in words(result)
     assert "'nope49'" in words(result)
     assert "'nope50'" not in words(result)
@@ -389,7 +388,7 @@ def test_import_whose_write_got_no_answer_says_its_outcome_is_unknown(
     # Given chunks of 3, and a store that applies the second write but never answers it
     import pymongo.errors
 
-    monkeypatch.setattr(jobs_cli, "IMPORT_CHUNK", 3)
+    monkeypatch.setattr(jobs_import, "IMPORT_CHUNK", 3)
     real_insert_new = MongoJobStore.insert_new
     real_count_present = MongoJobStore.count_present
     writes: list[int] = []

@@ -3,61 +3,37 @@ and counts."""
 
 from __future__ import annotations
 
-import json
-from collections import defaultdict
 from collections.abc import Iterator
 from datetime import datetime
 from enum import StrEnum
-from pathlib import Path
-from typing import Annotated, Any, TextIO
+from typing import Any
 
-import pymongo.errors
 import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
 
-from crawlsched.catalog import JOB_COLLECTIONS, STATE_NAMES, TARGET_KINDS, JobState
+from crawlsched.catalog import JOB_COLLECTIONS, STATE_NAMES, JobState
 from crawlsched.cli.common import (
-    UNANSWERED_WRITE_ERRORS,
     cli_runtime,
     console,
     invocation,
-    labelled,
     print_error,
     print_json,
 )
-from crawlsched.errors import BadJobInput, WriteOutcomeUnknown
+from crawlsched.cli.jobs_add import add_app
+from crawlsched.cli.jobs_import import JobImporter, count_lines, import_report, stopped_note
+from crawlsched.errors import BadJobInput
 from crawlsched.flow import job_ops
 from crawlsched.jobs_input import (
-    DEFAULT_WEBSITE_MEDIA,
     JSON_LINES_SUFFIXES,
-    MAX_DEPTH,
-    MAX_PAGES,
-    JobInput,
-    build_job_docs,
-    from_extended_json,
-    job_input_from_row,
     parse_import_file,
-    preserved_job_doc,
 )
 from crawlsched.planning.problems import diagnose
 from crawlsched.runtime import Runtime
 
 app = typer.Typer(no_args_is_help=True)
-add_app = typer.Typer(help="Schedule the tasks of one profile or website.", no_args_is_help=True)
 app.add_typer(add_app, name="add")
-
-IMPORT_CHUNK = 1000  # job documents per bulk write
-SHOWN_REJECTS = 50
-RERUN_IS_SAFE = (
-    "Running the same import again is safe: jobs already in the store are skipped as duplicates."
-)
-
-
-class Pagination(StrEnum):
-    next_link = "next_link"
-    page_param = "page_param"
 
 
 class Kind(StrEnum):
@@ -65,320 +41,7 @@ class Kind(StrEnum):
     website = "website"
 
 
-Tasks = Annotated[
-    list[str] | None,
-    typer.Option("--task", "-t", help="A task to schedule (repeat); default: the kind's defaults."),
-]
-Interval = Annotated[
-    int | None,
-    typer.Option("--interval", min=1, help="Seconds between crawls (default: daily)."),
-]
-Once = Annotated[bool, typer.Option("--once", help="Crawl once instead of on a recurring basis.")]
-Validated = Annotated[
-    bool, typer.Option("--validated", help="A human validated the target: plan it first.")
-]
-Certitude = Annotated[
-    float, typer.Option("--certitude", min=0.0, max=1.0, help="Priority among unvalidated jobs.")
-]
-StartAt = Annotated[
-    str | None,
-    typer.Option("--start-at", help="First run, ISO 8601 (naive means UTC); default: now."),
-]
-
-
-# -- adding one target -----------------------------------------------------------------------
-
-
-def _every(seconds: int | None) -> str:
-    if seconds is None:
-        return "once"
-    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
-        if seconds % size == 0:
-            return f"every {seconds // size}{unit}"
-    return f"every {seconds}s"
-
-
-def _add(fields: dict[str, Any]) -> None:
-    if fields.get("interval_s") is not None and fields.get("one_off"):
-        raise typer.BadParameter("--interval and --once exclude each other")
-    with cli_runtime() as rt:
-        added = job_ops.add_target(rt, fields)
-        first = added.docs[0]
-        console.print(
-            f"{added.media['media_name']} {first['target']}: "
-            f"{', '.join(d['task'] for d in added.docs)} "
-            f"({_every(first['interval_s'])}, first at {first['execution_date']:%Y-%m-%d %H:%M} "
-            f"UTC) in {added.collection}: {added.inserted} new job(s)"
-        )
-        bounds = [
-            f"links {first['max_depth']} deep" if "max_depth" in first else "",
-            f"at most {first['max_pages']} pages a run" if "max_pages" in first else "",
-        ]
-        if any(bounds):
-            console.print(f"discovery: {', '.join(b for b in bounds if b)}")
-        if added.skipped:
-            console.print(f"{len(added.skipped)} already scheduled: skipped, not duplicated")
-        _warn_if_off(added.media, added.disabled_tasks)
-
-
-def _warn_if_off(media: dict[str, Any], off: list[str]) -> None:
-    if media.get("enabled") is False:
-        console.print(
-            labelled(
-                "note:",
-                "yellow",
-                f"media {media['media_name']} is disabled; these jobs wait until it is enabled",
-            )
-        )
-    elif off:
-        console.print(
-            labelled(
-                "note:",
-                "yellow",
-                f"task(s) {', '.join(off)} disabled for {media['media_name']}; "
-                "those jobs wait until enabled",
-            )
-        )
-
-
-@add_app.command("profile")
-def add_profile(
-    media: str = typer.Argument(..., help="Media name, e.g. twitter."),
-    handle: str = typer.Argument(..., help="Profile handle, e.g. alice (a leading @ is dropped)."),
-    task: Tasks = None,
-    url: str | None = typer.Option(None, help="Profile URL, when the media can't build it."),
-    interval: Interval = None,
-    once: Once = False,
-    validated: Validated = False,
-    certitude: Certitude = 0.5,
-    start_at: StartAt = None,
-) -> None:
-    """Schedule a profile: `profile` plus publication by default (or the --task ones)."""
-    _add(
-        {
-            "kind": "profile",
-            "media": media,
-            "target": handle,
-            "url": url,
-            "tasks": task,
-            "interval_s": interval,
-            "one_off": once,
-            "human_validation": validated,
-            "certitude": certitude,
-            "start_at": start_at,
-        }
-    )
-
-
-@add_app.command("website")
-def add_website(
-    url: str = typer.Argument(..., help="The site's http(s) URL."),
-    media: str = typer.Option(DEFAULT_WEBSITE_MEDIA, help="Media whose driver crawls it."),
-    task: Tasks = None,
-    interval: Interval = None,
-    once: Once = False,
-    validated: Validated = False,
-    certitude: Certitude = 0.5,
-    start_at: StartAt = None,
-    depth: int | None = typer.Option(
-        None,
-        "--depth",
-        min=0,
-        max=MAX_DEPTH,
-        help="Follow links this deep from the URL (over the media's max_depth).",
-    ),
-    max_pages: int | None = typer.Option(
-        None,
-        "--max-pages",
-        min=0,
-        max=MAX_PAGES,
-        help="At most this many pages discovered from the URL per run.",
-    ),
-    pagination: Pagination | None = typer.Option(
-        None, "--pagination", help="How the website driver walks list pages."
-    ),
-    page_param: str | None = typer.Option(
-        None, "--page-param", help="The page number's query parameter (page_param; 'page')."
-    ),
-) -> None:
-    """Schedule a website: article by default (or the --task ones)."""
-    _add(
-        {
-            "kind": "website",
-            "media": media,
-            "target": url,
-            "tasks": task,
-            "interval_s": interval,
-            "one_off": once,
-            "human_validation": validated,
-            "certitude": certitude,
-            "start_at": start_at,
-            "max_depth": depth,
-            "max_pages": max_pages,
-            "pagination": pagination.value if pagination else None,
-            "page_param": page_param,
-        }
-    )
-
-
 # -- importing a file ------------------------------------------------------------------------
-
-
-class _Importer:
-    """Validates rows one by one and writes their jobs in bulks of IMPORT_CHUNK per collection."""
-
-    def __init__(
-        self, rt: Runtime, kind: str | None, rejects: TextIO | None, preserve: bool = False
-    ) -> None:
-        self.rt, self.kind, self.rejects_out, self.preserve = rt, kind, rejects, preserve
-        self.now = rt.now()
-        self.rows = self.valid = self.inserted = self.duplicates = self.rejected = 0
-        self.shown: list[tuple[int, str]] = []
-        self.pending: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        self.media: dict[str, tuple[dict[str, Any], set[str]] | BadJobInput] = {}
-        # (jobs in the write MongoDB never answered, how many of them it holds: None unknown)
-        self.unanswered: tuple[int, int | None] | None = None
-
-    def _media_of(self, job: JobInput) -> tuple[dict[str, Any], set[str]]:
-        return self._media_named(job.media_name)
-
-    def _media_named(self, name: str) -> tuple[dict[str, Any], set[str]]:
-        if name not in self.media:
-            try:
-                row, task_rows = job_ops.media_and_tasks(self.rt, name)
-                self.media[name] = (row, set(task_rows))
-            except BadJobInput as e:
-                self.media[name] = e
-        found = self.media[name]
-        if isinstance(found, BadJobInput):
-            raise found
-        return found
-
-    def add(self, line: int, raw: dict[str, Any] | Exception) -> None:
-        self.rows += 1
-        if isinstance(raw, Exception):
-            self._reject(line, str(raw), None)
-            return
-        try:
-            if self.preserve:
-                collection, docs = self._preserved(raw)
-            else:
-                job = job_input_from_row(raw, self.kind)
-                docs = build_job_docs(job, *self._media_of(job), self.now, self.rt.allowed_networks)
-                collection = TARGET_KINDS[job.kind].collection
-        except BadJobInput as e:
-            self._reject(line, str(e), raw)
-            return
-        self.valid += 1
-        self.pending[collection].extend(docs)
-        while len(self.pending[collection]) >= IMPORT_CHUNK:
-            self._flush(collection, IMPORT_CHUNK)
-
-    def _preserved(self, raw: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
-        try:
-            row = from_extended_json(raw)
-        except (ValueError, TypeError) as e:
-            raise BadJobInput(f"not valid extended JSON: {e}") from None
-        kind = row.get("kind") or self.kind
-        if kind not in TARGET_KINDS:
-            raise BadJobInput(f"kind must be one of {sorted(TARGET_KINDS)} (column or --kind)")
-        name = row.get("media_name") or row.get("media")
-        if not isinstance(name, str) or not name:
-            name = DEFAULT_WEBSITE_MEDIA if kind == "website" else ""
-        if not name:
-            raise BadJobInput("a profile job needs media_name (or media)")
-        doc = preserved_job_doc(row, *self._media_named(name), self.now)
-        return TARGET_KINDS[kind].collection, [doc]
-
-    def finish(self) -> None:
-        for collection in list(self.pending):
-            while self.pending[collection]:
-                self._flush(collection, IMPORT_CHUNK)
-
-    def _flush(self, collection: str, size: int) -> None:
-        chunk, self.pending[collection] = (
-            self.pending[collection][:size],
-            self.pending[collection][size:],
-        )
-        store = self.rt.jobs(collection)
-        try:
-            if self.preserve:
-                inserted, skipped_count = store.insert_preserved(chunk)
-            else:
-                inserted, skipped = store.insert_new(chunk)
-                skipped_count = len(skipped)
-        except pymongo.errors.ServerSelectionTimeoutError:
-            raise  # no server to send it to: it never left (MongoDB unreachable)
-        except UNANSWERED_WRITE_ERRORS as e:
-            # The write may have been applied: read back what the store holds of it, if the
-            # store answers that.
-            self.unanswered = (len(chunk), self._read_back(store, chunk))
-            raise WriteOutcomeUnknown(f"a write of {len(chunk)} jobs", e, RERUN_IS_SAFE) from None
-        self.inserted += inserted
-        self.duplicates += skipped_count
-
-    @staticmethod
-    def _read_back(store, chunk: list[dict[str, Any]]) -> int | None:
-        try:
-            return store.count_present(chunk)
-        except pymongo.errors.PyMongoError:
-            return None
-
-    def _reject(self, line: int, reason: str, raw: dict[str, Any] | None) -> None:
-        self.rejected += 1
-        if len(self.shown) < SHOWN_REJECTS:
-            self.shown.append((line, reason))
-        if self.rejects_out is not None:
-            record = {"line": line, "reason": reason, "row": raw}
-            self.rejects_out.write(json.dumps(record, default=str) + "\n")
-
-
-def _count_lines(path: Path) -> int:
-    lines, last = 0, b"\n"
-    with path.open("rb") as f:
-        while block := f.read(1 << 20):
-            lines += block.count(b"\n")
-            last = block[-1:]
-    return lines + (last != b"\n")
-
-
-def _import_report(imp: _Importer) -> None:
-    table = Table(title="Import")
-    table.add_column("")
-    table.add_column("count", justify="right")
-    for label, value in (
-        ("rows read", imp.rows),
-        ("valid rows", imp.valid),
-        ("jobs inserted", imp.inserted),
-        ("duplicates skipped", imp.duplicates),
-        ("rows rejected", imp.rejected),
-    ):
-        table.add_row(label, str(value))
-    console.print(table)
-    if not imp.shown:
-        return
-    rejects = Table(title="Rejected rows")
-    rejects.add_column("line", justify="right")
-    rejects.add_column("reason", overflow="fold")
-    for line, reason in imp.shown:
-        rejects.add_row(str(line), reason)
-    console.print(rejects)
-    if imp.rejected > len(imp.shown):
-        hint = "" if imp.rejects_out else " (--rejects FILE writes them all)"
-        console.print(f"… and {imp.rejected - len(imp.shown)} more rejected rows{hint}")
-
-
-def _stopped_note(imp: _Importer) -> str:
-    note = f"import stopped at row {imp.rows}; the jobs counted as inserted above are written"
-    if imp.unanswered is None:
-        return note
-    jobs, present = imp.unanswered
-    if present is None:
-        return f"{note}; the last write ({jobs} jobs) got no answer: its outcome is unknown"
-    return (
-        f"{note}; the last write ({jobs} jobs) got no answer: read back, the store holds "
-        f"{present} of them (new, or there before)"
-    )
 
 
 @app.command("import")
@@ -414,15 +77,15 @@ def import_jobs(
         raise typer.Exit(2)
     try:
         rows = parse_import_file(file)
-        total = _count_lines(file)
+        total = count_lines(file)
     except (OSError, BadJobInput) as e:
         print_error(f"cannot read {given}: {e}")
         raise typer.Exit(2) from None
     rejects_out = rejects_path.open("w", encoding="utf-8") if rejects_path else None
-    imp: _Importer | None = None
+    imp: JobImporter | None = None
     try:
         with cli_runtime() as rt:
-            imp = _Importer(rt, kind.value if kind else None, rejects_out, preserve)
+            imp = JobImporter(rt, kind.value if kind else None, rejects_out, preserve)
             columns = (
                 *Progress.get_default_columns()[:1],
                 BarColumn(),
@@ -440,13 +103,13 @@ def import_jobs(
         # The error is already said; say what was written before it, so a re-run is safe to
         # plan (rows already inserted are skipped as duplicates).
         if imp is not None and imp.rows:
-            _import_report(imp)
-            console.print(_stopped_note(imp))
+            import_report(imp)
+            console.print(stopped_note(imp))
         raise
     finally:
         if rejects_out is not None:
             rejects_out.close()
-    _import_report(imp)
+    import_report(imp)
     if imp.valid == 0:
         print_error("no valid row in the file; nothing imported")
         raise typer.Exit(1)
