@@ -17,7 +17,8 @@ from crawlsched.planning.outcomes import (
     after_machinery_failure,
     after_success,
 )
-from crawlsched.store.jobs import ClaimRequest, MongoJobStore
+from crawlsched.store.job_claims import ClaimRequest
+from crawlsched.store.jobs import MongoJobStore
 from tests.support.claim_worker import claim_rounds
 from tests.support.factories import NOW, open_store
 from tests.support.mongo_server import REPO_ROOT

@@ -8,7 +8,8 @@ from crawlsched.planning.due import Category
 from crawlsched.planning.outcomes import after_success
 from crawlsched.reference import load_reference
 from crawlsched.store.counting import CommandCounter
-from crawlsched.store.jobs import ClaimRequest, MongoJobStore
+from crawlsched.store.job_claims import ClaimRequest
+from crawlsched.store.jobs import MongoJobStore
 from crawlsched.store.reference import MongoReferenceStore
 from tests.support.factories import MONGOECO, NOW, open_store
 

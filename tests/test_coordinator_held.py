@@ -20,7 +20,7 @@ from crawlsched.messages import ReportMessage
 from crawlsched.planning.outcomes import after_success
 from crawlsched.planning.run_names import FINISHED, RUNNING
 from crawlsched.runtime import get_runtime
-from crawlsched.store.jobs import ClaimRequest
+from crawlsched.store.job_claims import ClaimRequest
 
 RUN = "sched-held@20240601T120000Z"
 

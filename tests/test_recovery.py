@@ -21,7 +21,7 @@ from crawlsched.ids import encode_id
 from crawlsched.planning.outcomes import REDO, Outcome, RedoPolicy, after_success
 from crawlsched.planning.run_names import FINISHED, PLANNING, RUNNING, run_id_for
 from crawlsched.runtime import get_runtime
-from crawlsched.store.jobs import ClaimRequest
+from crawlsched.store.job_claims import ClaimRequest
 
 
 def _websites(rt, n: int) -> list:

@@ -25,7 +25,7 @@ from crawlsched.ids import encode_id
 from crawlsched.messages import BatchMessage
 from crawlsched.runtime import Runtime
 from crawlsched.settings import Settings
-from crawlsched.store.jobs import ClaimRequest
+from crawlsched.store.job_claims import ClaimRequest
 from tests.conftest import settings_for_tests
 from tests.support.api import ApiServer, seeded_runtime
 from tests.support.claimed import Clock, claimed_batch

@@ -31,7 +31,7 @@ from crawlsched.resources.queueing import (
 )
 from crawlsched.resources.rules import Lease
 from crawlsched.runtime import Runtime
-from crawlsched.store.jobs import expiry_deadline
+from crawlsched.store.job_claims import expiry_deadline
 from crawlsched.store.waiting import as_waiting_batch
 
 log = get_logger(__name__)

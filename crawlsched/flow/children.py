@@ -29,7 +29,7 @@ from crawlsched.planning.host_spread import origin_of, spread_over_hosts
 from crawlsched.planning.run_names import ENDED, is_stopping
 from crawlsched.runtime import Runtime
 from crawlsched.store.children import MongoChildStore
-from crawlsched.store.jobs import expiry_deadline
+from crawlsched.store.job_claims import expiry_deadline
 from crawlsched.store.pipeline import run_work_filter
 
 log = get_logger(__name__)

@@ -23,7 +23,8 @@ from crawlsched.planning.problems import Problem, diagnose
 from crawlsched.planning.run_names import child_run_id, run_id_for
 from crawlsched.runtime import Runtime
 from crawlsched.schedules.spec import MAX_SHARDS
-from crawlsched.store.jobs import ClaimRequest, MongoJobStore, expiry_deadline
+from crawlsched.store.job_claims import ClaimRequest, expiry_deadline
+from crawlsched.store.jobs import MongoJobStore
 
 log = get_logger(__name__)
 

@@ -1,4 +1,5 @@
-"""MongoJobStore: the planning pipeline, atomic claims, releases, outcomes and expiry of jobs.
+"""MongoJobStore: the planning pipeline, outcomes, expiry and insertion of jobs (its claims and
+dispatch leases: `store.job_claims`; what a dispatch did: `store.dispatch_reports`).
 
 Every write that depends on who holds a job carries its `dispatch_id` in the filter, so a
 redelivered or late message can never change a job that was since handed to someone else.
@@ -8,20 +9,22 @@ Writes go in bulk: one command per batch of decisions, never one per job.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from pymongo import ASCENDING, DESCENDING, InsertOne, UpdateMany, UpdateOne
+from pymongo import InsertOne, UpdateOne
 from pymongo.errors import BulkWriteError
 
 from crawlsched.catalog import JobState
 from crawlsched.planning.due import Category
 from crawlsched.planning.outcomes import JobUpdate
 from crawlsched.planning.problems import Problem, ReferenceIndex
-from crawlsched.planning.retention import EXPIRE_AT
 from crawlsched.store.children import MARKER_FILTER
 from crawlsched.store.counting import CountingDatabase
+from crawlsched.store.dispatch_reports import DispatchReport, tally_dispatch
+from crawlsched.store.job_claims import REDO_FIELDS, JobClaims
+from crawlsched.store.job_indexes import JOB_INDEXES
 from crawlsched.store.pipeline import (
     AUDIT_FIELDS,
     MEDIA_COLLECTION,
@@ -33,47 +36,6 @@ from crawlsched.store.pipeline import (
     row_category,
 )
 
-JOB_INDEXES: list[tuple[list[tuple[str, int]], dict[str, Any]]] = [
-    # The pipeline's $match + $sort.
-    (
-        [
-            ("task", ASCENDING),
-            ("state", ASCENDING),
-            ("execution_date", ASCENDING),
-            ("human_validation", DESCENDING),
-            ("certitude", DESCENDING),
-            ("modified_at", ASCENDING),
-        ],
-        {"name": "due_by_priority"},
-    ),
-    ([("dispatch_id", ASCENDING)], {"name": "dispatch", "sparse": True}),
-    ([("last_dispatch_id", ASCENDING)], {"name": "last_dispatch", "sparse": True}),
-    ([("run_id", ASCENDING)], {"name": "run", "sparse": True}),
-    # A run's discovered jobs: its children pass, `run status` per depth, the ticker's sweep.
-    (
-        [("scope_run", ASCENDING), ("state", ASCENDING), ("task", ASCENDING)],
-        {"name": "children", "sparse": True},
-    ),
-    ([("found_by", ASCENDING)], {"name": "found_by", "sparse": True}),
-    # Discovered jobs expire after their run ended (`MongoChildStore.expire_with_run` sets the
-    # date then); imported and scheduled jobs never carry the field, so never expire.
-    ([(EXPIRE_AT, ASCENDING)], {"name": "expiry", "expireAfterSeconds": 0, "sparse": True}),
-    ([("state", ASCENDING), ("lease_deadline", ASCENDING)], {"name": "running_by_deadline"}),
-    # Jobs the machinery failed, waiting for another try in their run (the ticker's sweep).
-    ([("redo_run", ASCENDING), ("execution_date", ASCENDING)], {"name": "redo", "sparse": True}),
-    # One job per (media, target, task) among the jobs we write; the old system's jobs carry
-    # no `target` and are left out of the index rather than rejected by it.
-    (
-        [("media_name_id", ASCENDING), ("target", ASCENDING), ("task", ASCENDING)],
-        {
-            "name": "target_task_unique",
-            "unique": True,
-            "partialFilterExpression": {"target": {"$type": "string"}},
-        },
-    ),
-]
-
-
 # What the audit reads of the reference rows to judge a (media, task) pair.
 MEDIA_JOIN_FIELDS = ("media_name", "media_name_id", "enabled")
 TASK_JOIN_FIELDS = ("media_name_id", "name", "enabled")
@@ -83,29 +45,13 @@ PLANNING_BATCH = 500
 
 
 @dataclass(frozen=True)
-class ClaimRequest:
-    dispatch_id: str
-    job_ids: Sequence[Any]
-
-
-@dataclass(frozen=True)
 class ExpiredDispatch:
     run_id: str | None
     dispatch_id: str
     jobs: list[dict[str, Any]]
 
 
-@dataclass(frozen=True)
-class DispatchReport:
-    held: int  # jobs the dispatch still holds
-    counts: dict[str, int]  # outcome -> jobs
-    links: int  # URLs its crawls found (counted, whether or not they became children)
-    discovered: int = 0  # child jobs of the run registered by this dispatch's crawls
-    items: dict[str, int] = field(default_factory=dict)  # new / changed / unchanged results
-    cut: dict[str, int] = field(default_factory=dict)  # discoveries refused by a bound
-
-
-class MongoJobStore:
+class MongoJobStore(JobClaims):
     def __init__(self, db: CountingDatabase, collection: str) -> None:
         self._db = db
         self.collection_name = collection
@@ -216,119 +162,6 @@ class MongoJobStore:
             )
         )
 
-    # -- claims ---------------------------------------------------------------------------
-
-    def claim(
-        self,
-        requests: Sequence[ClaimRequest],
-        run_id: str,
-        lease_deadline: datetime,
-        only: Mapping[str, Any] | None = None,
-    ) -> dict[str, list[Any]]:
-        """Claim each batch atomically; return, per dispatch id, the jobs really claimed.
-
-        Two commands whatever the size: one bulk of conditional updates (a job still pending or
-        failed becomes running under that dispatch id), then one read of who got what. A job
-        another planner claimed first simply is not in our answer. `only` adds conditions (a
-        run's children: never tried, so one that ended meanwhile is not claimed again).
-        """
-        if not requests:
-            return {}
-        ops = [
-            UpdateMany(
-                {
-                    "_id": {"$in": list(r.job_ids)},
-                    "state": {"$in": [1, 3]},
-                    "dispatch_id": None,
-                    **(only or {}),
-                },
-                {
-                    "$set": {
-                        "state": int(JobState.RUNNING),
-                        "dispatch_id": r.dispatch_id,
-                        "run_id": run_id,
-                        "lease_deadline": lease_deadline,
-                    }
-                },
-            )
-            for r in requests
-        ]
-        self._jobs.bulk_write(ops, ordered=False)
-        claimed: dict[str, list[Any]] = {r.dispatch_id: [] for r in requests}
-        for doc in self._jobs.find(
-            {"dispatch_id": {"$in": list(claimed)}}, {"_id": 1, "dispatch_id": 1}
-        ):
-            claimed[doc["dispatch_id"]].append(doc["_id"])
-        # Keep the planner's priority order inside each batch.
-        for r in requests:
-            got = set(claimed[r.dispatch_id])
-            claimed[r.dispatch_id] = [job_id for job_id in r.job_ids if job_id in got]
-        return claimed
-
-    def count_claimed_for_run(self, run_id: str) -> int:
-        """Jobs planned for the run (its discovered children are counted by their reports)."""
-        return self._jobs.count_documents({"run_id": run_id, "scope_run": None})
-
-    def release(
-        self, dispatch_id: str, outcome: str = "starved", job_ids: Sequence[Any] | None = None
-    ) -> int:
-        """Give a dispatch's jobs (all, or `job_ids`) back untouched (pending, same
-        attempt_count), labelled `outcome`: starved, or stopped."""
-        query: dict[str, Any] = {"dispatch_id": dispatch_id, "state": int(JobState.RUNNING)}
-        if job_ids is not None:
-            query["_id"] = {"$in": list(job_ids)}
-        return self._jobs.update_many(
-            query,
-            {
-                "$set": {
-                    "state": int(JobState.PENDING),
-                    "last_dispatch_id": dispatch_id,
-                    "last_outcome": outcome,
-                },
-                # Counted ended in its run: no longer waiting there for another try.
-                "$unset": {"dispatch_id": "", "lease_deadline": "", **REDO_FIELDS},
-            },
-        ).modified_count
-
-    def give_back_unsent(self, dispatch_ids: Sequence[str]) -> int:
-        """Undo the claims of dispatches whose batch message never left (RabbitMQ did not
-        confirm it): the jobs are pending again, in no run, as if never planned — no outcome,
-        no attempt — so the planner's retry, or the next firing, claims them at once instead
-        of after the dispatch lease."""
-        if not dispatch_ids:
-            return 0
-        return self._jobs.update_many(
-            {"dispatch_id": {"$in": list(dispatch_ids)}, "state": int(JobState.RUNNING)},
-            {
-                "$set": {"state": int(JobState.PENDING)},
-                "$unset": {"dispatch_id": "", "lease_deadline": "", "run_id": ""},
-            },
-        ).modified_count
-
-    def redo_runs_due(self, now: datetime) -> list[str]:
-        """Runs with jobs the machinery failed whose backoff has passed: each needs a pass
-        (`flow.children.plan_discovered`) to crawl them again."""
-        query = {
-            "redo_run": {"$ne": None},
-            "state": int(JobState.PENDING),
-            "execution_date": {"$lte": now},
-        }
-        return sorted(r for r in self._jobs.distinct("redo_run", query) if isinstance(r, str))
-
-    def renew_dispatch(self, dispatch_id: str, lease_deadline: datetime) -> int:
-        """Move a live dispatch's lease on; returns how many jobs it still holds (0: it was
-        reclaimed). Matched, not modified: a renewal to the same instant still holds."""
-        return self._jobs.update_many(
-            {"dispatch_id": dispatch_id, "state": int(JobState.RUNNING)},
-            {"$set": {"lease_deadline": lease_deadline}},
-        ).matched_count
-
-    def extend_lease(self, dispatch_id: str, lease_deadline: datetime) -> int:
-        return self._jobs.update_many(
-            {"dispatch_id": dispatch_id, "state": int(JobState.RUNNING)},
-            {"$set": {"lease_deadline": lease_deadline}},
-        ).modified_count
-
     # -- crawling -------------------------------------------------------------------------
 
     def load_claimed(self, dispatch_id: str, job_ids: Sequence[Any]) -> list[dict[str, Any]]:
@@ -427,29 +260,7 @@ class MongoJobStore:
             "found_by": 1,
             "scope_run": 1,
         }
-        held = discovered = links = 0
-        counts: dict[str, int] = {}
-        items: dict[str, int] = {}
-        cut: dict[str, int] = {}
-        for doc in self._jobs.find(query, fields):
-            if doc.get("dispatch_id") == dispatch_id:
-                held += 1
-            if doc.get("found_by") == dispatch_id and doc.get("scope_run") == run_id:
-                discovered += 1
-            outcome = doc.get("last_outcome")
-            if (
-                doc.get("last_dispatch_id") != dispatch_id
-                or doc.get("run_id") != run_id
-                or not isinstance(outcome, str)
-                or outcome not in wanted
-            ):
-                continue
-            counts[outcome] = counts.get(outcome, 0) + 1
-            found = doc.get("last_discovered")
-            links += found if isinstance(found, int) and found > 0 else 0
-            _add_small_counts(items, doc.get("last_items"))
-            _add_small_counts(cut, doc.get("last_cut"))
-        return DispatchReport(held, counts, links, discovered, items, cut)
+        return tally_dispatch(self._jobs.find(query, fields), dispatch_id, run_id, wanted)
 
     # -- expiry ---------------------------------------------------------------------------
 
@@ -548,67 +359,3 @@ class MongoJobStore:
     def pages_seen(self) -> int:
         """Seed markers: planned pages a run remembers having crawled (not jobs)."""
         return self._jobs.count_documents(MARKER_FILTER)
-
-    # -- admission ------------------------------------------------------------------------
-
-    def priority_of(self, dispatch_id: str) -> dict[str, Any]:
-        """The best priority among a dispatch's jobs, read from the jobs themselves."""
-        best: dict[str, Any] = {}
-        for doc in self._jobs.find(
-            {"dispatch_id": dispatch_id, "state": int(JobState.RUNNING)},
-            {"human_validation": 1, "certitude": 1, "modified_at": 1},
-        ):
-            key = (_number(doc.get("human_validation")), _number(doc.get("certitude")))
-            if not best or key > (best["human_validation"], best["certitude"]):
-                # Keep the oldest date seen so far: it is over all the jobs, not the best one.
-                best = {**best, "human_validation": key[0], "certitude": key[1]}
-            modified = doc.get("modified_at")
-            if isinstance(modified, datetime):
-                current = best.get("oldest_modified_at")
-                best["oldest_modified_at"] = modified if current is None else min(current, modified)
-        return best
-
-    def claimed_ids(self, dispatch_id: str) -> list[Any]:
-        return [
-            doc["_id"]
-            for doc in self._jobs.find(
-                {"dispatch_id": dispatch_id, "state": int(JobState.RUNNING)}, {"_id": 1}
-            )
-        ]
-
-    def reassign(self, dispatch_id: str, new_dispatch_id: str, job_ids: Sequence[Any]) -> int:
-        """Move jobs a dispatch still holds to a new dispatch (the rest of an interrupted batch)."""
-        return self._jobs.update_many(
-            {
-                "_id": {"$in": list(job_ids)},
-                "dispatch_id": dispatch_id,
-                "state": int(JobState.RUNNING),
-            },
-            {"$set": {"dispatch_id": new_dispatch_id}},
-        ).modified_count
-
-
-# A job waiting in its run for another try after a machinery failure (`outcomes.REDO`).
-REDO_FIELDS = {"redo_run": "", "redo_tries": ""}
-
-# Labels a job's item and cut counts may carry (anything else in a document is ignored).
-COUNT_LABELS = frozenset(
-    {"new", "changed", "unchanged", "depth", "pages", "offsite", "refused", "not_http"}
-)
-
-
-def _add_small_counts(into: dict[str, int], counts: Any) -> None:
-    if not isinstance(counts, dict):
-        return
-    for label, n in counts.items():
-        if label in COUNT_LABELS and isinstance(n, int) and not isinstance(n, bool) and n > 0:
-            into[label] = into.get(label, 0) + min(n, 1_000_000)
-
-
-def _number(value: Any) -> float:
-    """A sort key's value as a number: booleans and numbers as they are, anything else 0."""
-    return float(value) if isinstance(value, int | float) else 0.0
-
-
-def expiry_deadline(now: datetime, lease_s: float) -> datetime:
-    return now + timedelta(seconds=lease_s)

@@ -17,7 +17,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from crawlsched.store.jobs import ClaimRequest, MongoJobStore
+from crawlsched.store.job_claims import ClaimRequest
+from crawlsched.store.jobs import MongoJobStore
 
 BATCHES_PER_ROUND = 3
 BATCH_SIZE = 6

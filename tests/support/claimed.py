@@ -15,7 +15,7 @@ from crawlsched.ids import encode_id
 from crawlsched.messages import BatchMessage
 from crawlsched.planning.due import Category
 from crawlsched.runtime import Runtime
-from crawlsched.store.jobs import ClaimRequest
+from crawlsched.store.job_claims import ClaimRequest
 from crawlsched.store.pipeline import TASKS_COLLECTION
 
 

@@ -1,0 +1,190 @@
+"""A job store's claims and dispatch leases: who holds which job, until when, and giving jobs
+back. Every write carries the holder's `dispatch_id` in its filter, so a late or redelivered
+message can never change a job that was since handed to someone else."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from pymongo import UpdateMany
+
+from crawlsched.catalog import JobState
+from crawlsched.store.counting import CountingCollection
+
+# A job waiting in its run for another try after a machinery failure (`outcomes.REDO`).
+REDO_FIELDS = {"redo_run": "", "redo_tries": ""}
+
+
+@dataclass(frozen=True)
+class ClaimRequest:
+    dispatch_id: str
+    job_ids: Sequence[Any]
+
+
+class JobClaims:
+    """Mixed into `MongoJobStore`: the claims and leases of its collection (`_jobs`)."""
+
+    _jobs: CountingCollection
+
+    # -- claims ---------------------------------------------------------------------------
+
+    def claim(
+        self,
+        requests: Sequence[ClaimRequest],
+        run_id: str,
+        lease_deadline: datetime,
+        only: Mapping[str, Any] | None = None,
+    ) -> dict[str, list[Any]]:
+        """Claim each batch atomically; return, per dispatch id, the jobs really claimed.
+
+        Two commands whatever the size: one bulk of conditional updates (a job still pending or
+        failed becomes running under that dispatch id), then one read of who got what. A job
+        another planner claimed first simply is not in our answer. `only` adds conditions (a
+        run's children: never tried, so one that ended meanwhile is not claimed again).
+        """
+        if not requests:
+            return {}
+        ops = [
+            UpdateMany(
+                {
+                    "_id": {"$in": list(r.job_ids)},
+                    "state": {"$in": [1, 3]},
+                    "dispatch_id": None,
+                    **(only or {}),
+                },
+                {
+                    "$set": {
+                        "state": int(JobState.RUNNING),
+                        "dispatch_id": r.dispatch_id,
+                        "run_id": run_id,
+                        "lease_deadline": lease_deadline,
+                    }
+                },
+            )
+            for r in requests
+        ]
+        self._jobs.bulk_write(ops, ordered=False)
+        claimed: dict[str, list[Any]] = {r.dispatch_id: [] for r in requests}
+        for doc in self._jobs.find(
+            {"dispatch_id": {"$in": list(claimed)}}, {"_id": 1, "dispatch_id": 1}
+        ):
+            claimed[doc["dispatch_id"]].append(doc["_id"])
+        # Keep the planner's priority order inside each batch.
+        for r in requests:
+            got = set(claimed[r.dispatch_id])
+            claimed[r.dispatch_id] = [job_id for job_id in r.job_ids if job_id in got]
+        return claimed
+
+    def count_claimed_for_run(self, run_id: str) -> int:
+        """Jobs planned for the run (its discovered children are counted by their reports)."""
+        return self._jobs.count_documents({"run_id": run_id, "scope_run": None})
+
+    def release(
+        self, dispatch_id: str, outcome: str = "starved", job_ids: Sequence[Any] | None = None
+    ) -> int:
+        """Give a dispatch's jobs (all, or `job_ids`) back untouched (pending, same
+        attempt_count), labelled `outcome`: starved, or stopped."""
+        query: dict[str, Any] = {"dispatch_id": dispatch_id, "state": int(JobState.RUNNING)}
+        if job_ids is not None:
+            query["_id"] = {"$in": list(job_ids)}
+        return self._jobs.update_many(
+            query,
+            {
+                "$set": {
+                    "state": int(JobState.PENDING),
+                    "last_dispatch_id": dispatch_id,
+                    "last_outcome": outcome,
+                },
+                # Counted ended in its run: no longer waiting there for another try.
+                "$unset": {"dispatch_id": "", "lease_deadline": "", **REDO_FIELDS},
+            },
+        ).modified_count
+
+    def give_back_unsent(self, dispatch_ids: Sequence[str]) -> int:
+        """Undo the claims of dispatches whose batch message never left (RabbitMQ did not
+        confirm it): the jobs are pending again, in no run, as if never planned — no outcome,
+        no attempt — so the planner's retry, or the next firing, claims them at once instead
+        of after the dispatch lease."""
+        if not dispatch_ids:
+            return 0
+        return self._jobs.update_many(
+            {"dispatch_id": {"$in": list(dispatch_ids)}, "state": int(JobState.RUNNING)},
+            {
+                "$set": {"state": int(JobState.PENDING)},
+                "$unset": {"dispatch_id": "", "lease_deadline": "", "run_id": ""},
+            },
+        ).modified_count
+
+    def redo_runs_due(self, now: datetime) -> list[str]:
+        """Runs with jobs the machinery failed whose backoff has passed: each needs a pass
+        (`flow.children.plan_discovered`) to crawl them again."""
+        query = {
+            "redo_run": {"$ne": None},
+            "state": int(JobState.PENDING),
+            "execution_date": {"$lte": now},
+        }
+        return sorted(r for r in self._jobs.distinct("redo_run", query) if isinstance(r, str))
+
+    def renew_dispatch(self, dispatch_id: str, lease_deadline: datetime) -> int:
+        """Move a live dispatch's lease on; returns how many jobs it still holds (0: it was
+        reclaimed). Matched, not modified: a renewal to the same instant still holds."""
+        return self._jobs.update_many(
+            {"dispatch_id": dispatch_id, "state": int(JobState.RUNNING)},
+            {"$set": {"lease_deadline": lease_deadline}},
+        ).matched_count
+
+    def extend_lease(self, dispatch_id: str, lease_deadline: datetime) -> int:
+        return self._jobs.update_many(
+            {"dispatch_id": dispatch_id, "state": int(JobState.RUNNING)},
+            {"$set": {"lease_deadline": lease_deadline}},
+        ).modified_count
+
+    # -- admission ------------------------------------------------------------------------
+
+    def priority_of(self, dispatch_id: str) -> dict[str, Any]:
+        """The best priority among a dispatch's jobs, read from the jobs themselves."""
+        best: dict[str, Any] = {}
+        for doc in self._jobs.find(
+            {"dispatch_id": dispatch_id, "state": int(JobState.RUNNING)},
+            {"human_validation": 1, "certitude": 1, "modified_at": 1},
+        ):
+            key = (_number(doc.get("human_validation")), _number(doc.get("certitude")))
+            if not best or key > (best["human_validation"], best["certitude"]):
+                # Keep the oldest date seen so far: it is over all the jobs, not the best one.
+                best = {**best, "human_validation": key[0], "certitude": key[1]}
+            modified = doc.get("modified_at")
+            if isinstance(modified, datetime):
+                current = best.get("oldest_modified_at")
+                best["oldest_modified_at"] = modified if current is None else min(current, modified)
+        return best
+
+    def claimed_ids(self, dispatch_id: str) -> list[Any]:
+        return [
+            doc["_id"]
+            for doc in self._jobs.find(
+                {"dispatch_id": dispatch_id, "state": int(JobState.RUNNING)}, {"_id": 1}
+            )
+        ]
+
+    def reassign(self, dispatch_id: str, new_dispatch_id: str, job_ids: Sequence[Any]) -> int:
+        """Move jobs a dispatch still holds to a new dispatch (the rest of an interrupted batch)."""
+        return self._jobs.update_many(
+            {
+                "_id": {"$in": list(job_ids)},
+                "dispatch_id": dispatch_id,
+                "state": int(JobState.RUNNING),
+            },
+            {"$set": {"dispatch_id": new_dispatch_id}},
+        ).modified_count
+
+
+def _number(value: Any) -> float:
+    """A sort key's value as a number: booleans and numbers as they are, anything else 0."""
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
+def expiry_deadline(now: datetime, lease_s: float) -> datetime:
+    return now + timedelta(seconds=lease_s)
