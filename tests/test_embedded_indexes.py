@@ -22,6 +22,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from mongomock.collection import Collection
 
 from crawlsched.store import embedded
+from crawlsched.store.embedded import aggregation as embedded_aggregation
 from crawlsched.store.embedded import collection as embedded_collection
 
 FIELDS = ["a", "b", "c"]
@@ -150,8 +151,8 @@ class IndexedVersusPlain(RuleBasedStateMachine):
         client = mongomock.MongoClient()
         db = client["t"]
         # Stream aggregations three documents at a time, so that results cross chunk edges.
-        self._chunk = embedded_collection.STREAM_CHUNK
-        embedded_collection.STREAM_CHUNK = 3
+        self._chunk = embedded_aggregation.STREAM_CHUNK
+        embedded_aggregation.STREAM_CHUNK = 3
         self.indexed = db["indexed"]
         # The same database, but mongomock's own collection class: scans every time.
         self.plain = Collection(db, name="plain", _db_store=db._store)
@@ -249,7 +250,7 @@ class IndexedVersusPlain(RuleBasedStateMachine):
         assert _same(a, b), (a, b, list(self.plain.find({})))
 
     def teardown(self):
-        embedded_collection.STREAM_CHUNK = self._chunk
+        embedded_aggregation.STREAM_CHUNK = self._chunk
 
     @invariant()
     def same_documents(self):
@@ -292,7 +293,7 @@ def test_embedded_aggregation_streams_a_chunk_at_a_time(monkeypatch):
     embedded.install()
     collection = mongomock.MongoClient(tz_aware=True)["t"]["jobs"]
     collection.insert_many([{"_id": i, "state": 1, "rank": i % 7} for i in range(50)])
-    monkeypatch.setattr(embedded_collection, "STREAM_CHUNK", 10)
+    monkeypatch.setattr(embedded_aggregation, "STREAM_CHUNK", 10)
     copies = 0
     original = embedded.IndexedCollection._read_copy
 

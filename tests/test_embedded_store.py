@@ -362,7 +362,7 @@ def test_a_tally_by_fields_is_counted_in_place_and_answers_as_mongomock(docs, ma
         if docs:
             collection.insert_many([dict(d, _id=i) for i, d in enumerate(docs)])
     counted = []
-    real = embedded.collection.count_group
+    real = embedded.aggregation.count_group
 
     def spy(*args):
         counted.append(real(*args))
@@ -370,7 +370,7 @@ def test_a_tally_by_fields_is_counted_in_place_and_answers_as_mongomock(docs, ma
 
     pipeline = ([{"$match": match}] if match else []) + [{"$group": group}, {"$sort": {"n": -1}}]
     # Then the answer is mongomock's, row for row, and it came from the tally
-    with unittest.mock.patch.object(embedded.collection, "count_group", spy):
+    with unittest.mock.patch.object(embedded.aggregation, "count_group", spy):
         got = list(indexed.aggregate(pipeline))
     assert got == list(plain.aggregate(pipeline))
     assert len(counted) == 1 and counted[0] is not None
