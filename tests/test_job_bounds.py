@@ -15,7 +15,8 @@ from crawlsched.drivers import job_bounds
 from crawlsched.drivers.base import CrawlJob
 from crawlsched.drivers.context import CrawlBounds, CrawlContext
 from crawlsched.errors import BadJobInput
-from crawlsched.jobs_input import build_job_docs, job_input_from_row, parse_import_file
+from crawlsched.import_files import parse_import_file
+from crawlsched.jobs_input import build_job_docs, job_input_from_row
 from crawlsched.runtime import Runtime
 from crawlsched.settings import Settings
 from tests.support.cli_store import cli_on_fresh_store

@@ -11,13 +11,13 @@ from hypothesis import strategies as st
 
 from crawlsched.catalog import PROFILE, TARGET_KINDS, WEBSITE
 from crawlsched.errors import BadJobInput
+from crawlsched.import_files import parse_import_file
 from crawlsched.jobs_input import (
     DEFAULT_INTERVAL_S,
     MIN_TASKS,
     JobInput,
     build_job_docs,
     job_input_from_row,
-    parse_import_file,
 )
 
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)

@@ -25,10 +25,7 @@ from crawlsched.cli.jobs_add import add_app
 from crawlsched.cli.jobs_import import JobImporter, count_lines, import_report, stopped_note
 from crawlsched.errors import BadJobInput
 from crawlsched.flow import job_ops
-from crawlsched.jobs_input import (
-    JSON_LINES_SUFFIXES,
-    parse_import_file,
-)
+from crawlsched.import_files import JSON_LINES_SUFFIXES, parse_import_file
 from crawlsched.planning.problems import diagnose
 from crawlsched.runtime import Runtime
 
