@@ -25,14 +25,7 @@ from crawlsched.planning.run_names import (
     parent_run_id,
 )
 from crawlsched.store.counting import CountingDatabase
-
-# Every write of a run sets a new revision (an ObjectId, unique even to a run deleted and
-# opened again), so what a reader made of a run (the API's encoded rows of a page) stays the
-# run's for as long as its revision does. Readers that answer callers leave it out.
-REVISION = "rev"
-# A list's row: an ended run's frozen timeline (its series and pages per depth, `GET
-# /v1/runs/{run}/timeline`) would be most of each row's size.
-SUMMARY = {"reports": 0, "timeline": 0, REVISION: 0}
+from crawlsched.store.run_reads import REVISION, RunReads
 
 
 def revised(update: dict[str, Any]) -> dict[str, Any]:
@@ -40,7 +33,7 @@ def revised(update: dict[str, Any]) -> dict[str, Any]:
     return {**update, "$set": {**update.get("$set", {}), REVISION: ObjectId()}}
 
 
-class MongoRunStore:
+class MongoRunStore(RunReads):
     def __init__(self, db: CountingDatabase) -> None:
         self._runs = db.runs
 
@@ -349,72 +342,3 @@ class MongoRunStore:
             projection={"reports": 0, REVISION: 0},
             return_document=ReturnDocument.AFTER,
         )
-
-    def children_of(self, run_id: str) -> list[dict]:
-        fields = {"reports": 0, REVISION: 0}
-        return list(self._runs.find({"parent_id": run_id}, fields).sort("_id", 1))
-
-    def get(self, run_id: str) -> dict | None:
-        return self._runs.find_one({"_id": run_id}, {"reports": 0, "reclaimed": 0, REVISION: 0})
-
-    def recent(self, limit: int = 20, empty: bool = True) -> list[dict]:
-        return self.page(limit=limit, empty=empty)
-
-    def page(
-        self,
-        limit: int = 20,
-        skip: int = 0,
-        state: str | None = None,
-        schedule_id: str | None = None,
-        empty: bool = True,
-    ) -> list[dict]:
-        """Runs, newest first, optionally of one state or schedule. `empty=False` leaves out
-        the runs that planned nothing (a sweep firing with nothing due): planning closed with
-        no job and no child run."""
-        return list(self._page(SUMMARY, limit, skip, state, schedule_id, empty))
-
-    def page_revisions(
-        self,
-        limit: int = 20,
-        skip: int = 0,
-        state: str | None = None,
-        schedule_id: str | None = None,
-        empty: bool = True,
-    ) -> list[tuple[str, ObjectId | None]]:
-        """The ids and revisions of what `page` reads (None: a run written before revisions)."""
-        cursor = self._page({REVISION: 1}, limit, skip, state, schedule_id, empty)
-        return [(doc["_id"], doc.get(REVISION)) for doc in cursor]
-
-    def _page(
-        self,
-        fields: dict[str, Any],
-        limit: int,
-        skip: int,
-        state: str | None,
-        schedule_id: str | None,
-        empty: bool,
-    ) -> Any:
-        """The cursor of a page of runs, newest first (`page`, `page_revisions`)."""
-        cursor = self._runs.find(page_query(state, schedule_id, empty), fields)
-        return cursor.sort("created_at", DESCENDING).skip(skip).limit(limit)
-
-    def summaries(self, run_ids: list[str]) -> dict[str, tuple[ObjectId | None, dict]]:
-        """By id, each run's revision and the run as `page` reads it, both of one read."""
-        fields = {"reports": 0, "timeline": 0}
-        found = self._runs.find({"_id": {"$in": run_ids}}, fields)
-        return {doc["_id"]: (doc.pop(REVISION, None), doc) for doc in found}
-
-    def unfinished(self) -> list[dict]:
-        query = {"state": {"$nin": list(ENDED)}}
-        return list(self._runs.find(query, {"reports": 0, REVISION: 0}))
-
-
-def page_query(state: str | None, schedule_id: str | None, empty: bool) -> dict[str, Any]:
-    query: dict[str, Any] = {}
-    if state is not None:
-        query["state"] = state
-    if schedule_id is not None:
-        query["schedule_id"] = schedule_id
-    if not empty:
-        query["$or"] = [{"planning": True}, {"planned": {"$gt": 0}}, {"children": {"$gt": 0}}]
-    return query
