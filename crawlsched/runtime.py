@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import socket
 import threading
-import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
@@ -29,6 +28,7 @@ from crawlsched.logs import get_logger
 from crawlsched.planning.outcomes import RedoPolicy, RetryPolicy
 from crawlsched.planning.recrawl import RecrawlPolicy, policy_of
 from crawlsched.planning.retention import EXPIRE_AT, Retention
+from crawlsched.reference_cache import ReferenceCache
 from crawlsched.resources.backends.mongo import MongoLeaseBackend
 from crawlsched.resources.host_rules import HostPolicy, merge_policy
 from crawlsched.resources.inventory import MongoPoolInventory
@@ -59,12 +59,7 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-# How long a process keeps a media row before reading it again (a change reaches every worker
-# within this long).
-MEDIA_CACHE_S = 30.0
-
-
-class Runtime:
+class Runtime(ReferenceCache):
     def __init__(
         self,
         settings: Settings,
@@ -74,11 +69,8 @@ class Runtime:
         self.settings = settings
         self.counter = counter or CommandCounter()
         self.now = clock
-        self._model_ids: dict[str, Any] | None = None
-        self._media: dict[str, dict[str, Any]] = {}
-        self._media_read_at: dict[str, float] = {}
+        ReferenceCache.__init__(self)
         self._wait_by_schedule: dict[str | None, float] = {}
-        self._target_fields: dict[str, list[str]] | None = None
         # Views worth reusing for a moment (flow/views.py: a running run's pages per depth).
         self.view_cache: dict[tuple, tuple[float, Any]] = {}
         registry.load_plugins(settings.driver_modules)
@@ -317,54 +309,6 @@ class Runtime:
             name = (media or {}).get("media_name")
             get_logger(__name__).warning("recrawl_policy_invalid", media=name, error=str(e))
             return defaults
-
-    def model_ids(self) -> dict[str, Any]:
-        # Reference data changes only with init-db; a worker restart picks up a change.
-        if self._model_ids is None:
-            self._model_ids = self.reference.model_ids()
-        return self._model_ids
-
-    def target_fields(self, collection: str) -> list[str]:
-        """Fields that name a job's target in `collection` (reference data; cached)."""
-        if self._target_fields is None:
-            self._target_fields = self.reference.target_fields()
-        return self._target_fields.get(collection, [])
-
-    def media_tasks(self, name: str) -> list[str]:
-        """The tasks a media has rows for (cached like the media row)."""
-        media = self.media(name)
-        if media is None:
-            return []
-        if "_tasks" not in media:
-            media["_tasks"] = sorted(
-                self.reference.tasks_of(media.get("media_name_id", media["_id"]))
-            )
-        return media["_tasks"]
-
-    def media_task(self, name: str, task: str) -> dict[str, Any] | None:
-        """The media's row for `task` (need flags, limits), cached like the media row."""
-        media = self.media(name)
-        if media is None:
-            return None
-        if "_task_rows" not in media:
-            media["_task_rows"] = self.reference.tasks_of(media.get("media_name_id", media["_id"]))
-        return media["_task_rows"].get(task)
-
-    def media(self, name: str, fresh: bool = False) -> dict[str, Any] | None:
-        """The media row named `name`, cached for the process; `fresh` reads it again (the
-        reference may have been reloaded since)."""
-        read_at = self._media_read_at.get(name)
-        if fresh or read_at is None or time.monotonic() - read_at > MEDIA_CACHE_S:
-            # Read again now and then: `crawlsched media update` changes a row that worker
-            # processes elsewhere have cached.
-            self._media.pop(name, None)
-        if name not in self._media:
-            doc = self.reference.media_by_name(name)
-            if doc is None:
-                return None
-            self._media[name] = doc
-            self._media_read_at[name] = time.monotonic()
-        return self._media[name]
 
     def create_indexes(self) -> None:
         for collection in JOB_COLLECTIONS:
