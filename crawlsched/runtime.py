@@ -30,6 +30,7 @@ from crawlsched.planning.recrawl import RecrawlPolicy, policy_of
 from crawlsched.planning.retention import EXPIRE_AT, Retention
 from crawlsched.reference_cache import ReferenceCache
 from crawlsched.resources.backends.mongo import MongoLeaseBackend
+from crawlsched.resources.host_grouping import first_address
 from crawlsched.resources.host_rules import HostPolicy, merge_policy
 from crawlsched.resources.inventory import MongoPoolInventory
 from crawlsched.resources.pools import ResourcePools
@@ -201,6 +202,7 @@ class Runtime(ReferenceCache):
             clock=self.now,
             on_blocked=self._host_blocked,
             grouping=s.host_grouping,
+            resolve=first_address(self.resolver),
         )
 
     def _host_blocked(self, host: str, until: datetime, reason: str) -> None:

@@ -13,9 +13,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from crawlsched.drivers.fetching import PoliteHttp
+from crawlsched.drivers.targets import CachingResolver
+from crawlsched.errors import UnsafeTarget
 from crawlsched.flow.shared_robots import SharedRobots
 from crawlsched.messages import WakeMessage
 from crawlsched.resources.host_grouping import (
+    first_address,
     is_pacing_key,
     pacing_key,
     registrable_domain,
@@ -78,6 +81,29 @@ def test_address_grouping_puts_names_and_ports_of_one_address_together():
     assert keys["http://c.test/"] == "address:10.0.0.6"
     assert pacing_key("http://[::1]:8001/", "address") == "address:[::1]"
     assert all(is_pacing_key(k) for k in keys.values())
+
+
+def test_pacing_by_address_reads_the_crawls_own_resolver_and_its_cache():
+    # Given the crawl's caching resolver over a lookup that counts its calls
+    asked = []
+
+    def lookup(host: str, port: int) -> list[str]:
+        asked.append(host)
+        if host == "gone.test":
+            raise UnsafeTarget(f"host {host!r} does not resolve")
+        return ["10.0.0.9", "10.0.0.7"]
+
+    resolver = CachingResolver(ttl_s=60, resolver=lookup)
+    resolve = first_address(resolver)
+    # When two URLs of one name are keyed, and the request's own check asks for the name
+    keys = {pacing_key(u, "address", resolve) for u in ("http://a.test/", "https://a.test/x")}
+    resolver("a.test", 443)
+    # Then both share the first address, and the system resolver was asked once
+    assert keys == {"address:10.0.0.9"}
+    assert asked == ["a.test"]
+    # And a name that does not resolve is an OSError, as callers of `key_of` expect
+    with pytest.raises(OSError, match="does not resolve"):
+        pacing_key("http://gone.test/", "address", resolve)
 
 
 @pytest.mark.parametrize(

@@ -36,9 +36,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from crawlsched import metrics
+from crawlsched.drivers.targets import resolve as resolve_addresses
 from crawlsched.logs import get_logger
 from crawlsched.resources import host_rules
-from crawlsched.resources.host_grouping import GROUPINGS, Grouping, Resolve, pacing_key
+from crawlsched.resources.host_grouping import (
+    GROUPINGS,
+    Grouping,
+    Resolve,
+    first_address,
+    pacing_key,
+)
 from crawlsched.resources.host_rules import BLOCKING_STATUSES, Granted, HostPolicy
 from crawlsched.store.hosts import MongoHostStore
 
@@ -93,29 +100,6 @@ def slice_for(slice_s: float, delay_s: float) -> float:
     return max(slice_s, 3 * delay_s)
 
 
-class CachedResolver:
-    """A host's first IP address, remembered for `ttl_s` (pacing by address asks for every
-    request; the lookup itself is the system resolver's)."""
-
-    def __init__(self, ttl_s: float = 300.0, size: int = 10_000) -> None:
-        self.ttl_s, self.size = ttl_s, size
-        self._known: dict[str, tuple[str, float]] = {}
-        self._lock = threading.Lock()
-
-    def __call__(self, host: str) -> str:
-        now = time.monotonic()
-        with self._lock:
-            known = self._known.get(host)
-        if known is not None and known[1] > now:
-            return known[0]
-        address = str(socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)[0][4][0])
-        with self._lock:
-            if len(self._known) >= self.size:
-                self._known.clear()
-            self._known[host] = (address, now + self.ttl_s)
-        return address
-
-
 def holder_name() -> str:
     """Who holds a host: the machine and process, unique per pacer."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -156,7 +140,7 @@ class ClusterHostPacer:
         self._released: set[str] = set()  # hosts given back since `give_back` last said
         self._expected: Counter[str] = Counter()  # jobs of this process that will ask, by host
         self.grouping = grouping
-        self._resolve = resolve or CachedResolver()
+        self._resolve = resolve or first_address(resolve_addresses)
 
     def key_of(self, url: str) -> str:
         """The key `url`'s requests are paced under (`host_grouping`); ValueError for a URL

@@ -36,6 +36,22 @@ HOST_NAME = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*")  # as urlsplit gives it, 
 
 # host → the first IP address it resolves to (raises OSError when it does not resolve)
 Resolve = Callable[[str], str]
+# (host, port) → every address it resolves to: `drivers.targets.resolve`, or the crawl's cache
+# of it (ValueError when it does not resolve)
+ResolveAll = Callable[[str, int], list[str]]
+
+
+def first_address(resolve_all: ResolveAll) -> Resolve:
+    """A `Resolve` over the crawl's own resolver, so that pacing by address reads the same
+    answers (and the same DNS cache) as the request's own address check."""
+
+    def first(host: str) -> str:
+        try:
+            return resolve_all(host, 443)[0]
+        except ValueError as e:
+            raise OSError(str(e)) from None
+
+    return first
 
 
 @cache
