@@ -111,7 +111,7 @@ class MongoChildStore:
         ops = [
             UpdateOne(
                 {"_id": cid},
-                {"$setOnInsert": _child_doc(cid, run_id, dispatch_id, media, f, now)},
+                {"$setOnInsert": _child_doc(run_id, dispatch_id, media, f, now)},
                 upsert=True,
             )
             for cid, f in fresh
@@ -212,7 +212,7 @@ class MongoChildStore:
     ) -> list[tuple[str, UpdateOne]]:
         # Upserts that insert only what is missing: an existing marker or child is left as is.
         return [
-            (cid, UpdateOne({"_id": cid}, {"$setOnInsert": _marker(cid, run_id, url, now)},
+            (cid, UpdateOne({"_id": cid}, {"$setOnInsert": _marker(run_id, url, now)},
                             upsert=True))
             for cid, url in markers.items()
         ]  # fmt: skip
@@ -281,13 +281,14 @@ class MongoChildStore:
 
 
 def _child_doc(
-    cid: str, run_id: str, dispatch_id: str, media: dict[str, Any], found: Found, now: datetime
+    run_id: str, dispatch_id: str, media: dict[str, Any], found: Found, now: datetime
 ) -> dict[str, Any]:
+    """A child as its upsert inserts it (its `_id` is the upsert's filter: the stores then
+    apply it as a plain-equality upsert, without mongomock's general update code)."""
     d = found.discovery
     return {
         **dict(d.fields),
         **dict(d.handed_down),
-        "_id": cid,
         "url": d.url,
         "task": d.task,
         "media_name": media.get("media_name"),
@@ -308,10 +309,10 @@ def _child_doc(
     }
 
 
-def _marker(cid: str, run_id: str, url: str, now: datetime) -> dict[str, Any]:
-    """A planned page's place among the run's children: already ended, never planned."""
+def _marker(run_id: str, url: str, now: datetime) -> dict[str, Any]:
+    """A planned page's place among the run's children: already ended, never planned (its
+    `_id` is the upsert's filter)."""
     return {
-        "_id": cid,
         "url": url,
         "state": int(JobState.DONE),
         "scope_run": run_id,
