@@ -9,6 +9,7 @@ import re
 from datetime import timedelta
 
 import pydantic_core
+import pymongo
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -156,6 +157,92 @@ def test_runs_page_reads_the_page_whole_when_a_listed_run_went_before_its_row_wa
     page = runs_page(runs, EncodedRows(), 10, 0)
     assert gone not in page.decode() and kept_run in page.decode()
     assert page == uncached(runs, 10, 0)
+
+
+# -- whole pages while no run is written ------------------------------------------------------
+
+
+def _counting_reads(runs: MongoRunStore) -> list[int]:
+    """Count the page reads `runs_page` makes (its listing of ids and revisions)."""
+    reads = [0]
+    listed = runs.page_revisions
+
+    def counted(*args, **kwargs):
+        reads[0] += 1
+        return listed(*args, **kwargs)
+
+    runs.page_revisions = counted
+    return reads
+
+
+def test_a_page_is_answered_again_without_a_read_until_a_run_is_written(runs, store):
+    opened(runs, minutes=2), opened(runs, "sched-2")
+    kept, reads = EncodedRows(), _counting_reads(runs)
+    first = runs_page(runs, kept, 10, 0)
+    again = runs_page(runs, kept, 10, 0)
+    assert again == first == uncached(runs, 10, 0)
+    # The embedded store marks its writes: the second page read nothing. A real server
+    # cannot say cheaply whether runs were written: every page is read.
+    assert reads[0] == (1 if store.is_embedded else 2)
+    # A write to another collection leaves the page as it is
+    store.db.jobs.insert_one({"_id": "j1"})
+    runs_page(runs, kept, 10, 0)
+    assert reads[0] == (1 if store.is_embedded else 3)
+    # Any write of a run is read on the next page, and another query is a page of its own
+    runs.report(opened(runs, "sched-3"), "d1:crawl", {"succeeded": 4})
+    after = runs_page(runs, kept, 10, 0)
+    assert after == uncached(runs, 10, 0) and b'"succeeded":4' in after
+    assert runs_page(runs, kept, 1, 0) == uncached(runs, 1, 0)
+
+
+def test_a_run_written_while_its_page_was_read_is_on_the_next_page(runs):
+    opened(runs, minutes=3)
+    listed = runs.page_revisions
+    late = []
+
+    def listed_then_written(*args, **kwargs):
+        answer = listed(*args, **kwargs)
+        late.append(opened(runs, "sched-late", minutes=1))  # after the listing: not on it
+        return answer
+
+    runs.page_revisions = listed_then_written
+    kept = EncodedRows()
+    first = runs_page(runs, kept, 10, 0)
+    assert late[0] not in first.decode()
+    runs.page_revisions = listed
+    # The next page is read again and shows it, although no write came after that page
+    assert late[0] in runs_page(runs, kept, 10, 0).decode()
+
+
+def test_the_embedded_store_s_write_mark_moves_with_every_kind_of_write(store):
+    db = store.db
+    if not store.is_embedded:
+        assert db.write_mark("runs") is None
+        return
+    marks = [db.write_mark("runs")]
+
+    def moved() -> bool:
+        marks.append(db.write_mark("runs"))
+        return marks[-1] != marks[-2]
+
+    assert not moved()  # nothing written
+    db.runs.insert_one({"_id": "a", "n": 1})
+    assert moved()
+    db.runs.update_one({"_id": "a"}, {"$inc": {"n": 1}})
+    assert moved()
+    db.runs.bulk_write([pymongo.UpdateOne({"_id": "b"}, {"$set": {"n": 1}}, upsert=True)])
+    assert moved()
+    db.runs.find_one_and_update({"_id": "b"}, {"$set": {"n": 2}})
+    assert moved()
+    db.runs.delete_one({"_id": "a"})
+    assert moved()
+    list(db.runs.find({})), db.runs.count_documents({})
+    assert not moved()  # reads
+    db.jobs.insert_one({"_id": "j"})
+    assert not moved()  # another collection
+    db.runs.drop()
+    db.runs.insert_one({"_id": "a"})
+    assert moved()  # a new collection, whatever its count of writes
 
 
 # -- every writer sets a new revision ---------------------------------------------------------

@@ -1,4 +1,5 @@
-"""`GET /v1/runs` as JSON, each run's row encoded once per revision of the run.
+"""`GET /v1/runs` as JSON, each run's row encoded once per revision of the run (and, on the
+embedded store, each page kept whole until a run is written).
 
 A page of 100 runs is mostly ended runs that no longer change: the page reads each listed
 run's id and revision (`MongoRunStore.page_revisions`, a small projection), reuses the encoded
@@ -20,6 +21,8 @@ from crawlsched.store.runs import MongoRunStore
 
 # About 600 bytes a row: some 12 MB at most, for runs read in pages of up to 1,000.
 CAPACITY = 20_000
+# Whole pages kept while no run is written (the embedded store says so: `write_mark`).
+PAGES = 64
 
 
 class EncodedRows:
@@ -31,6 +34,7 @@ class EncodedRows:
             raise ValueError(f"capacity must be at least 1, not {capacity}")
         self._capacity = capacity
         self._rows: dict[Hashable, tuple[Any, bytes]] = {}
+        self._pages: dict[Hashable, tuple[Any, bytes]] = {}  # page key -> (write mark, JSON)
         self._lock = threading.Lock()
 
     def get(self, key: Hashable, revision: Any) -> bytes | None:
@@ -59,6 +63,18 @@ class EncodedRows:
             while len(self._rows) > self._capacity:
                 del self._rows[next(iter(self._rows))]
 
+    def page(self, key: Hashable, mark: Any) -> bytes | None:
+        """The whole page stored for `key` under this write mark; None for another or none."""
+        entry = self._pages.get(key)
+        return entry[1] if entry is not None and mark is not None and entry[0] == mark else None
+
+    def put_page(self, key: Hashable, mark: Any, page: bytes) -> None:
+        with self._lock:
+            self._pages.pop(key, None)
+            self._pages[key] = (mark, page)
+            while len(self._pages) > PAGES:
+                del self._pages[next(iter(self._pages))]
+
     def __len__(self) -> int:
         return len(self._rows)
 
@@ -77,7 +93,31 @@ def runs_page(
     schedule_id: str | None = None,
     empty: bool = True,
 ) -> bytes:
-    """The JSON of `page_of(runs.page(limit + 1, offset, …), limit, offset)`, byte for byte."""
+    """The JSON of `page_of(runs.page(limit + 1, offset, …), limit, offset)`, byte for byte.
+
+    Where the store marks its writes (the embedded store), a page read while no run was
+    written is answered again as it is until a run is written (a status page polled while
+    nothing runs reads nothing)."""
+    key = (limit, offset, state, schedule_id, empty)
+    # Marked before the read: a write during it moves the mark, so the page is read again.
+    mark = runs.write_mark()
+    if (kept := rows.page(key, mark)) is not None:
+        return kept
+    body = _read_page(runs, rows, limit, offset, state, schedule_id, empty)
+    if mark is not None:
+        rows.put_page(key, mark, body)
+    return body
+
+
+def _read_page(
+    runs: MongoRunStore,
+    rows: EncodedRows,
+    limit: int,
+    offset: int,
+    state: str | None,
+    schedule_id: str | None,
+    empty: bool,
+) -> bytes:
     listed = runs.page_revisions(limit + 1, offset, state, schedule_id, empty)
     more = len(listed) > limit
     listed = listed[:limit]

@@ -216,6 +216,18 @@ class CountingDatabase:
     def raw(self) -> Any:
         return self._database
 
+    def write_mark(self, name: str) -> tuple[object, int] | None:
+        """A value that differs after any write to collection `name`, or None where the store
+        cannot say cheaply (a real MongoDB). The embedded store counts each collection's
+        writes (`IndexedCollection._written`), before the write and under its lock: a read
+        made between two equal marks saw every write counted in them and no other."""
+        if self._lock is None:
+            return None
+        store = getattr(self._database[name], "_store", None)
+        if store is None:
+            return None
+        return (store, getattr(store, "generation", 0))
+
     def locked(self) -> AbstractContextManager:
         """Hold the embedded store's lock: no operation of any thread runs meanwhile (a real
         server has no such lock: nullcontext)."""

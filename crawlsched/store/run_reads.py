@@ -9,7 +9,7 @@ from bson import ObjectId
 from pymongo import DESCENDING
 
 from crawlsched.planning.run_names import ENDED
-from crawlsched.store.counting import CountingCollection
+from crawlsched.store.counting import CountingCollection, CountingDatabase
 
 # Every write of a run sets a new revision (an ObjectId, unique even to a run deleted and
 # opened again), so what a reader made of a run (the API's encoded rows of a page) stays the
@@ -24,6 +24,11 @@ class RunReads:
     """Mixed into `MongoRunStore`: its reads of the `runs` collection (`_runs`)."""
 
     _runs: CountingCollection
+    _db: CountingDatabase
+
+    def write_mark(self) -> tuple[object, int] | None:
+        """Differs after any write of a run (`CountingDatabase.write_mark`); None: unknown."""
+        return self._db.write_mark("runs")
 
     def children_of(self, run_id: str) -> list[dict]:
         fields = {"reports": 0, REVISION: 0}

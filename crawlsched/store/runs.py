@@ -35,6 +35,7 @@ def revised(update: dict[str, Any]) -> dict[str, Any]:
 
 class MongoRunStore(RunReads):
     def __init__(self, db: CountingDatabase) -> None:
+        self._db = db
         self._runs = db.runs
 
     def create_indexes(self) -> None:
