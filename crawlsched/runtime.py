@@ -228,6 +228,7 @@ class Runtime(ReferenceCache):
             "host_resolver_rules": self.settings.browser_host_resolver_rules,
             "page_load_timeout_s": self.settings.page_load_timeout_s,
             "proxy_url": self.browser_proxy.url if self.browser_proxy else None,
+            "silenced_hosts": tuple(self.settings.browser_silenced_hosts),
         }
 
     @cached_property

@@ -20,6 +20,12 @@ from crawlsched.catalog import MAX_BATCH_JOBS
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 # The longest retention a setting accepts: ten years.
 MAX_RETAIN_S = 10 * 365 * 86400.0
+# What Debian's chromium asks for on every session although its flags say not to: the component
+# updater's essential components, and the account reconciler of a build with Google API keys.
+SILENCED_HOSTS = ("accounts.google.com", "update.googleapis.com")
+_HOST_NAME = re.compile(
+    r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+"
+)
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
@@ -334,6 +340,13 @@ class Settings(BaseSettings):
         description="Chrome --host-resolver-rules for crawl sessions, e.g. "
         "'MAP * ~NOTFOUND , EXCLUDE 127.0.0.1' to let a test browser resolve loopback only.",
     )
+    browser_silenced_hosts: list[str] = Field(
+        default_factory=lambda: list(SILENCED_HOSTS),
+        description="Hosts a crawl session's Chrome asks by itself although every flag says "
+        "not to (Debian's chromium: its updater and account reconciler): Chrome neither sends "
+        "them to the proxy nor resolves them, so a page cannot load them either. [] for a media "
+        "whose pages need one (e.g. a Google sign-in).",
+    )
     page_load_timeout_s: float = Field(
         30.0, gt=0, le=600, allow_inf_nan=False, description="A browser page's load timeout."
     )
@@ -479,6 +492,15 @@ class Settings(BaseSettings):
             except ValueError:
                 raise ValueError(f"target_allow_networks: not a network: {text[:60]!r}") from None
         return value
+
+    @field_validator("browser_silenced_hosts")
+    @classmethod
+    def _host_names(cls, value: list[str]) -> list[str]:
+        # They go into Chrome's switches: a name only, never rule or list syntax.
+        for name in value:
+            if not _HOST_NAME.fullmatch(name):
+                raise ValueError(f"browser_silenced_hosts: not a host name: {name[:80]!r}")
+        return [name.lower() for name in value]
 
     @field_validator("log_level")
     @classmethod

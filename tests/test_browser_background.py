@@ -1,10 +1,12 @@
 """What a crawl session's Chrome asks for by itself, seen at the worker's filtering proxy.
 
 A session through the proxy loads one local page. Chrome's own services are switched off by
-flags; what is left (the component updater's few essential components and, in builds that
-carry Google API keys such as Debian's chromium, the account reconciler) is refused at the
-proxy. The test pins that remainder: a new kind of background request, or the network time
-query coming back, fails it.
+flags; what no flag switches off (the component updater's essential components and, in builds
+that carry Google API keys such as Debian's chromium, the account reconciler) is silenced: those
+hosts bypass the proxy and resolve to nothing (`CRAWLSCHED_BROWSER_SILENCED_HOSTS`). The test
+first opens a session with nothing silenced, which shows those requests arriving and how long
+they take to come, then one with the defaults, held at least twice as long: nothing reaches the
+proxy but the page's own requests.
 """
 
 from __future__ import annotations
@@ -12,14 +14,15 @@ from __future__ import annotations
 import time
 from http.server import BaseHTTPRequestHandler
 
+import pytest
+from pydantic import ValidationError
+
 from crawlsched.drivers.browser_proxy import FilteringProxy
-from crawlsched.drivers.browser_session import open_browser
+from crawlsched.drivers.browser_session import chrome_options, open_browser
 from crawlsched.drivers.targets import parse_networks
+from crawlsched.settings import SILENCED_HOSTS, Settings
 from tests.support.serving import running, send_html
 from tests.support.waiting import wait_for
-
-# Refused at the proxy, not switched off by any flag of this Chrome (see the module docstring)
-KNOWN_BACKGROUND_HOSTS = {"update.googleapis.com", "accounts.google.com"}
 
 
 class _Page(BaseHTTPRequestHandler):
@@ -31,25 +34,56 @@ class _Page(BaseHTTPRequestHandler):
         pass
 
 
-def test_chrome_asks_nothing_but_the_page_and_the_known_background_hosts(chromedriver_node):
+def _session(node: str, silenced: tuple[str, ...], hold_s: float | None) -> tuple[set, list, float]:
+    """(hosts refused at the proxy, the site's log, seconds the session was held). Held until
+    the account reconciler has asked (`hold_s` None), else for `hold_s`."""
     with running(_Page, host="127.0.0.2", log=[]) as site:
         proxy = FilteringProxy(parse_networks(["127.0.0.2/32"])).start()
         try:
-            with open_browser(chromedriver_node, proxy_url=proxy.url) as browser:
+            with open_browser(node, proxy_url=proxy.url, silenced_hosts=silenced) as browser:
+                started = time.monotonic()
                 browser.get(f"http://127.0.0.2:{site.server_address[1]}/page")
                 assert browser.title == "p"
-                # Chrome's start-up requests have come once the account reconciler has asked
-                # (it always does, after the time query and the updater); a little more time
-                # for anything after it.
-                wait_for(
-                    lambda: any(r.startswith("accounts.google.com:") for r in proxy.refused),
-                    60,
-                    "Chrome's background requests at the proxy",
-                )
-                time.sleep(3)
-            refused_hosts = {r.rsplit(":", 1)[0] for r in proxy.refused}
+                if hold_s is None:
+                    wait_for(
+                        lambda: any(r.startswith("accounts.google.com:") for r in proxy.refused),
+                        60,
+                        "Chrome's background requests at the proxy",
+                    )
+                else:
+                    time.sleep(hold_s)
+                held = time.monotonic() - started
+            return {r.rsplit(":", 1)[0] for r in proxy.refused}, list(site.log), held
         finally:
             proxy.stop()
-    # The page's own requests went through; Chrome's own services asked for nothing else
-    assert "/page" in site.log
-    assert refused_hosts <= KNOWN_BACKGROUND_HOSTS, refused_hosts - KNOWN_BACKGROUND_HOSTS
+
+
+def test_chrome_s_own_requests_never_reach_the_proxy(chromedriver_node):
+    # Given a session with nothing silenced: Chrome's remainder arrives, and nothing else
+    control, control_log, took = _session(chromedriver_node, (), hold_s=None)
+    assert "accounts.google.com" in control
+    assert control <= set(SILENCED_HOSTS), control - set(SILENCED_HOSTS)
+    assert "/page" in control_log
+    # When a session with the default silenced hosts is held twice as long (10 s at least)
+    refused, log, _ = _session(chromedriver_node, SILENCED_HOSTS, hold_s=max(10.0, 2 * took))
+    # Then the page's own request went through and nothing at all was refused at the proxy
+    assert "/page" in log
+    assert refused == set()
+
+
+def test_silenced_hosts_come_first_in_the_resolver_rules_and_bypass_the_proxy():
+    options = chrome_options(
+        "MAP * ~NOTFOUND , EXCLUDE 127.0.0.1", "http://127.0.0.1:9", ("a.test",)
+    )
+    assert "--host-resolver-rules=MAP a.test ~NOTFOUND, MAP * ~NOTFOUND , EXCLUDE 127.0.0.1" in (
+        options.arguments
+    )
+    assert "--proxy-bypass-list=<-loopback>;a.test" in options.arguments
+    bare = chrome_options(silenced_hosts=())
+    assert not any(a.startswith(("--host-resolver-rules", "--proxy")) for a in bare.arguments)
+
+
+@pytest.mark.parametrize("name", ["a.test,b.test", "a.test;b.test", "MAP * ~NOTFOUND", "a..test"])
+def test_silenced_hosts_must_be_plain_host_names(name):
+    with pytest.raises(ValidationError, match="browser_silenced_hosts"):
+        Settings(browser_silenced_hosts=[name])

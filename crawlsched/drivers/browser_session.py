@@ -8,7 +8,7 @@ downloaded: the node brings its own browser. The session is always quit, and a f
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import urllib3.exceptions
@@ -18,6 +18,7 @@ from selenium.common.exceptions import InvalidSessionIdException, WebDriverExcep
 from crawlsched.drivers.base import DriverError
 from crawlsched.drivers.targets import redact
 from crawlsched.logs import get_logger
+from crawlsched.settings import SILENCED_HOSTS
 
 log = get_logger(__name__)
 
@@ -79,19 +80,27 @@ _LOST_MARKERS = (
 
 
 def chrome_options(
-    host_resolver_rules: str | None = None, proxy_url: str | None = None
+    host_resolver_rules: str | None = None,
+    proxy_url: str | None = None,
+    silenced_hosts: Sequence[str] = SILENCED_HOSTS,
 ) -> webdriver.ChromeOptions:
+    """Chrome's options for a crawl session. `silenced_hosts` (plain host names, checked by
+    the settings) are what Chrome still asks by itself: they bypass the proxy and resolve to
+    nothing, so they never reach the proxy or the network (a page cannot load them either)."""
     options = webdriver.ChromeOptions()
     for arg in CHROME_ARGS:
         options.add_argument(arg)
     options.add_experimental_option("prefs", dict(CHROME_PREFS))
+    rules = [f"MAP {host} ~NOTFOUND" for host in silenced_hosts]
     if host_resolver_rules:
-        options.add_argument(f"--host-resolver-rules={host_resolver_rules}")
+        rules.append(host_resolver_rules)  # after ours: the first rule that matches applies
+    if rules:
+        options.add_argument(f"--host-resolver-rules={', '.join(rules)}")
     if proxy_url:
         # Everything the page loads goes through the worker's filtering proxy; without the
         # bypass rule Chrome would send loopback requests around it.
         options.add_argument(f"--proxy-server={proxy_url}")
-        options.add_argument("--proxy-bypass-list=<-loopback>")
+        options.add_argument(f"--proxy-bypass-list={';'.join(['<-loopback>', *silenced_hosts])}")
     return options
 
 
@@ -102,10 +111,10 @@ def open_browser(
     host_resolver_rules: str | None = None,
     page_load_timeout_s: float = 30,
     proxy_url: str | None = None,
+    silenced_hosts: Sequence[str] = SILENCED_HOSTS,
 ) -> Iterator[webdriver.Remote]:
-    browser = webdriver.Remote(
-        command_executor=node_url, options=chrome_options(host_resolver_rules, proxy_url)
-    )
+    options = chrome_options(host_resolver_rules, proxy_url, silenced_hosts)
+    browser = webdriver.Remote(command_executor=node_url, options=options)
     try:
         browser.set_page_load_timeout(page_load_timeout_s)
         yield browser
