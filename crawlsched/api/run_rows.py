@@ -21,8 +21,9 @@ from crawlsched.store.runs import MongoRunStore
 
 # About 600 bytes a row: some 12 MB at most, for runs read in pages of up to 1,000.
 CAPACITY = 20_000
-# Whole pages kept while no run is written (the embedded store says so: `write_mark`).
-PAGES = 64
+# Whole pages kept while no run is written (the embedded store says so: `write_mark`), at most
+# about 10 MB for pages of up to 1,000 rows.
+PAGES = 16
 
 
 class EncodedRows:
