@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from crawlsched.api import run_rows
 from crawlsched.api.paging import page_of
 from crawlsched.api.run_rows import EncodedRows, runs_page
 from crawlsched.planning.run_names import child_run_id, run_id_for
@@ -68,6 +69,18 @@ def test_encoded_rows_drop_the_oldest_stored_beyond_their_capacity():
     rows.put("a", 2, b"a2")  # stored again: now the newest
     rows.put("c", 1, b"c")
     assert (rows.get("a", 2), rows.get("b", 1), rows.get("c", 1)) == (b"a2", None, b"c")
+
+
+def test_whole_pages_answer_only_for_their_mark_and_the_oldest_go_first():
+    rows = EncodedRows()
+    rows.put_page("p", ("store", 1), b"[1]")
+    assert rows.page("p", ("store", 1)) == b"[1]"
+    assert rows.page("p", ("store", 2)) is None  # written since
+    assert rows.page("p", None) is None  # a store without marks
+    for i in range(run_rows.PAGES):
+        rows.put_page(i, ("store", 1), b"[]")
+    assert rows.page("p", ("store", 1)) is None
+    assert rows.page(run_rows.PAGES - 1, ("store", 1)) == b"[]"
 
 
 def test_encoded_rows_refuse_a_capacity_below_one():
