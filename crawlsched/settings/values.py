@@ -1,0 +1,49 @@
+"""What the settings check against, and the helpers that read a setting's value (broker URLs,
+host:port addresses, the data directory's default)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# The longest retention a setting accepts: ten years.
+MAX_RETAIN_S = 10 * 365 * 86400.0
+# What Debian's chromium asks for on every session although its flags say not to: the component
+# updater's essential components, and the account reconciler of a build with Google API keys.
+SILENCED_HOSTS = ("accounts.google.com", "update.googleapis.com")
+_HOST_NAME = re.compile(
+    r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+"
+)
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def default_data_dir() -> Path:
+    """$XDG_DATA_HOME/crawlsched, or ~/.local/share/crawlsched."""
+    import os
+
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "crawlsched"
+
+
+def split_broker_urls(value: str) -> list[str]:
+    """`a;b;c` → its URLs: the separator dramatiq's RabbitmqBroker takes for a cluster's nodes."""
+    return [url.strip() for url in value.split(";") if url.strip()] or [value]
+
+
+def spread_nodes(urls: list[str], offset: int) -> list[str]:
+    """`urls` rotated to start at `offset` (mod their number): every process tries every node,
+    in the same cyclic order, but processes with different offsets start at different nodes."""
+    if not urls:
+        return []
+    start = offset % len(urls)
+    return urls[start:] + urls[:start]
+
+
+def split_address(value: str, field: str = "address") -> tuple[str, int]:
+    """`host:port` (IPv6 as `[::1]:9191`) → (host, port); ValueError naming the field."""
+    host, sep, port = value.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{field} must be host:port with a port 1-65535, got {value!r}")
+    return host, int(port)
