@@ -10,8 +10,8 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator
 
 from crawlsched.settings.values import (
-    _HOST_NAME,
-    _MODULE,
+    HOST_NAME,
+    MODULE_NAME,
     SILENCED_HOSTS,
 )
 
@@ -210,7 +210,7 @@ class CrawlSettings(BaseModel):
     def _host_names(cls, value: list[str]) -> list[str]:
         # They go into Chrome's switches: a name only, never rule or list syntax.
         for name in value:
-            if not _HOST_NAME.fullmatch(name):
+            if not HOST_NAME.fullmatch(name):
                 raise ValueError(f"browser_silenced_hosts: not a host name: {name[:80]!r}")
         return [name.lower() for name in value]
 
@@ -218,7 +218,7 @@ class CrawlSettings(BaseModel):
     @classmethod
     def _importable(cls, value: list[str]) -> list[str]:
         for name in value:
-            if not _MODULE.fullmatch(name):
+            if not MODULE_NAME.fullmatch(name):
                 raise ValueError(f"driver_modules: not a module name: {name[:80]!r}")
             try:
                 found = importlib.util.find_spec(name) is not None

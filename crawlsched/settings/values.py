@@ -12,10 +12,10 @@ MAX_RETAIN_S = 10 * 365 * 86400.0
 # What Debian's chromium asks for on every session although its flags say not to: the component
 # updater's essential components, and the account reconciler of a build with Google API keys.
 SILENCED_HOSTS = ("accounts.google.com", "update.googleapis.com")
-_HOST_NAME = re.compile(
+HOST_NAME = re.compile(
     r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+"
 )
-_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
 def default_data_dir() -> Path:
