@@ -220,7 +220,8 @@ class CountingDatabase:
         """A value that differs after any write to collection `name`, or None where the store
         cannot say cheaply (a real MongoDB). The embedded store counts each collection's
         writes (`IndexedCollection._written`), before the write and under its lock: a read
-        made between two equal marks saw every write counted in them and no other."""
+        begun after the mark was taken sees every write it counts, and any later write moves
+        it."""
         if self._lock is None:
             return None
         store = getattr(self._database[name], "_store", None)
