@@ -304,7 +304,12 @@ class Runtime(ReferenceCache):
         (edited in the store by hand: the reference loader never writes one)."""
         s = self.settings
         defaults = RecrawlPolicy(
-            inc_rate=s.recrawl_inc_rate, dec_rate=s.recrawl_dec_rate, jitter=s.recrawl_jitter
+            inc_rate=s.recrawl_inc_rate,
+            dec_rate=s.recrawl_dec_rate,
+            jitter=s.recrawl_jitter,
+            method=s.recrawl_method,
+            interval_per_mean=s.recrawl_interval_per_mean,
+            memory=s.recrawl_memory,
         )
         try:
             return policy_of((media or {}).get("recrawl"), defaults)

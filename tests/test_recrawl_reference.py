@@ -51,11 +51,15 @@ def test_defaults_fill_what_the_mapping_leaves_out(tmp_path):
         ({"min_interval_s": -5}, "min_interval_s\n  Input should be greater than 0"),
         ({"max_interval_s": 0}, "max_interval_s\n  Input should be greater than 0"),
         ({"adaptiv": True, "speed": 2}, "unknown key(s) ['adaptiv', 'speed']; known: adaptive, "
-         "min_interval_s, max_interval_s, inc_rate, dec_rate, jitter"),
+         "min_interval_s, max_interval_s, inc_rate, dec_rate, jitter, method, interval_per_mean, "
+         "memory"),
         ({"adaptive": "sometimes"}, "adaptive\n  Input should be a valid boolean"),
         ({"dec_rate": 1.5}, "dec_rate\n  Input should be less than 1"),
         ({"inc_rate": 0}, "inc_rate\n  Input should be greater than 0"),
         ({"jitter": -0.1}, "jitter\n  Input should be greater than or equal to 0"),
+        ({"method": "guess"}, "method\n  Input should be 'estimate' or 'steps'"),
+        ({"interval_per_mean": 0}, "interval_per_mean\n  Input should be greater than 0"),
+        ({"memory": 1.5}, "memory\n  Input should be less than or equal to 1"),
         ({"min_interval_s": "1h"}, "min_interval_s\n  Input should be a valid number"),
         ([3600, 86400], "recrawl must be a mapping, got list"),
     ],
@@ -75,7 +79,9 @@ def test_init_db_writes_the_policy_on_the_media_row(embedded_mongo_url, tmp_path
     assert web["recrawl"] == {
         "adaptive": True, "min_interval_s": 3600, "max_interval_s": 7 * 86400,
         "inc_rate": None, "dec_rate": 0.5, "jitter": None,
+        "method": None, "interval_per_mean": None, "memory": None,
     }  # fmt: skip
     assert rt.reference.media_by_name("twitter")["recrawl"] is None
     chosen = rt.recrawl_policy(web)
     assert (chosen.adaptive, chosen.dec_rate, chosen.inc_rate) == (True, 0.5, 0.4)
+    assert (chosen.method, chosen.interval_per_mean, chosen.memory) == ("estimate", 2.0, 0.95)

@@ -5,12 +5,24 @@ AdaptiveScheduler is the same idea keyed on a signature):
 
 - *fixed* policy (a media that does not say `adaptive`): the job's configured `interval_s`,
   exactly as before; no jitter.
-- *adaptive* policy: the job's current interval (its configured one at the first visit) is
-  multiplied by `1 - dec_rate` when the crawl saw a change (any item new or changed), by
-  `1 + inc_rate` when it saw items and none had changed, and left alone when it saw no item at
-  all (no evidence either way). The result is clamped to `[min_interval_s, max_interval_s]`.
+- *adaptive* policy, method `estimate` (the default): the job keeps a belief over its page's
+  change rate (`planning.change_rate`: weights over a grid of rates, starting log-normal around
+  `configured interval / interval_per_mean`). A crawl that saw items updates it with what it
+  saw (a change: any item new or changed, or none) over the time since the previous crawl
+  (`now - updated_at`; the current interval when that is unknown or not positive), the old
+  weights first tempered by `memory`; the interval becomes `interval_per_mean / mean rate`,
+  i.e. `interval_per_mean` times the estimated mean time between changes. A crawl that saw no
+  item at all is no evidence: belief and interval stay as they were.
+- *adaptive* policy, method `steps` (Nutch's rule): the job's current interval (its configured
+  one at the first visit) is multiplied by `1 - dec_rate` when the crawl saw a change, by
+  `1 + inc_rate` when it saw items and none had changed, and left alone when it saw no item.
 
-A change therefore never gives a longer interval than no change from the same state. Jitter is
+Either result is clamped to `[min_interval_s, max_interval_s]`. Why `interval_per_mean` 2: for
+Poisson changes, intervals proportional to each page's mean time between changes make the most
+useful fetches for a number of fetches, and around twice the mean the gain over one interval
+for all pages is near its peak (benchmarks/bench_recrawl.py's oracle). A change never gives a
+longer interval than no change from the same state (a change is likelier at higher rates, so
+it never lowers the estimated rate). Jitter is
 a separate step (`jittered`): the next visit is moved by up to ±`jitter` of the interval, drawn
 from an injected source (`draw_for`: deterministic per job and visit), so that jobs that
 started together drift apart; the jittered delay stays within `[min_interval_s,
@@ -29,10 +41,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from crawlsched.planning import change_rate
 from crawlsched.planning.outcomes import JobUpdate, Outcome
 
 FIXED = "fixed"
 ADAPTIVE = "adaptive"
+ESTIMATE = "estimate"
+STEPS = "steps"
 DEFAULT_MIN_INTERVAL_S = 3600.0  # one hour
 DEFAULT_MAX_INTERVAL_S = 30 * 86400.0  # thirty days
 
@@ -67,14 +82,20 @@ class RecrawlPolicy:
     adaptive: bool = False
     min_interval_s: float = DEFAULT_MIN_INTERVAL_S
     max_interval_s: float = DEFAULT_MAX_INTERVAL_S
-    # Nutch's default rates are +0.4 / -0.2; a smaller decrease (the settings' default) kept
-    # changes from waiting longer than under fixed intervals in benchmarks/bench_recrawl.py.
+    # `steps` only: Nutch's default rates are +0.4 / -0.2; a smaller decrease (the settings'
+    # default) kept changes from waiting longer than under fixed intervals in the benchmark.
     inc_rate: float = 0.4
     dec_rate: float = 0.1
     jitter: float = 0.0  # fraction of the interval, each way
+    method: str = ESTIMATE  # or STEPS
+    # `estimate` only: the interval in mean times between changes, and how much of the belief
+    # a crawl keeps (1: all; < 1 forgets, so that a page whose pace changes is followed)
+    interval_per_mean: float = 2.0
+    memory: float = 0.95
 
     def __post_init__(self) -> None:
-        for name in ("min_interval_s", "max_interval_s", "inc_rate", "dec_rate", "jitter"):
+        numbers = ("min_interval_s", "max_interval_s", "interval_per_mean", "memory")
+        for name in (*numbers, "inc_rate", "dec_rate", "jitter"):
             value = getattr(self, name)
             if not isinstance(value, int | float) or not math.isfinite(value):
                 raise ValueError(f"{name} must be a finite number, got {value!r}")
@@ -85,6 +106,14 @@ class RecrawlPolicy:
                 f"max_interval_s ({self.max_interval_s}) must be >= min_interval_s "
                 f"({self.min_interval_s})"
             )
+        if self.method not in (ESTIMATE, STEPS):
+            raise ValueError(f"method must be {ESTIMATE!r} or {STEPS!r}, got {self.method!r}")
+        if not 0 < self.interval_per_mean <= 100:
+            raise ValueError(
+                f"interval_per_mean must be > 0 and <= 100, got {self.interval_per_mean}"
+            )
+        if not 0 < self.memory <= 1:
+            raise ValueError(f"memory must be > 0 and <= 1, got {self.memory}")
         if self.inc_rate <= 0:
             raise ValueError(f"inc_rate must be > 0, got {self.inc_rate}")
         if not 0 < self.dec_rate < 1:
@@ -103,7 +132,8 @@ class RecrawlPolicy:
 def next_interval(
     configured_s: float, current_s: float | None, evidence: Evidence, policy: RecrawlPolicy
 ) -> float:
-    """The interval after a crawl that found `evidence` (see the module's rule)."""
+    """The interval after a crawl that found `evidence` under the `steps` method (see the
+    module's rule); a fixed policy's is the configured one."""
     if not policy.adaptive:
         return configured_s
     interval = current_s if current_s and current_s > 0 else configured_s
@@ -112,6 +142,30 @@ def next_interval(
     elif evidence.seen:
         interval *= 1 + policy.inc_rate
     return policy.clamp(interval)
+
+
+def estimated_interval(belief: list[float], policy: RecrawlPolicy) -> float:
+    """`interval_per_mean` times the belief's mean time between changes, within the bounds."""
+    return policy.clamp(policy.interval_per_mean / change_rate.mean_rate(belief))
+
+
+def belief_of(state: Mapping[str, Any], current_s: float, policy: RecrawlPolicy) -> list[float]:
+    """The stored belief, or (none yet, an older document, a malformed one) a prior centred on
+    what the current interval implies about the page."""
+    stored = state.get("rate_belief")
+    if change_rate.is_belief(stored):
+        return [float(w) for w in stored]
+    return change_rate.prior(current_s / policy.interval_per_mean)
+
+
+def elapsed_since(state: Mapping[str, Any], now: datetime, current_s: float) -> float:
+    """Seconds since the previous crawl (its `updated_at`); the current interval when that is
+    unknown or not positive. At least a second, so a change always has a chance."""
+    last = state.get("updated_at")
+    seconds = None
+    if isinstance(last, datetime) and (last.tzinfo is None) == (now.tzinfo is None):
+        seconds = (now - last).total_seconds()
+    return max(1.0, seconds if seconds and seconds > 0 else current_s)
 
 
 def jittered(interval_s: float, policy: RecrawlPolicy, draw: float) -> float:
@@ -151,10 +205,20 @@ def revisit(
     `state`: the job's `recrawl` sub-document so far (absent or malformed: a fresh start).
     `draw(visit)` gives the jitter draw of that visit (`draw_for` bound to the job id)."""
     state = state if isinstance(state, Mapping) else {}
-    current = _number(state.get("interval_s"))
+    current = _number(state.get("interval_s")) or configured_s
     visits = int(_number(state.get("visits")) or 0) + 1
     changes = int(_number(state.get("changes")) or 0) + int(evidence.saw_change)
-    interval = next_interval(configured_s, current, evidence, policy)
+    # kept under every policy, so that a media turned adaptive starts from what was seen
+    belief = belief_of(state, current, policy)
+    # the first crawl has nothing to compare with: what it finds is new, but no change
+    learns = evidence.seen and visits > 1
+    if learns:
+        elapsed = elapsed_since(state, now, current)
+        belief = change_rate.updated(belief, elapsed, evidence.saw_change, policy.memory)
+    if policy.adaptive and policy.method == ESTIMATE:
+        interval = estimated_interval(belief, policy) if learns else policy.clamp(current)
+    else:
+        interval = next_interval(configured_s, current, evidence, policy)
     delay = jittered(interval, policy, draw(visits))
     last = {"new": evidence.new, "changed": evidence.changed, "unchanged": evidence.unchanged}
     state = {
@@ -163,6 +227,7 @@ def revisit(
         "visits": visits,
         "changes": changes,
         "last_items": last,
+        "rate_belief": belief,
         "updated_at": now,
     }
     return Revisit(interval, delay, state)

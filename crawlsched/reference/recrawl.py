@@ -3,7 +3,7 @@ bounds (the rule is `crawlsched.planning.recrawl`'s)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -27,6 +27,9 @@ class RecrawlRow(BaseModel):
     inc_rate: float | None = Field(None, gt=0, le=10, allow_inf_nan=False)
     dec_rate: float | None = Field(None, gt=0, lt=1, allow_inf_nan=False)
     jitter: float | None = Field(None, ge=0, lt=1, allow_inf_nan=False)
+    method: Literal["estimate", "steps"] | None = None
+    interval_per_mean: float | None = Field(None, gt=0, le=100, allow_inf_nan=False)
+    memory: float | None = Field(None, gt=0, le=1, allow_inf_nan=False)
 
     @model_validator(mode="before")
     @classmethod

@@ -141,21 +141,44 @@ class CrawlSettings(BaseModel):
         le=10_000_000,
         description="At most this many discovered pages per run (unless the media says).",
     )
+    recrawl_method: Literal["estimate", "steps"] = Field(
+        "estimate",
+        description="Adaptive recrawl: `estimate` crawls each job every "
+        "CRAWLSCHED_RECRAWL_INTERVAL_PER_MEAN times its page's estimated mean time between "
+        "changes; `steps` multiplies its interval by the rates below (unless its media's "
+        "`recrawl` says).",
+    )
+    recrawl_interval_per_mean: float = Field(
+        2.0,
+        gt=0,
+        le=100,
+        allow_inf_nan=False,
+        description="Adaptive recrawl, `estimate`: the interval, in estimated mean times "
+        "between changes of the page (unless its media's `recrawl` says).",
+    )
+    recrawl_memory: float = Field(
+        0.95,
+        gt=0,
+        le=1,
+        allow_inf_nan=False,
+        description="Adaptive recrawl, `estimate`: how much of what earlier crawls said each "
+        "crawl keeps (1: all; less forgets, following a page whose pace changes).",
+    )
     recrawl_inc_rate: float = Field(
         0.4,
         gt=0,
         le=10,
         allow_inf_nan=False,
-        description="Adaptive recrawl: a job whose crawl found nothing changed waits this "
-        "fraction longer next time (unless its media's `recrawl` says).",
+        description="Adaptive recrawl, `steps`: a job whose crawl found nothing changed waits "
+        "this fraction longer next time (unless its media's `recrawl` says).",
     )
     recrawl_dec_rate: float = Field(
         0.1,
         gt=0,
         lt=1,
         allow_inf_nan=False,
-        description="Adaptive recrawl: a job whose crawl found a change waits this fraction "
-        "less next time (unless its media's `recrawl` says).",
+        description="Adaptive recrawl, `steps`: a job whose crawl found a change waits this "
+        "fraction less next time (unless its media's `recrawl` says).",
     )
     recrawl_jitter: float = Field(
         0.1,
