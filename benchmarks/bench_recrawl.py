@@ -3,9 +3,9 @@
 N pages (default 1,000) change as Poisson processes whose mean times between changes are spread
 log-uniformly over `--spread` (default 100x: from `--fastest-h` 2 h to 200 h). Pure simulation,
 no store: the clock is a number, and the adaptive side runs the real rule
-(`crawlsched.planning.recrawl.revisit`, with the settings' default rates and jitter and the
-packaged `web` media's bounds: 1 h to 30 days), every page starting at `--start-h` (24 h),
-first fetched at a random moment of its first interval.
+(`crawlsched.planning.recrawl.revisit`, with the settings' default method, its parameters and
+jitter, and the packaged `web` media's bounds: 1 h to 30 days), every page starting at
+`--start-h` (24 h), first fetched at a random moment of its first interval.
 
   adaptive  each fetch tells the rule whether the page changed since the previous fetch (the
             first fetch finds it new); the next fetch is one (jittered) interval later
@@ -28,6 +28,8 @@ first fetched at a random moment of its first interval.
 
     .venv/bin/python benchmarks/bench_recrawl.py [--pages 1000] [--days 30] [--spread 100]
                                                  [--fastest-h 2] [--start-h 24] [--seed 1]
+                                                 [--method estimate|steps]
+                                                 [--interval-per-mean C] [--memory M]
                                                  [--inc-rate R] [--dec-rate R] [--jitter F]
 
 Last line: JSON with the ratios and the counts behind them.
@@ -205,6 +207,9 @@ def main() -> None:
     parser.add_argument("--fastest-h", type=float, default=2)
     parser.add_argument("--start-h", type=float, default=24)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--method", choices=("estimate", "steps"), help="default: the settings'")
+    parser.add_argument("--interval-per-mean", type=float, help="default: the settings'")
+    parser.add_argument("--memory", type=float, help="default: the settings'")
     parser.add_argument("--inc-rate", type=float, help="default: the settings'")
     parser.add_argument("--dec-rate", type=float, help="default: the settings'")
     parser.add_argument("--jitter", type=float, help="default: the settings'")
@@ -220,6 +225,9 @@ def main() -> None:
         inc_rate=settings.recrawl_inc_rate if args.inc_rate is None else args.inc_rate,
         dec_rate=settings.recrawl_dec_rate if args.dec_rate is None else args.dec_rate,
         jitter=settings.recrawl_jitter if args.jitter is None else args.jitter,
+        method=args.method or settings.recrawl_method,
+        interval_per_mean=args.interval_per_mean or settings.recrawl_interval_per_mean,
+        memory=args.memory or settings.recrawl_memory,
     )
     means, changes = pages(args.pages, args.spread, args.fastest_h * HOUR, month_s, args.seed)
     adaptive = tally(
@@ -244,7 +252,12 @@ def main() -> None:
         f"{args.fastest_h:g} h to {args.fastest_h * args.spread:g} h (log-uniform, Poisson); "
         f"{sum(map(len, changes))} changes"
     )
-    print(f"adaptive: rates +{policy.inc_rate:g}/-{policy.dec_rate:g}, jitter {policy.jitter:g}, "
+    rule = (
+        f"every {policy.interval_per_mean:g} x the estimated mean, memory {policy.memory:g}"
+        if policy.method == "estimate"
+        else f"rates +{policy.inc_rate:g}/-{policy.dec_rate:g}"
+    )
+    print(f"adaptive: {policy.method} ({rule}), jitter {policy.jitter:g}, "
           f"1 h to 30 d, from {args.start_h:g} h; fixed: every {interval / HOUR:.2f} h")  # fmt: skip
     print()
     print(f"{'':<10}{'fetches':>9}{'useful':>9}{'share':>8}{'mean wait h':>13}{'unseen':>8}")
@@ -266,6 +279,7 @@ def main() -> None:
                 "pages": args.pages,
                 "days": args.days,
                 "spread": args.spread,
+                "method": policy.method,
                 "changes": sum(map(len, changes)),
                 "fetches_adaptive": adaptive.fetches,
                 "fetches_fixed": fixed.fetches,

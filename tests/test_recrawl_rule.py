@@ -246,7 +246,8 @@ def test_policy_of_keeps_fixed_unless_the_media_says_adaptive():
 @pytest.mark.parametrize(
     ("field", "value"),
     [("min_interval_s", 0), ("dec_rate", 1.0), ("inc_rate", 0), ("jitter", 1.0),
-     ("max_interval_s", math.inf)],
+     ("max_interval_s", math.inf), ("method", "guess"), ("interval_per_mean", 0),
+     ("interval_per_mean", math.nan), ("memory", 0), ("memory", 1.01)],
 )  # fmt: skip
 def test_a_bad_policy_is_refused_naming_the_field(field, value):
     with pytest.raises(ValueError, match=field):

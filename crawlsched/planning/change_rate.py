@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from datetime import datetime
 
 GRID_SIZE = 24
 _SHORTEST_MEAN_S, _LONGEST_MEAN_S = 60.0, 365 * 86400.0
@@ -51,6 +52,15 @@ def is_belief(value: object) -> bool:
             for w in value
         )
     )
+
+
+def seconds_since(last: object, now: datetime, otherwise_s: float) -> float:
+    """Seconds from the previous crawl (`last`) to `now`; `otherwise_s` when `last` is no
+    comparable moment or not before `now`. At least a second, so a change has a chance."""
+    seconds = None
+    if isinstance(last, datetime) and (last.tzinfo is None) == (now.tzinfo is None):
+        seconds = (now - last).total_seconds()
+    return max(1.0, seconds if seconds and seconds > 0 else otherwise_s)
 
 
 def updated(belief: Sequence[float], elapsed_s: float, changed: bool, memory: float) -> list[float]:

@@ -1,32 +1,32 @@
 """How long until a recurring job is crawled again: at the pace its page changes.
 
-The rule, after each successful crawl (Nutch's AdaptiveFetchSchedule; StormCrawler's
-AdaptiveScheduler is the same idea keyed on a signature):
+The rule, after each successful crawl:
 
 - *fixed* policy (a media that does not say `adaptive`): the job's configured `interval_s`,
   exactly as before; no jitter.
-- *adaptive* policy, method `estimate` (the default): the job keeps a belief over its page's
-  change rate (`planning.change_rate`: weights over a grid of rates, starting log-normal around
-  `configured interval / interval_per_mean`). A crawl that saw items updates it with what it
-  saw (a change: any item new or changed, or none) over the time since the previous crawl
-  (`now - updated_at`; the current interval when that is unknown or not positive), the old
-  weights first tempered by `memory`; the interval becomes `interval_per_mean / mean rate`,
-  i.e. `interval_per_mean` times the estimated mean time between changes. A crawl that saw no
-  item at all is no evidence: belief and interval stay as they were.
-- *adaptive* policy, method `steps` (Nutch's rule): the job's current interval (its configured
-  one at the first visit) is multiplied by `1 - dec_rate` when the crawl saw a change, by
-  `1 + inc_rate` when it saw items and none had changed, and left alone when it saw no item.
+- *adaptive*, method `estimate` (the default; Cho & Garcia-Molina's idea, estimating a page's
+  Poisson change rate from crawls that did or did not see a change): the job keeps a belief
+  over its page's change rate λ (`planning.change_rate`: weights over a fixed grid of rates).
+  Without one (a new job, an older or malformed state) the belief is log-normal with mean
+  rate `interval_per_mean / current interval` (the configured one at first), so the interval
+  starts where it was. A crawl that saw items and follows an earlier one, `t` seconds later
+  (`now - updated_at`; the current interval when that is unknown or not positive), tempers the
+  weights by `memory` and multiplies each by `1 - exp(-λ t)` if it saw a change (any item new
+  or changed), by `exp(-λ t)` if none; the interval becomes `interval_per_mean / mean λ`, i.e.
+  `interval_per_mean` times the estimated mean time between changes. A first crawl (nothing to
+  compare with) and a crawl that saw no item (no evidence) leave belief and interval as they
+  were.
+- *adaptive*, method `steps` (Nutch's AdaptiveFetchSchedule): the current interval (the
+  configured one at the first crawl) times `1 - dec_rate` after a change, `1 + inc_rate` after
+  items none of which changed, unchanged after no item.
 
-Either result is clamped to `[min_interval_s, max_interval_s]`. Why `interval_per_mean` 2: for
-Poisson changes, intervals proportional to each page's mean time between changes make the most
-useful fetches for a number of fetches, and around twice the mean the gain over one interval
-for all pages is near its peak (benchmarks/bench_recrawl.py's oracle). A change never gives a
-longer interval than no change from the same state (a change is likelier at higher rates, so
-it never lowers the estimated rate). Jitter is
-a separate step (`jittered`): the next visit is moved by up to ±`jitter` of the interval, drawn
-from an injected source (`draw_for`: deterministic per job and visit), so that jobs that
-started together drift apart; the jittered delay stays within `[min_interval_s,
-max_interval_s]` and is never stored as the interval, so it does not accumulate.
+Either result is clamped to `[min_interval_s, max_interval_s]`. From the same state a change
+never gives a longer interval than no change (a change is likelier at higher rates, so it
+never lowers the estimated rate). Why twice the mean: docs/design.md, "Recrawl at the pace
+each page changes". Jitter is a separate step (`jittered`): the next visit is moved by up to
+±`jitter` of the interval, drawn from an injected source (`draw_for`: deterministic per job
+and visit), so that jobs that started together drift apart; the jittered delay stays within
+the bounds and is never stored as the interval, so it does not accumulate.
 
 Pure: no clock (`now` is an argument), no store, no broker.
 """
@@ -158,16 +158,6 @@ def belief_of(state: Mapping[str, Any], current_s: float, policy: RecrawlPolicy)
     return change_rate.prior(current_s / policy.interval_per_mean)
 
 
-def elapsed_since(state: Mapping[str, Any], now: datetime, current_s: float) -> float:
-    """Seconds since the previous crawl (its `updated_at`); the current interval when that is
-    unknown or not positive. At least a second, so a change always has a chance."""
-    last = state.get("updated_at")
-    seconds = None
-    if isinstance(last, datetime) and (last.tzinfo is None) == (now.tzinfo is None):
-        seconds = (now - last).total_seconds()
-    return max(1.0, seconds if seconds and seconds > 0 else current_s)
-
-
 def jittered(interval_s: float, policy: RecrawlPolicy, draw: float) -> float:
     """`interval_s` moved by up to ±`policy.jitter` of itself; `draw` in [0, 1) picks where.
     Clamped to the policy's bounds; a fixed policy is never jittered."""
@@ -213,7 +203,7 @@ def revisit(
     # the first crawl has nothing to compare with: what it finds is new, but no change
     learns = evidence.seen and visits > 1
     if learns:
-        elapsed = elapsed_since(state, now, current)
+        elapsed = change_rate.seconds_since(state.get("updated_at"), now, current)
         belief = change_rate.updated(belief, elapsed, evidence.saw_change, policy.memory)
     if policy.adaptive and policy.method == ESTIMATE:
         interval = estimated_interval(belief, policy) if learns else policy.clamp(current)
