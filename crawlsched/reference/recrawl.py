@@ -12,9 +12,9 @@ from crawlsched.planning.recrawl import DEFAULT_MAX_INTERVAL_S, DEFAULT_MIN_INTE
 
 
 class RecrawlRow(BaseModel):
-    """`recrawl: {adaptive: true, min_interval_s: 3600, max_interval_s: 2592000}`. Rates left
-    out come from the settings (CRAWLSCHED_RECRAWL_*); without `adaptive: true` the media's
-    jobs keep their configured interval."""
+    """`recrawl: {adaptive: true, min_interval_s: 3600, max_interval_s: 2592000}`. The method
+    and its parameters, left out, come from the settings (CRAWLSCHED_RECRAWL_*); without
+    `adaptive: true` the media's jobs keep their configured interval."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
     adaptive: bool = False
