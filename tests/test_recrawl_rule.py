@@ -91,6 +91,30 @@ def test_revisit_never_leaves_the_bounds_whatever_the_past(
     assert policy.min_interval_s <= found.delay_s <= policy.max_interval_s
 
 
+anything = st.none() | st.booleans() | st.text(max_size=3) | st.floats() | st.datetimes()
+junk_states = st.fixed_dictionaries(
+    {},
+    optional={
+        "interval_s": anything,
+        "visits": anything | counts,
+        "changes": anything | counts,
+        "rate_belief": anything
+        | st.lists(st.floats(), min_size=change_rate.GRID_SIZE, max_size=change_rate.GRID_SIZE),
+        "updated_at": anything,
+    },
+)
+
+
+@given(policies(), seconds, junk_states, evidences)
+def test_any_stored_state_gives_an_interval_within_the_bounds_and_a_usable_belief(
+    policy, configured, state, evidence
+):
+    found = revisit(configured, state, evidence, policy, NOW, lambda v: 0.5)
+    if policy.adaptive:
+        assert policy.min_interval_s <= found.interval_s <= policy.max_interval_s
+    assert change_rate.is_belief(found.state["rate_belief"])
+
+
 @given(policies(), seconds, histories, evidences, counts, counts, seconds)
 def test_from_any_state_more_change_never_gives_a_longer_interval(
     policy, configured, history, evidence, more_new, more_changed, after_s
@@ -296,9 +320,12 @@ def test_estimate_learns_from_the_second_crawl_on_over_the_time_between_crawls()
          "last_items": {"new": 0, "changed": 1, "unchanged": 2}},
         {"interval_s": 2 * DAY, "visits": 7, "rate_belief": [0.0, 1.0], "updated_at": "Monday"},
         {"interval_s": 2 * DAY, "visits": 7, "rate_belief": [math.nan] * change_rate.GRID_SIZE},
+        {"interval_s": 2 * DAY, "visits": 7, "rate_belief": [-1e4] * change_rate.GRID_SIZE},
+        {"interval_s": 2 * DAY, "visits": 7, "rate_belief": "0" * change_rate.GRID_SIZE},
     ],
 )  # fmt: skip
 def test_an_older_or_malformed_state_starts_from_its_interval(old):
+    # a belief is used only as the rule writes them (largest weight 0); else one is derived
     kept = revisit(DAY, old, Evidence(), ESTIMATING, NOW, lambda v: 0.5)
     assert kept.interval_s == 2 * DAY and kept.state["visits"] == 8
     assert change_rate.is_belief(kept.state["rate_belief"])

@@ -43,7 +43,8 @@ def prior(mean_s: float) -> list[float]:
 
 
 def is_belief(value: object) -> bool:
-    """A stored belief this module can use: GRID_SIZE finite numbers, none above 0."""
+    """A stored belief as this module writes them: GRID_SIZE finite numbers, the largest 0
+    (so that the mean rate never divides by a sum of weights that underflowed to 0)."""
     return (
         isinstance(value, Sequence)
         and len(value) == GRID_SIZE
@@ -51,6 +52,7 @@ def is_belief(value: object) -> bool:
             isinstance(w, int | float) and not isinstance(w, bool) and -math.inf < w <= 0
             for w in value
         )
+        and max(value) == 0
     )
 
 
