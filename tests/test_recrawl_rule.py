@@ -138,6 +138,21 @@ def test_from_any_state_a_change_never_gives_a_longer_interval_than_none(
     assert changed.interval_s <= unchanged.interval_s
 
 
+@given(policies(adaptive=True), seconds, histories, st.booleans(), seconds)
+def test_a_change_never_lengthens_the_interval_and_no_change_never_shortens_it(
+    policy, configured, history, changed, after_s
+):
+    state, then = replayed(configured, history, policy)
+    evidence = Evidence(changed=1) if changed else Evidence(unchanged=1)
+    found = revisit(configured, state, evidence, policy, then + timedelta(seconds=after_s),
+                    lambda v: 0.5)  # fmt: skip
+    before = policy.clamp(state["interval_s"] if state else configured)
+    if changed:
+        assert found.interval_s <= before
+    else:
+        assert found.interval_s >= before
+
+
 @given(policies(), seconds, histories, seconds)
 def test_a_crawl_that_saw_no_item_changes_neither_interval_nor_belief(
     policy, configured, history, after_s

@@ -13,7 +13,8 @@ The rule, after each successful crawl:
   (`now - updated_at`; the current interval when that is unknown or not positive), tempers the
   weights by `memory` and multiplies each by `1 - exp(-λ t)` if it saw a change (any item new
   or changed), by `exp(-λ t)` if none; the interval becomes `interval_per_mean / mean λ`, i.e.
-  `interval_per_mean` times the estimated mean time between changes. A first crawl (nothing to
+  `interval_per_mean` times the estimated mean time between changes, but never longer than
+  before after a change nor shorter after none (`same_direction`). A first crawl (nothing to
   compare with) and a crawl that saw no item (no evidence) leave belief and interval as they
   were.
 - *adaptive*, method `steps` (Nutch's AdaptiveFetchSchedule): the current interval (the
@@ -149,6 +150,13 @@ def estimated_interval(belief: list[float], policy: RecrawlPolicy) -> float:
     return policy.clamp(policy.interval_per_mean / change_rate.mean_rate(belief))
 
 
+def same_direction(current_s: float, estimated_s: float, evidence: Evidence) -> float:
+    """The estimate, but never longer after a change nor shorter after none: a belief
+    tempered by `memory` drifts toward faster rates, and alone that could shorten the
+    interval of a page that was just seen unchanged."""
+    return min(current_s, estimated_s) if evidence.saw_change else max(current_s, estimated_s)
+
+
 def belief_of(state: Mapping[str, Any], current_s: float, policy: RecrawlPolicy) -> list[float]:
     """The stored belief, or (none yet, an older document, a malformed one) a prior centred on
     what the current interval implies about the page."""
@@ -206,7 +214,9 @@ def revisit(
         elapsed = change_rate.seconds_since(state.get("updated_at"), now, current)
         belief = change_rate.updated(belief, elapsed, evidence.saw_change, policy.memory)
     if policy.adaptive and policy.method == ESTIMATE:
-        interval = estimated_interval(belief, policy) if learns else policy.clamp(current)
+        interval = policy.clamp(current)
+        if learns:
+            interval = same_direction(interval, estimated_interval(belief, policy), evidence)
     else:
         interval = next_interval(configured_s, current, evidence, policy)
     delay = jittered(interval, policy, draw(visits))
