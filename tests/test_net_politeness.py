@@ -144,6 +144,57 @@ def test_a_request_sent_late_is_never_followed_too_soon(delay, lateness):
     assert all(gap >= delay - 1e-6 for gap in gaps)
 
 
+@given(
+    delay=st.floats(0.01, 5, allow_nan=False),
+    lateness=st.lists(st.floats(0, 2, allow_nan=False), min_size=1, max_size=20),
+)
+def test_one_thread_that_wakes_late_loses_only_its_lateness_not_another_delay(delay, lateness):
+    # Given one thread on a host, no other place reserved after its own
+    clock = LateClock(lateness)
+    pacer = _pacer(clock, delay, slice_s=1000.0)
+    starts = []
+    for _ in range(len(lateness) + 1):
+        with pacer.slot(A):
+            starts.append(clock.at())
+    # Then each start follows the one before by the delay and the wake-up's lateness: a late
+    # thread holding the last place sends when it wakes (nobody follows it to be crowded)
+    for (before, after), late in zip(itertools.pairwise(starts), lateness, strict=True):
+        assert after - before == pytest.approx(delay + late, abs=1e-5)
+
+
+class SlowStore(MongoHostStore):
+    """A store whose every command takes `round_trip_s` of the injected clock."""
+
+    def __init__(self, clock: FakeClock, round_trip_s: float) -> None:
+        super().__init__(mongomock.MongoClient(tz_aware=True).db)
+        self.clock, self.round_trip_s = clock, round_trip_s
+
+    def acquire(self, *args, **kwargs):
+        self.clock.sleep(self.round_trip_s)
+        return super().acquire(*args, **kwargs)
+
+    def release(self, *args, **kwargs):
+        self.clock.sleep(self.round_trip_s)
+        return super().release(*args, **kwargs)
+
+
+@given(round_trip_s=st.floats(0.0, 0.5, allow_nan=False), idle_s=st.floats(1.0, 60.0))
+def test_a_host_granted_after_a_slow_round_trip_is_sent_to_at_once(round_trip_s, idle_s):
+    # Given a 1 s delay and a store that takes a while to answer
+    clock = FakeClock()
+    pacer = _pacer(clock, 1.0, store=SlowStore(clock, round_trip_s))
+    # When the host is taken, given back, and taken again after a while
+    first = _started(pacer, clock)
+    pacer.give_back()
+    clock.sleep(idle_s)
+    asked = clock.at()
+    again = _started(pacer, clock)
+    # Then each first request goes as soon as the grant is in, not a whole delay later (a start
+    # planned at the moment before the round trip would be "late" and give up its place)
+    assert first == pytest.approx(NOW_TEST.timestamp() + round_trip_s, abs=1e-5)
+    assert again == pytest.approx(asked + round_trip_s, abs=1e-5)
+
+
 class OversleepingClock(FakeClock):
     """The first sleep wakes `lateness` late, and another thread runs while it sleeps."""
 

@@ -169,9 +169,9 @@ class ClusterHostPacer:
 
     def _started_on_time(self, key: str, host: _Host, policy: HostPolicy) -> bool:
         """Reserve a start and sleep until it. False (the place given up) when the thread woke
-        more than `LATE_START_GRACE_S` after it: the starts planned after this one, here or in
-        the process the host was handed to meanwhile, count from it, so a late request would
-        follow the one before it, or precede the next, by less than the delay. False too when
+        more than `LATE_START_GRACE_S` after it and a place was planned after its own
+        (`host_rules.may_start_late`): that start counts from this one, so a late request
+        would precede it by less than the delay. False too when
         the host was given back meanwhile (blocked by a 429 seen by another thread, or handed
         on): the next holder's first start may come before this one."""
         start = self._reserve(key, host, policy)
@@ -185,12 +185,13 @@ class ClusterHostPacer:
             # the place was in a slice that is over, so it asks anew. (Held again since, the
             # place still holds: a release records the next start after it.)
             handed_on = host.lease_until is None
-            if handed_on or (delay and late - start > LATE_START_GRACE):
+            last = host_rules.may_start_late(start, late, host.next_start, host.lease_until, delay)
+            if handed_on or (delay and late - start > LATE_START_GRACE and not last):
                 host.active -= 1
                 host.condition.notify_all()
                 return False
-            # Within the grace the next start still counts from now, so it never follows
-            # this one too soon.
+            # Late within the grace, or holding the last place: the next start counts from
+            # now, so it never follows this one too soon.
             if late > start and host.next_start is not None:
                 host.next_start = max(host.next_start, late + delay)
         return True
@@ -308,8 +309,11 @@ class ClusterHostPacer:
         patience = self._clock() + timedelta(seconds=self.max_sleep_s)
         with host.condition:
             while True:
+                self._hold(key, host, policy, self._clock())
+                # Read after the hold: a grant is a store round trip, and a start planned at
+                # the moment before it would be past already, so a thread would give up its
+                # place as late (`_started_on_time`) and the host wait a whole delay.
                 now = self._clock()
-                self._hold(key, host, policy, now)
                 if host.lease_until is None:
                     until, why, held = host.refused or (now, "refused", False)
                     if until > patience:

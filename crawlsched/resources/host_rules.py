@@ -202,6 +202,24 @@ def last_start(lease_until: datetime, delay_s: float) -> datetime:
     return lease_until - timedelta(seconds=delay_s)
 
 
+def may_start_late(
+    planned: datetime,
+    late: datetime,
+    next_start: datetime | None,
+    lease_until: datetime | None,
+    delay: timedelta,
+) -> bool:
+    """Whether a thread that woke at `late` for the place planned at `planned` may still take
+    it: only when that place is the last reserved on the host (the next start is one delay
+    after it), so no start follows to be crowded and the one before is further away, and
+    `late` is within the slice (the next holder keeps its delay)."""
+    return (
+        next_start == planned + delay
+        and lease_until is not None
+        and late <= last_start(lease_until, delay.total_seconds())
+    )
+
+
 def parse_retry_after(value: str | None, now: datetime) -> float | None:
     """Seconds to wait from a `Retry-After` header (delay-seconds or an HTTP-date, RFC 9110);
     None when absent or unreadable."""
