@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import sys
 import threading
 import time
 from collections import Counter
@@ -102,3 +103,54 @@ def _log_sends(folder: str) -> None:
 
 if os.environ.get("BENCH_SEND_LOG"):
     _log_sends(os.environ["BENCH_SEND_LOG"])
+
+
+# -- what the workers did, for bench_frontier.py --trace (BENCH_TRACE): one JSON line per event
+
+
+def _trace(folder: str) -> None:
+    from crawlsched.actors import crawl as crawl_actor
+    from crawlsched.actors import planner as planner_actor
+    from crawlsched.flow import crawl_loop, crawling
+    from crawlsched.store.hosts import MongoHostStore
+
+    out = (Path(folder) / f"{os.getpid()}.trace").open("a", buffering=1)
+
+    def put(*row) -> None:
+        line = [time.time(), threading.get_ident() % 10_000, *row]
+        out.write(json.dumps(line, default=str) + "\n")
+
+    def around(owner, name: str, before, after=None) -> None:
+        """Wrap `owner.name` (a module global the caller looks up at call time, or a method)."""
+        inner = getattr(owner, name)
+
+        def wrapped(*args, **kwargs):
+            before(*args)
+            result = inner(*args, **kwargs)
+            if after is not None:
+                after(result, *args)
+            return result
+
+        setattr(owner, name, wrapped)
+
+    # a batch: its message taken (batch0/batch1), its crawl loop (each0 with its hosts, each1)
+    around(crawl_actor, "crawl_batch", lambda rt, m, *a: put("batch0", m.dispatch_id),
+           lambda r, rt, m, *a: put("batch1", m.dispatch_id))  # fmt: skip
+    around(crawl_loop, "_crawl_each",
+           lambda b, jobs: put("each0", b.message.dispatch_id, sorted(set(b.hosts.values())),
+                               len(jobs)),
+           lambda r, b, jobs: put("each1", b.message.dispatch_id))  # fmt: skip
+    around(planner_actor, "plan_discovered", lambda *a: put("plan0"),
+           lambda n, *a: put("plan1", n))  # fmt: skip
+    around(MongoHostStore, "acquire", lambda *a: None,
+           lambda got, store, key, *a: put("acquire", key, type(got[0]).__name__,
+                                           getattr(got[0], "why", "")))  # fmt: skip
+    around(MongoHostStore, "release", lambda store, key, *a: put("release", key))
+    around(crawling, "_wait_for_host",
+           lambda rt, m, progress, *a: put("park", m.dispatch_id, sorted(progress.host_waits),
+                                           len(progress.unfinished)))  # fmt: skip
+
+
+# Workers only (`dramatiq crawlsched.actors`): `run now` never crawls.
+if os.environ.get("BENCH_TRACE") and "crawlsched.actors" in " ".join(sys.argv):
+    _trace(os.environ["BENCH_SEND_LOG"])

@@ -30,6 +30,11 @@ jobs, fired with `crawlsched run now`, timed from the command's start to the run
       pages/s; `host_busy_share`: per host, (its pages x delay) ÷ the run's wall time, the
         median over hosts — how much of the run each host's clock was kept running.
       `politeness_violations_bound`: the same count as (1) on every host.
+      With `--trace DIR` (diagnostic): the workers trace their batches, and
+      `host_idle_outside_batches_share` says, of the time hosts sat idle past their delay,
+      the share in which no running batch held a page of the host (its next page was still
+      being found, planned or queued for a thread, not waiting its turn in a batch); DIR gets
+      each host's arrivals, each batch's crawl loop and the workers' trace lines.
 (3) open — politeness opened up (CRAWLSCHED_HOST_DELAY_S=0, CONCURRENCY 16): `crawlsched
     standalone --threads 16` (one process, embedded store, in-process workers: the
     deployment for one machine) crawls a graph of `--open-pages` 1,000 pages each answered
@@ -65,7 +70,7 @@ the earlier one's reservation returned and it was sent.
 
     .venv/bin/python benchmarks/bench_frontier.py [--phases violations,bound,open]
         [--hosts 20] [--pages 100] [--bound-delay 1] [--violation-pages 60] [--delay 0.2]
-        [--open-pages 1000] [--no-scrapy] [--timeout 900]
+        [--open-pages 1000] [--no-scrapy] [--timeout 900] [--trace DIR]
 
 Small sizes for a quick look: `--hosts 4 --pages 10 --violation-pages 20 --open-pages 200`.
 Last line: JSON with every figure.
@@ -230,6 +235,55 @@ def command_tally(folder: Path) -> Counter[str]:
     return tally
 
 
+def read_batches(folder: Path) -> list[tuple]:
+    """The batches the probes traced (`--trace`): when each began and ended its crawl loop
+    (unix seconds) and the hosts of its jobs."""
+    began: dict[str, tuple] = {}
+    batches = []
+    for path in folder.glob("*.trace"):
+        for line in path.read_text().splitlines():
+            at, _, kind, *rest = json.loads(line)
+            if kind == "each0":
+                began[rest[0]] = (at, frozenset(rest[1]))
+            elif kind == "each1" and rest[0] in began:
+                start, hosts = began.pop(rest[0])
+                batches.append((start, at, hosts))
+    return batches
+
+
+def idle_outside_batches(
+    sites: list[TimedSite], starts: list[list[float]], batches: list[tuple], delay_s: float
+) -> float:
+    """Of the time hosts sat idle past their delay (a gap between two of a host's request
+    starts, less the delay), the share in which no running batch held a page of that host:
+    its next page was still being found, planned, or queued for a thread, rather than waiting
+    in a batch for its turn. Sampled every 0.1 s."""
+    outside = inside = 0
+    for site, times in zip(sites, starts, strict=True):
+        mine = [(b, e) for b, e, hosts in batches if site.base_url in hosts]
+        for before, after in itertools.pairwise(times):
+            moment = before + delay_s
+            while moment < after:
+                held = any(b <= moment < e for b, e in mine)
+                inside, outside = inside + held, outside + (not held)
+                moment += 0.1
+    return round(outside / max(inside + outside, 1), 2)
+
+
+def save_trace(folder: Path, crawl: Crawl, sites: list[TimedSite], starts: list) -> None:
+    """Each host's request arrivals and each batch's crawl loop (seconds from the run's
+    creation), and the workers' own trace lines (`_command_probe.py`: unix time, thread, event:
+    batch and loop start and end, children passes, host grants, refusals and releases, batches
+    parked), for a closer look than the figures give."""
+    folder.mkdir(parents=True, exist_ok=True)
+    arrivals = {s.base_url: [round(t - crawl.started_at, 4) for t in ts]
+                for s, ts in zip(sites, starts, strict=True)}  # fmt: skip
+    (folder / "arrivals.json").write_text(json.dumps(arrivals))
+    rows = [(b - crawl.started_at, e - crawl.started_at, sorted(h)) for b, e, h in crawl.batches]
+    (folder / "batches.json").write_text(json.dumps(sorted(rows)))
+    (folder / "workers.trace").write_text("\n".join(crawl.trace) + "\n")
+
+
 # -- a distributed crawl ------------------------------------------------------------------------
 
 
@@ -248,6 +302,8 @@ class Crawl:
     started_at: float = 0.0  # unix time the run was created
     commands: Counter[str] = field(default_factory=Counter)
     sends: dict[str, tuple] = field(default_factory=dict)
+    batches: list[tuple] = field(default_factory=list)  # (began, ended, hosts) with --trace
+    trace: list[str] = field(default_factory=list)  # the probes' trace lines with --trace
     workers: list[DramatiqWorkers] = field(default_factory=list)
 
 
@@ -311,6 +367,10 @@ def run_crawl(crawl: Crawl, rt: Runtime, probe_dir: Path) -> None:
     time.sleep(3 * 0.25)  # the probes' last writes
     crawl.commands = command_tally(probe_dir) - before
     crawl.sends = read_sends(probe_dir)
+    crawl.batches = read_batches(probe_dir)
+    crawl.trace = [
+        line for path in probe_dir.glob("*.trace") for line in path.read_text().splitlines()
+    ]
 
 
 class Services:
@@ -366,6 +426,7 @@ def distributed(
         CRAWLSCHED_LOG_LEVEL="WARNING",
         BENCH_COMMANDS_DIR=str(probe_dir),
         BENCH_SEND_LOG=str(probe_dir),
+        **({"BENCH_TRACE": "1"} if args.trace else {}),
         PYTHONPATH=f"{REPO_ROOT}:{BENCH_DIR}",
     )
     crawl = Crawl(sites, env, timeout=args.timeout, **kw)
@@ -426,6 +487,12 @@ def phase_bound(services: Services, root: Path, args) -> dict:
         first.append(starts[0] - crawl.started_at)
         over = sum(max(0.0, b - a - args.bound_delay) for a, b in itertools.pairwise(starts))
         excess.append(over / crawl.wall_s)
+    traced = {}
+    if args.trace:
+        starts = [sorted(a for a, _, _ in s.intervals) for s in sites]
+        share = idle_outside_batches(sites, starts, crawl.batches, args.bound_delay)
+        traced = {"host_idle_outside_batches_share": share}
+        save_trace(Path(args.trace), crawl, sites, starts)
     return {
         "politeness_bound_ratio": round(crawl.wall_s / (args.pages * args.bound_delay), 2),
         "bound_wall_s": round(crawl.wall_s, 1),
@@ -450,6 +517,7 @@ def phase_bound(services: Services, root: Path, args) -> dict:
         "commands_by_target": {
             k: round(n / max(pages, 1), 3) for k, n in crawl.commands.most_common(12)
         },
+        **traced,
     }
 
 
@@ -687,6 +755,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=int,
         default=None,
         help="(2, 3) CRAWLSCHED_CRAWL_LANES of every crawlsched process (default: the setting's)",
+    )
+    p.add_argument(
+        "--trace",
+        default=None,
+        help="(2) a folder: the workers trace their batches, and the bound phase reports "
+        "host_idle_outside_batches_share and writes arrivals.json and batches.json there",
     )
     p.add_argument("--open-pages", type=int, default=1000, help="(3) pages of the graph")
     p.add_argument(
