@@ -23,6 +23,7 @@ from crawlsched.flow import crawl_resources, stopping
 from crawlsched.flow.crawling import crawl_batch
 from crawlsched.ids import encode_id
 from crawlsched.messages import BatchMessage
+from crawlsched.planning import change_rate
 from crawlsched.runtime import Runtime
 from crawlsched.settings import Settings
 from crawlsched.store.job_claims import ClaimRequest
@@ -224,9 +225,48 @@ def test_the_api_shows_a_job_s_configured_and_current_interval_and_evidence(api)
     assert (recrawl["min_interval_s"], recrawl["max_interval_s"]) == (3600, 2592000)
     assert (recrawl["visits"], recrawl["changes"]) == (3, 0)
     assert recrawl["last_items"] == {"new": 0, "changed": 0, "unchanged": 4}
+    # a state of the steps rule, or of an older version, has no estimate to show
+    assert (recrawl["method"], recrawl["estimated_change_every_s"]) == ("estimate", None)
     assert response.json()["job_id"] == job_id
     schema = api.app.openapi()["paths"]["/v1/jobs/{collection}/{job_id}"]["get"]
     assert "JobView" in json.dumps(schema["responses"]["200"])
+
+
+def test_the_api_and_jobs_show_give_the_estimated_time_between_changes_behind_the_interval(api):
+    rt = api.runtime
+    # Given a job whose crawls taught it that its page changes about every 5 hours
+    belief = change_rate.prior(5 * 3600.0)
+    for _ in range(6):
+        belief = change_rate.updated(belief, 10 * 3600.0, changed=True, memory=0.95)
+        belief = change_rate.updated(belief, 1 * 3600.0, changed=False, memory=0.95)
+    every = 1 / change_rate.mean_rate(belief)
+    state = {
+        "mode": "adaptive",
+        "interval_s": 2 * every,
+        "visits": 13,
+        "changes": 6,
+        "last_items": {"unchanged": 3},
+        "rate_belief": belief,
+        "updated_at": rt.now(),
+    }
+    job_id = _web_job(rt, state)
+
+    # When it is read through the API and shown by the CLI
+    recrawl = api.reader.get(f"/v1/jobs/websites/{job_id}").json()["recrawl"]
+    run_inside(rt)
+    try:
+        argv = ["jobs", "show", "websites", job_id]
+        shown = api.reader.post("/v1/cli", json={"argv": argv}).json()
+    finally:
+        run_inside(None)
+
+    # Then both give the estimate the interval follows (twice it, within the bounds)
+    assert recrawl["method"] == "estimate"
+    assert recrawl["estimated_change_every_s"] == pytest.approx(every)
+    assert recrawl["current_interval_s"] == pytest.approx(2 * every)
+    out = " ".join(shown["stdout"].split())
+    assert "adaptive (estimate)" in out
+    assert f"estimated change every │ {every / 3600:.3g}h ({every:.0f} s)" in out
 
 
 def test_the_api_says_404_for_an_unknown_job_and_401_without_a_token(api):

@@ -28,6 +28,18 @@ class RecrawlView(BaseModel):
         description="`fixed`: every configured interval; `adaptive`: at the pace its page "
         "changes (its media's `recrawl` policy); `once`: a one-off job."
     )
+    method: Literal["estimate", "steps"] | None = Field(
+        None,
+        description="Adaptive: how the interval follows the crawls (`estimate`: a multiple of "
+        "the page's estimated time between changes; `steps`: shorter after a change, longer "
+        "after none).",
+    )
+    estimated_change_every_s: float | None = Field(
+        None,
+        description="Adaptive `estimate`: the page's estimated mean time between changes, from "
+        "what its crawls found (the interval is the media's `interval_per_mean` times it, "
+        "within the bounds).",
+    )
     configured_interval_s: float | None = Field(description="The job's own `interval_s`.")
     current_interval_s: float | None = Field(description="The interval it is crawled at now.")
     min_interval_s: float | None = Field(description="Adaptive: the shortest interval.")

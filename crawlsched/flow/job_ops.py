@@ -20,6 +20,8 @@ from crawlsched.catalog import JOB_COLLECTIONS, STATE_NAMES, TARGET_KINDS, JobSt
 from crawlsched.errors import BadJobInput, JobNotFound
 from crawlsched.ids import decode_id, encode_id
 from crawlsched.jobs_input import build_job_docs, job_input_from_row
+from crawlsched.planning import change_rate
+from crawlsched.planning.recrawl import ESTIMATE
 from crawlsched.runtime import Runtime
 
 STATE_NUMBERS = {name: number for number, name in STATE_NAMES.items()}
@@ -133,8 +135,16 @@ def recrawl_view(rt: Runtime, doc: Mapping[str, Any]) -> dict[str, Any]:
     current = _number(state.get("interval_s")) if policy.adaptive else None
     last = state.get("last_items") or doc.get("last_items")
     last = last if isinstance(last, Mapping) else {}
+    estimating = policy.adaptive and policy.method == ESTIMATE
+    belief = state.get("rate_belief")
     return {
         "mode": policy.mode if configured else "once",
+        "method": policy.method if policy.adaptive and configured else None,
+        "estimated_change_every_s": (
+            1 / change_rate.mean_rate(belief)
+            if estimating and configured and change_rate.is_belief(belief)
+            else None
+        ),
         "configured_interval_s": configured,
         "current_interval_s": current or configured,
         "min_interval_s": policy.min_interval_s if policy.adaptive else None,
