@@ -171,9 +171,9 @@ class ClusterHostPacer:
         """Reserve a start and sleep until it. False (the place given up) when the thread woke
         more than `LATE_START_GRACE_S` after it and a place was planned after its own
         (`host_rules.may_start_late`): that start counts from this one, so a late request
-        would precede it by less than the delay. False too when
-        the host was given back meanwhile (blocked by a 429 seen by another thread, or handed
-        on): the next holder's first start may come before this one."""
+        would precede it by less than the delay. False too when the host was given back
+        meanwhile (blocked by a 429 seen by another thread, or handed on): the next holder's
+        first start may come before this one."""
         start = self._reserve(key, host, policy)
         if (wait := (start - self._clock()).total_seconds()) > 0:
             metrics.host_pacing_waited(wait)
