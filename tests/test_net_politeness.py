@@ -162,6 +162,24 @@ def test_one_thread_that_wakes_late_loses_only_its_lateness_not_another_delay(de
         assert after - before == pytest.approx(delay + late, abs=1e-5)
 
 
+def test_the_next_process_starts_a_delay_after_the_last_answer_not_only_the_last_plan():
+    # Given two processes on one store and a 1 s delay
+    clock, store = FakeClock(), _store()
+    first, second = _pacer(clock, 1.0, store=store), _pacer(clock, 1.0, store=store, holder="p2")
+    # When the first one's request takes 0.3 s to be answered (it may have left late: a thread
+    # descheduled on its way to the socket), and it gives the host back at once
+    with first.slot(A):
+        planned = clock.at()
+        clock.sleep(0.3)
+    answered = clock.at()
+    first.give_back()
+    # Then the second process's first request starts a delay after that answer, so it cannot
+    # reach the host less than a delay after the first one's
+    started = _started(second, clock)
+    assert started == pytest.approx(answered + 1.0, abs=1e-5)
+    assert started - planned > 1.0
+
+
 class SlowStore(MongoHostStore):
     """A store whose every command takes `round_trip_s` of the injected clock."""
 

@@ -93,6 +93,7 @@ class _Host:
     pages: int = 0  # sent since the store last counted them
     pages_left: int | None = None  # today's budget left at the grant or renewal (None: no cap)
     blocked_before: bool = False  # a block was seen: a good answer clears the backoff
+    answered_at: datetime | None = None  # when the last request's answer was in
 
 
 def slice_for(slice_s: float, delay_s: float) -> float:
@@ -162,6 +163,7 @@ class ClusterHostPacer:
             finally:
                 with host.condition:
                     host.active -= 1
+                    host.answered_at = self._clock()
                     host.condition.notify_all()
         finally:
             with self._lock:
@@ -379,10 +381,16 @@ class ClusterHostPacer:
 
     def _give_back(self, key: str, host: _Host, now: datetime) -> None:
         """Release the host (under its condition): the next holder starts no earlier than
-        this process's next start would have been."""
+        this process's next start would have been, nor than a delay after the last answer
+        came in: a request can leave later than planned (a thread descheduled on its way to
+        the socket), but it reached the host before its answer came back."""
         if host.lease_until is None:
             return
-        self.store.release(key, self.holder, host.next_start, host.pages, now)
+        next_start = host.next_start
+        if host.answered_at is not None and host.policy is not None:
+            after_answer = host.answered_at + timedelta(seconds=host.policy.delay_s)
+            next_start = max(next_start, after_answer) if next_start else after_answer
+        self.store.release(key, self.holder, next_start, host.pages, now)
         host.lease_until, host.pages, host.renewable = None, 0, True
         with self._lock:
             self._released.add(key)
