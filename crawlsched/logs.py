@@ -164,7 +164,10 @@ def configure_logging(log_format: str = "auto", level: str = "INFO") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        # One write per line: in a `dramatiq` group every write to stderr is a message of its
+        # own on the pipe to the parent, and `print` writes the line and its newline apart, so
+        # another process's line could land between them (two JSON objects on one line).
+        logger_factory=structlog.WriteLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
     # dramatiq and pika log through the standard library: route them through the same renderer.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import sys
 
 import structlog
 
@@ -145,3 +146,36 @@ def test_a_traceback_whose_error_line_is_huge_keeps_its_start():
     assert cut.splitlines()[-1].startswith("ValueError: vvv")
     assert cut.splitlines()[-1].endswith("chars]")
     assert cut_traceback("short\ntrace") == "short\ntrace"
+
+
+def test_each_line_is_one_write_so_a_dramatiq_group_never_splices_two(monkeypatch):
+    # In a `dramatiq` group a worker's stderr is dramatiq's StreamablePipe: each write is one
+    # message to the parent, which copies them out in the order they come from every process.
+    # A line written in two parts can get another process's line between them.
+    import multiprocessing
+
+    from dramatiq.compat import StreamablePipe
+
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", list(root.handlers))  # restored after the test
+    monkeypatch.setattr(root, "level", root.level)
+    saved = structlog.get_config()
+    read_end, write_end = multiprocessing.Pipe(duplex=False)
+    monkeypatch.setattr(sys, "stderr", StreamablePipe(write_end))
+    try:
+        configure_logging("json", "INFO")
+        get_logger("test").info("schedule_fired", schedule_id="s-1")
+        logging.getLogger("dramatiq").warning("through the standard library")
+        messages = []
+        while read_end.poll(0):
+            messages.append(read_end.recv_bytes().decode())
+    finally:
+        structlog.configure(**saved)  # not left writing to a closed pipe
+        read_end.close()
+        write_end.close()
+    assert len(messages) == 2, messages
+    assert all(m.endswith("\n") and m.count("\n") == 1 for m in messages), messages
+    assert [json.loads(m)["event"] for m in messages] == [
+        "schedule_fired",
+        "through the standard library",
+    ]
