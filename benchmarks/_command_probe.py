@@ -110,6 +110,7 @@ if os.environ.get("BENCH_SEND_LOG"):
 
 def _trace(folder: str) -> None:
     from crawlsched.actors import crawl as crawl_actor
+    from crawlsched.actors import gatekeepers
     from crawlsched.actors import planner as planner_actor
     from crawlsched.flow import crawl_loop, crawling
     from crawlsched.store.hosts import MongoHostStore
@@ -146,6 +147,12 @@ def _trace(folder: str) -> None:
            lambda got, store, key, *a: put("acquire", key, type(got[0]).__name__,
                                            getattr(got[0], "why", "")))  # fmt: skip
     around(MongoHostStore, "release", lambda store, key, *a: put("release", key))
+    around(crawling, "requeue", lambda *a: None,
+           lambda rest, rt, m, *a: put("requeued", m.dispatch_id, rest and rest.dispatch_id))  # fmt: skip
+    around(gatekeepers, "admit_waiting", lambda *a: None,
+           lambda n, rt, keys, *a: put("admitted", sorted(keys), n))  # fmt: skip
+    around(gatekeepers, "send_crawl", lambda m, *a: put("resent", m.dispatch_id))
+    around(gatekeepers, "send_wake_at", lambda keys, when: put("wake_at", sorted(keys), when))
     around(crawling, "_wait_for_host",
            lambda rt, m, progress, *a: put("park", m.dispatch_id, sorted(progress.host_waits),
                                            len(progress.unfinished)))  # fmt: skip

@@ -33,8 +33,10 @@ jobs, fired with `crawlsched run now`, timed from the command's start to the run
       With `--trace DIR` (diagnostic): the workers trace their batches, and
       `host_idle_outside_batches_share` says, of the time hosts sat idle past their delay,
       the share in which no running batch held a page of the host (its next page was still
-      being found, planned or queued for a thread, not waiting its turn in a batch); DIR gets
-      each host's arrivals, each batch's crawl loop and the workers' trace lines.
+      being found, planned or queued for a thread, not waiting its turn in a batch);
+      `parked_to_sent_s` and `sent_to_taken_s` (medians) say how long a batch parked for a
+      host took to be sent again, then to be taken by a thread; DIR gets each host's
+      arrivals, each batch's crawl loop and the workers' trace lines.
 (3) open — politeness opened up (CRAWLSCHED_HOST_DELAY_S=0, CONCURRENCY 16): `crawlsched
     standalone --threads 16` (one process, embedded store, in-process workers: the
     deployment for one machine) crawls a graph of `--open-pages` 1,000 pages each answered
@@ -270,6 +272,29 @@ def idle_outside_batches(
     return round(outside / max(inside + outside, 1), 2)
 
 
+def parked_waits(lines: list[str]) -> dict:
+    """How long the batches that waited for a host took to come back (`--trace`): from being
+    parked to being sent again (admission: the host's release or a timed wake-up), and from
+    being sent to being taken by a thread (the crawl queue ahead of them). Medians, seconds."""
+    parked, sent, taken = {}, {}, {}
+    for line in lines:
+        at, _, kind, *rest = json.loads(line)
+        if kind == "requeued" and rest[1]:
+            parked[rest[1]] = at
+        elif kind == "resent":
+            sent.setdefault(rest[0], at)
+        elif kind == "batch0":
+            taken.setdefault(rest[0], at)
+    back = [d for d in parked if d in sent and d in taken]
+    if not back:
+        return {"parked_batches": len(parked)}
+    return {
+        "parked_batches": len(parked),
+        "parked_to_sent_s": round(statistics.median(sent[d] - parked[d] for d in back), 1),
+        "sent_to_taken_s": round(statistics.median(taken[d] - sent[d] for d in back), 1),
+    }
+
+
 def save_trace(folder: Path, crawl: Crawl, sites: list[TimedSite], starts: list) -> None:
     """Each host's request arrivals and each batch's crawl loop (seconds from the run's
     creation), and the workers' own trace lines (`_command_probe.py`: unix time, thread, event:
@@ -491,7 +516,7 @@ def phase_bound(services: Services, root: Path, args) -> dict:
     if args.trace:
         starts = [sorted(a for a, _, _ in s.intervals) for s in sites]
         share = idle_outside_batches(sites, starts, crawl.batches, args.bound_delay)
-        traced = {"host_idle_outside_batches_share": share}
+        traced = {"host_idle_outside_batches_share": share, **parked_waits(crawl.trace)}
         save_trace(Path(args.trace), crawl, sites, starts)
     return {
         "politeness_bound_ratio": round(crawl.wall_s / (args.pages * args.bound_delay), 2),
