@@ -42,7 +42,11 @@ class Lanes:
     busy_hosts: Counter = field(default_factory=Counter)  # hosts of the jobs in flight
 
     def free(self) -> bool:
-        return len(self._running) + len(self._done) < self.width
+        return self.room() > 0
+
+    def room(self) -> int:
+        """How many more jobs could start now."""
+        return self.width - len(self._running) - len(self._done)
 
     def busy(self) -> bool:
         return bool(self._running or self._done)

@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any, Protocol
 
-from crawlsched import metrics
 from crawlsched.drivers import registry
 from crawlsched.drivers.base import (
     CrawlJob,
@@ -28,6 +25,13 @@ from crawlsched.drivers.base import (
 )
 from crawlsched.drivers.browser_session import is_session_lost
 from crawlsched.drivers.context import CrawlContext
+from crawlsched.flow.batch_hosts import (
+    ask_again,
+    next_job,
+    ready_soon,
+    set_aside,
+    wait_for_hosts,
+)
 from crawlsched.flow.crawl_lanes import Finished, Lanes
 from crawlsched.flow.crawl_progress import Progress, failed, succeeded
 from crawlsched.flow.crawl_resources import DispatchLease, Leases, ResourceLost, node_lost
@@ -35,6 +39,7 @@ from crawlsched.flow.host_pacing import HostNotReady
 from crawlsched.flow.host_use import HostUse
 from crawlsched.flow.resource_events import ban_account_by_lease
 from crawlsched.flow.stopping import StopWatch
+from crawlsched.flow.take_over import Adopting, TakeOver
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage
 from crawlsched.planning.due import derive_target
@@ -72,6 +77,7 @@ def crawl_jobs(
     dispatch: DispatchLease | None = None,
     flush: PartFlush | None = None,
     released: Callable[[frozenset[str]], None] | None = None,
+    part: Adopting | None = None,
 ) -> Progress:
     """Crawl the batch's jobs, the one whose host is ready soonest first, so a batch over many
     hosts keeps its thread busy instead of waiting for one host's delay. A host that will not
@@ -81,7 +87,9 @@ def crawl_jobs(
     while the batch goes on: the progress returned is the last part's. A host the process no
     longer needs is given back as soon as its last job here is done (`HostUse`), and
     `released` is told, to wake whoever waits for it. Several jobs run at once when the
-    driver allows it (`crawl_lanes`)."""
+    driver allows it (`crawl_lanes`). With `part` (the batch's current part, which jobs can
+    join), a batch whose jobs all wait for their hosts takes over jobs of hosts that are free
+    from batches of its run that have not begun (`take_over`)."""
     media = rt.media(message.media_name)
     target_fields = ("target", *rt.target_fields(message.collection))
     urls = {id(doc): job_url(doc, derive_target(doc, target_fields), media) for doc in jobs}
@@ -89,10 +97,18 @@ def crawl_jobs(
     # The store's driver (`crawling.checked_media` refused a message naming another).
     driver = registry.create(str((media or {}).get("driver_class")))
     alone = message.need_login or message.need_selenium  # one account, one browser session
+    taker = None
+    if part is not None and not alone and rt.settings.crawl_take_over:
+
+        def locate(doc: dict) -> tuple[str, str]:
+            url = job_url(doc, derive_target(doc, target_fields), media)
+            return url, _host_of(rt, url)
+
+        taker = TakeOver(rt, part, stop, locate)
     batch = _Batch(
         rt, message, context, leases, stop, dispatch, flush, driver,
         urls, hosts, target_fields, HostUse(rt.pacer, hosts, released),
-        1 if alone or not jobs_at_once(driver) else rt.settings.crawl_lanes,
+        1 if alone or not jobs_at_once(driver) else rt.settings.crawl_lanes, taker,
     )  # fmt: skip
     try:
         return _crawl_each(batch, jobs)
@@ -117,6 +133,7 @@ class _Batch:
     target_fields: tuple[str, ...]
     use: HostUse
     width: int  # jobs crawled at once (`crawl_lanes`)
+    taker: TakeOver | None  # takes over jobs of batches that have not begun
 
 
 def _crawl_each(b: _Batch, jobs: list[dict]) -> Progress:
@@ -160,25 +177,27 @@ class _Loop:
                 self._hand_over()
             elif not self.pending and not self.asked_again:
                 self.asked_again = True
-                self.pending = _ask_again(self.aside, self.not_ready, b.hosts)
+                self.pending = ask_again(self.aside, self.not_ready, b.hosts)
                 b.use.again(self.pending)
             elif not self.pending:
                 break
         if self.aside:
-            _wait_for_hosts(self.progress, self.aside, self.not_ready)
+            wait_for_hosts(self.progress, self.aside, self.not_ready)
         return self.progress
 
     def _start_what_may_start(self) -> None:
         b = self.b
-        while (
-            self.pending
-            and self.lanes.free()
-            and not (self.stopped or self.hand_over or self.progress.interruption)
+        while self.lanes.free() and not (
+            self.stopped or self.hand_over or self.progress.interruption
         ):
             if b.stop.stopped():
                 self.stopped = True
                 return
-            doc = _next_job(b.rt, self.pending, b.hosts, self.lanes.busy_hosts)
+            if b.taker is not None and not ready_soon(b.rt, self.pending, b.hosts):
+                self._take_over()
+            if not self.pending:
+                return
+            doc = next_job(b.rt, self.pending, b.hosts, self.lanes.busy_hosts)
             if doc is None:
                 return  # every host left is busy here: wait for a lane
             url = b.urls[id(doc)]
@@ -196,6 +215,17 @@ class _Loop:
             crawl = functools.partial(_crawl_one, b, job, context)  # bound now: run later
             self.lanes.start(started, b.hosts[id(doc)], crawl)
 
+    def _take_over(self) -> None:
+        """Fill the free lanes with jobs of idle hosts taken over from the run's batches that
+        have not begun: none of a host the batch crawls or waits for already."""
+        b = self.b
+        mine = {b.hosts[id(d)] for d in self.pending + self.aside}
+        taken = b.taker.take(self.lanes.room(), mine | set(self.lanes.busy_hosts))
+        for doc, url, host in taken:
+            b.urls[id(doc)], b.hosts[id(doc)] = url, host
+        b.use.add(doc for doc, _, _ in taken)
+        self.pending += [doc for doc, _, _ in taken]
+
     def _finished(self, done: Finished) -> None:
         b, progress, doc = self.b, self.progress, done.doc
         if progress.interruption:
@@ -206,7 +236,7 @@ class _Loop:
         if isinstance(done.error, HostNotReady):
             # Not the page's failure, nor the machinery's: its host is not ready yet. Its jobs
             # wait for it; the others of the batch go on.
-            self.pending = _set_aside(
+            self.pending = set_aside(
                 done.error, doc, self.pending, self.aside, self.not_ready, b.hosts
             )
             b.use.done(self.aside)
@@ -251,35 +281,6 @@ def _crawl_one(b: _Batch, job: CrawlJob, context: CrawlContext) -> None:
     task_method(b.driver, b.message.task)(job, context)
 
 
-# A host this process could start a request to this soon counts as ready now.
-READY_SLACK = timedelta(milliseconds=5)
-
-
-def _next_job(
-    rt: Runtime, pending: list[dict], hosts: dict[int, str], busy: Counter
-) -> dict | None:
-    """The next job to start, taken out of `pending`: the readiest of a host none of the
-    batch's jobs in flight uses; else the readiest whose host could take one more request
-    now (no delay between starts). None: wait for a job in flight."""
-    if not busy:
-        return _readiest(rt, pending, hosts)
-    idle = [d for d in pending if hosts[id(d)] not in busy]
-    if idle:
-        return _readiest(rt, idle, hosts, pending)
-    soon = rt.now() + READY_SLACK
-    ready = [d for d in pending if rt.pacer.ready_at(hosts[id(d)]) <= soon]
-    return _readiest(rt, ready, hosts, pending) if ready else None
-
-
-def _readiest(
-    rt: Runtime, among: list[dict], hosts: dict[int, str], pending: list[dict] | None = None
-) -> dict:
-    """The job of `among` whose host is ready soonest, taken out of `pending` (`among`)."""
-    doc = min(among, key=lambda d: rt.pacer.ready_at(hosts[id(d)]))
-    (among if pending is None else pending).remove(doc)
-    return doc
-
-
 def _robots_first(
     context: CrawlContext,
     url: str,
@@ -301,40 +302,10 @@ def _robots_first(
     try:
         sent = http.robots_first(url)
     except HostNotReady as e:
-        return _set_aside(e, doc, pending, aside, not_ready, hosts)
+        return set_aside(e, doc, pending, aside, not_ready, hosts)
     except Exception:
         return None
     return [*pending, doc] if sent else None
-
-
-def _set_aside(
-    e: HostNotReady,
-    doc: dict,
-    pending: list[dict],
-    aside: list[dict],
-    not_ready: dict[str, HostNotReady],
-    hosts: dict[int, str],
-) -> list[dict]:
-    """Put `doc` and the pending jobs of its host (not ready: `e`) aside; the pending left."""
-    not_ready[e.key] = e
-    waiting = [doc, *(d for d in pending if hosts[id(d)] == e.key)]
-    metrics.jobs_waited_for_host(e.why, e.on_release, len(waiting))
-    aside += waiting
-    return [d for d in pending if hosts[id(d)] != e.key]
-
-
-def _ask_again(
-    aside: list[dict], not_ready: dict[str, HostNotReady], hosts: dict[int, str]
-) -> list[dict]:
-    """The jobs put aside for hosts another process held when asked, taken back out of
-    `aside`: such a host is often given back by the time the rest of the batch is done (the
-    holder's own batch ended), and asking once more costs two store commands where parking
-    the jobs costs a park, a wake and a delivery of their own."""
-    again = [d for d in aside if not_ready[hosts[id(d)]].held_elsewhere]
-    for key in {hosts[id(d)] for d in again}:
-        del not_ready[key]
-    aside[:] = [d for d in aside if hosts[id(d)] in not_ready]
-    return again
 
 
 def _job(doc: dict, url: str, message: BatchMessage, target_fields: tuple[str, ...]) -> CrawlJob:
@@ -376,15 +347,3 @@ def _seed(progress: Progress, doc: dict, url: str) -> None:
     """A planned job's URL (not a child's): its run knows it as seen."""
     if not doc.get("scope_run"):
         progress.seed_urls.append(url)
-
-
-def _wait_for_hosts(
-    progress: Progress, aside: list[dict], not_ready: dict[str, HostNotReady]
-) -> None:
-    """The jobs put aside go back to wait for their hosts: woken when one is given back (a
-    host held elsewhere), not before the first one is ready (blocked or paced ones)."""
-    progress.unfinished = [d["_id"] for d in aside]
-    progress.interruption = "host not ready: " + "; ".join(map(str, not_ready.values()))[:500]
-    progress.host_waits = set(not_ready)
-    if not any(e.on_release for e in not_ready.values()):
-        progress.not_before = min(e.until for e in not_ready.values())

@@ -30,6 +30,7 @@ from crawlsched.flow.crawl_resources import DispatchLease, Leases, ResourceLost,
 from crawlsched.flow.link_flush import LinkFlush
 from crawlsched.flow.pausing import hold_batch
 from crawlsched.flow.stopping import StopWatch
+from crawlsched.ids import encode_id
 from crawlsched.logs import get_logger
 from crawlsched.messages import BadMessage, BatchMessage, ReportMessage
 from crawlsched.planning.outcomes import PHASE_OUTCOMES, STOPPED
@@ -150,6 +151,7 @@ def _run(
             progress = crawl_jobs(
                 rt, message, jobs, context, leases, stop, dispatch, flush,
                 released=lambda hosts: wake(frozenset(host_wait_key(h) for h in hosts)),
+                part=flush,
             )  # fmt: skip
             return progress, context, flush
     except ResourceLost as e:
@@ -205,7 +207,14 @@ def crawl_batch(
     written: dict[str, int] = {}  # outcomes this delivery wrote, when it wrote all it crawled
     host_waits: set[str] = set()
     try:
+        if not (message.need_login or message.need_selenium):
+            # Its jobs are its own from now on: a running batch of the run may have taken some
+            # over before (`take_over`); those are not loaded.
+            store.begin(message.dispatch_id, message.decoded_job_ids())
         jobs = store.load_claimed(message.dispatch_id, message.decoded_job_ids())
+        if len(jobs) > len(message.job_ids):
+            # It took jobs over before its worker died: they are its own, listed from now on.
+            message = message.model_copy(update={"job_ids": [encode_id(d["_id"]) for d in jobs]})
         stop = StopWatch(rt, message.run_id, message.task)
         if jobs and stop.stopped():
             # Stopped before it started: nothing is crawled, the leases go back below.

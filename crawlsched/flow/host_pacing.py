@@ -227,15 +227,19 @@ class ClusterHostPacer:
             with self._lock:
                 host.users -= 1
 
-    def ready_at(self, key: str) -> datetime:
+    def ready_at(self, key: str, *, refusals: bool = False) -> datetime:
         """When this process could start a request to the host, as far as it knows here (a
-        host it does not hold: now, for all it knows). To crawl the readiest job first."""
+        host it does not hold: now, for all it knows; with `refusals`, the end of the slice or
+        block its last refusal named). To crawl the readiest job first, and to take over only
+        jobs of hosts it could send to now (`planning/take_over.py`)."""
         now = self._clock()
         with self._lock:
             host = self._hosts.get(key)
-        if host is None or host.lease_until is None or host.next_start is None:
+        if host is None:
             return now
-        return max(now, host.next_start)
+        if host.lease_until is None:
+            return max(now, host.refused[0]) if refusals and host.refused else now
+        return max(now, host.next_start) if host.next_start else now
 
     def give_back(self) -> set[str]:
         """Give back every host no thread of this process is using (a batch ended): the rest of

@@ -28,6 +28,7 @@ from crawlsched.drivers.context import CrawlBounds
 from crawlsched.flow.crawl_progress import Progress
 from crawlsched.flow.crawl_records import crawl_report, record_part
 from crawlsched.flow.crawl_resources import DispatchLease, Leases
+from crawlsched.ids import encode_id
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage, ReportMessage
 from crawlsched.runtime import Runtime
@@ -75,6 +76,13 @@ class LinkFlush:
             and len(progress.updates) >= MIN_PART_PAGES
             and time.perf_counter() - self.part_began >= self.every_s
         )
+
+    def adopt(self, docs: list[dict[str, Any]]) -> None:
+        """Jobs taken over from batches of the run that had not begun (`flow/take_over.py`)
+        join this part: recorded, handed over and reported with it."""
+        self.jobs.extend(docs)
+        taken = [encode_id(doc["_id"]) for doc in docs]
+        self.message = self.message.model_copy(update={"job_ids": [*self.message.job_ids, *taken]})
 
     def flush(self, progress: Progress, rest: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Record and report the crawled part; the rest of `rest` this batch still holds, now

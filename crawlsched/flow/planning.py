@@ -18,7 +18,7 @@ from crawlsched.flow.stopping import StoppedRunGuard
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage
 from crawlsched.planning.batching import Batch, BatchCutter
-from crawlsched.planning.due import parse_due_job
+from crawlsched.planning.due import Category, parse_due_job
 from crawlsched.planning.problems import Problem, diagnose
 from crawlsched.planning.run_names import child_run_id, run_id_for
 from crawlsched.runtime import Runtime
@@ -65,7 +65,10 @@ def _claim_chunk(
 ) -> None:
     """`run_id` is the run, or a cycle over the child runs of a multi-process run: batches are
     dealt to the children in turn (one claim command per child touched)."""
-    requests = [ClaimRequest(uuid.uuid4().hex, batch.job_ids) for batch in batches]
+    requests = [
+        ClaimRequest(uuid.uuid4().hex, batch.job_ids, batch.category == Category.NEITHER)
+        for batch in batches
+    ]
     owners = [run_id if isinstance(run_id, str) else next(run_id) for _ in batches]
     claimed: dict[str, list] = {}
     for owner in dict.fromkeys(owners):

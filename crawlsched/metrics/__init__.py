@@ -156,6 +156,11 @@ def jobs_waited_for_host(why: str, held_elsewhere: bool, jobs: int) -> None:
         _active.host_waits.labels(host_wait_reason(why, held_elsewhere)).inc(jobs)
 
 
+def jobs_taken_over(task: str, media: str, jobs: int) -> None:
+    if _active and jobs > 0:
+        _active.jobs_taken_over.labels(task, media).inc(jobs)
+
+
 def host_blocked(status: int) -> None:
     if _active:
         _active.host_blocks.labels(str(status)).inc()

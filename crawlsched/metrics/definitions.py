@@ -120,6 +120,12 @@ class FlowMetrics:
             "process, blocked, paced, daily budget used).",
             ("reason",),
         )
+        self.jobs_taken_over = counter(
+            "crawlsched_jobs_taken_over_total",
+            "Jobs a running batch took over from a batch of its run that had not begun, to crawl "
+            "hosts that sat idle while its own waited for their turn.",
+            ("task", "media"),
+        )
         self.host_blocks = counter(
             "crawlsched_host_blocks_total",
             "Times a host answered 429 or 503 and was blocked for the whole cluster.",

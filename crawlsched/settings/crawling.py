@@ -83,6 +83,13 @@ class CrawlSettings(BaseModel):
         "this many requests going, each still paced by its host's delay and concurrency, "
         "instead of one page after another. 1: one at a time.",
     )
+    crawl_take_over: bool = Field(
+        True,
+        description="A running batch (no account, no browser) whose pages all wait for their "
+        "hosts' turns takes over pages of other hosts from batches of its run that are still "
+        "queued for a thread, one page per host that is free now. Off: each batch crawls only "
+        "the pages it was planned with.",
+    )
     robots_txt: bool = Field(True, description="Honour each site's robots.txt.")
     robots_ttl_s: float = Field(
         3600.0,

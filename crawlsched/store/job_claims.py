@@ -18,10 +18,18 @@ from crawlsched.store.counting import CountingCollection
 REDO_FIELDS = {"redo_run": "", "redo_tries": ""}
 
 
+# A claimed job whose batch has not begun: a running batch of the same run, media and task may
+# take it over (`take_over`). Only batches that need no account and no node are open to it.
+UNSTARTED = "unstarted"
+
+
 @dataclass(frozen=True)
 class ClaimRequest:
     dispatch_id: str
     job_ids: Sequence[Any]
+    # A batch with no account and no node to lease: until it begins, a running batch of its
+    # run may take its jobs over (`JobClaims.take_over`).
+    open_to_take_over: bool = False
 
 
 class JobClaims:
@@ -55,14 +63,7 @@ class JobClaims:
                     "dispatch_id": None,
                     **(only or {}),
                 },
-                {
-                    "$set": {
-                        "state": int(JobState.RUNNING),
-                        "dispatch_id": r.dispatch_id,
-                        "run_id": run_id,
-                        "lease_deadline": lease_deadline,
-                    }
-                },
+                _claimed_as(r, run_id, lease_deadline),
             )
             for r in requests
         ]
@@ -169,6 +170,56 @@ class JobClaims:
             )
         ]
 
+    # -- taking over the jobs of a batch that has not begun --------------------------------
+
+    def begin(self, dispatch_id: str, job_ids: Sequence[Any]) -> None:
+        """The batch begins: from now on its jobs are its own (none may be taken over). Before
+        its jobs are loaded, so a job is either taken over before this, and not loaded, or
+        loaded and never taken over."""
+        self._jobs.update_many(
+            {
+                "_id": {"$in": list(job_ids)},
+                "dispatch_id": dispatch_id,
+                "state": int(JobState.RUNNING),
+                UNSTARTED: True,
+            },
+            {"$unset": {UNSTARTED: ""}},
+        )
+
+    def open_to_take_over(
+        self, run_id: str, task: str, media_name: str, not_of: str, limit: int
+    ) -> list[dict[str, Any]]:
+        """Up to `limit` jobs of the run's batches (not `not_of`) that have not begun, for
+        this task and media, in the store's order."""
+        query = {
+            "run_id": run_id,
+            "state": int(JobState.RUNNING),
+            UNSTARTED: True,
+            "task": task,
+            "media_name": media_name,
+            "dispatch_id": {"$ne": not_of},
+        }
+        return list(self._jobs.find(query).limit(limit))
+
+    def take_over(
+        self, job_ids: Sequence[Any], dispatch_id: str, lease_deadline: datetime
+    ) -> list[Any]:
+        """Move jobs whose batch has not begun to the running `dispatch_id`; the ones it got
+        (a batch that began meanwhile keeps its own). Their batch's message, when it comes,
+        finds only what is left to it."""
+        ids = list(job_ids)
+        if not ids:
+            return []
+        self._jobs.update_many(
+            {"_id": {"$in": ids}, "state": int(JobState.RUNNING), UNSTARTED: True},
+            {
+                "$set": {"dispatch_id": dispatch_id, "lease_deadline": lease_deadline},
+                "$unset": {UNSTARTED: ""},
+            },
+        )
+        query = {"_id": {"$in": ids}, "dispatch_id": dispatch_id, "state": int(JobState.RUNNING)}
+        return [doc["_id"] for doc in self._jobs.find(query, {"_id": 1})]
+
     def reassign(self, dispatch_id: str, new_dispatch_id: str, job_ids: Sequence[Any]) -> int:
         """Move jobs a dispatch still holds to a new dispatch (the rest of an interrupted batch)."""
         return self._jobs.update_many(
@@ -179,6 +230,18 @@ class JobClaims:
             },
             {"$set": {"dispatch_id": new_dispatch_id}},
         ).modified_count
+
+
+def _claimed_as(r: ClaimRequest, run_id: str, lease_deadline: datetime) -> dict[str, Any]:
+    claimed = {
+        "state": int(JobState.RUNNING),
+        "dispatch_id": r.dispatch_id,
+        "run_id": run_id,
+        "lease_deadline": lease_deadline,
+    }
+    if r.open_to_take_over:
+        return {"$set": {**claimed, UNSTARTED: True}}
+    return {"$set": claimed, "$unset": {UNSTARTED: ""}}
 
 
 def _number(value: Any) -> float:

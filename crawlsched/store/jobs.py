@@ -165,14 +165,13 @@ class MongoJobStore(JobClaims):
     # -- crawling -------------------------------------------------------------------------
 
     def load_claimed(self, dispatch_id: str, job_ids: Sequence[Any]) -> list[dict[str, Any]]:
-        """The jobs of `job_ids` this dispatch still holds, in the message's order."""
-        found = {
-            doc["_id"]: doc
-            for doc in self._jobs.find(
-                {"_id": {"$in": list(job_ids)}, "dispatch_id": dispatch_id, "state": 2}
-            )
-        }
-        return [found[job_id] for job_id in job_ids if job_id in found]
+        """The jobs this dispatch still holds: those of `job_ids` in the message's order, then
+        any others it holds, which it took over from batches that had not begun (`take_over`)
+        before its worker died: the message did not list them, the store says they are its."""
+        held = self._jobs.find({"dispatch_id": dispatch_id, "state": 2})
+        found = {doc["_id"]: doc for doc in held}
+        listed = [found.pop(job_id) for job_id in job_ids if job_id in found]
+        return listed + list(found.values())
 
     def record(
         self,

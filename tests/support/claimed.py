@@ -50,6 +50,7 @@ def claimed_batch(
     selenium: bool = True,
     crawl_limit: int = 10,
     stages_ms: dict[str, float] | None = None,
+    open_to_take_over: bool = False,
 ) -> BatchMessage:
     """n twitter profile jobs (targets job0-…, job1-…) claimed by a fresh dispatch of the run.
 
@@ -83,7 +84,8 @@ def claimed_batch(
     )
     ids = [d["_id"] for d in rt.db.profiles.find({"batch": prefix}).sort("target", 1)]
     dispatch = uuid.uuid4().hex
-    rt.jobs("profiles").claim([ClaimRequest(dispatch, ids)], run_id, now + timedelta(hours=1))
+    request = ClaimRequest(dispatch, ids, open_to_take_over)
+    rt.jobs("profiles").claim([request], run_id, now + timedelta(hours=1))
     return BatchMessage(
         run_id=run_id,
         dispatch_id=dispatch,

@@ -1,0 +1,99 @@
+"""A running batch takes over jobs of its run's batches that have not begun.
+
+`planning/take_over.py` says which and why: when the batch's own pages all wait for their
+hosts' turns, it crawls pages of other hosts that sit idle, instead of leaving them queued
+behind it for a thread. The jobs move to the batch's dispatch in one conditional write
+(`JobClaims.take_over`), so each job is crawled by exactly one batch: the one that took it, or
+its own, which marks its jobs as begun before it loads them (`JobClaims.begin`). A batch whose
+jobs were all taken finds none when its message comes, crawls nothing and reports nothing: the
+batch that took them records and reports them under its own dispatch.
+
+Looked for at most every `LOOK_AGAIN_S` after a look that found nothing to take: a look is one
+store read, and the run's batches do not change that fast.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from crawlsched import metrics
+from crawlsched.catalog import MAX_BATCH_JOBS
+from crawlsched.flow.batch_hosts import READY_SLACK
+from crawlsched.flow.stopping import StopWatch
+from crawlsched.logs import get_logger
+from crawlsched.messages import BatchMessage
+from crawlsched.planning.take_over import pick
+from crawlsched.runtime import Runtime
+from crawlsched.store.job_claims import UNSTARTED
+
+log = get_logger(__name__)
+
+CANDIDATES = 64  # jobs read per look: enough to find a few hosts ready among them
+LOOK_AGAIN_S = 1.0  # after a look that took nothing
+
+
+class Adopting(Protocol):
+    """The batch's current part (`link_flush.LinkFlush`): its message, and how jobs join it."""
+
+    message: BatchMessage
+
+    def adopt(self, docs: list[dict[str, Any]]) -> None: ...
+
+
+class TakeOver:
+    def __init__(
+        self,
+        rt: Runtime,
+        part: Adopting,
+        stop: StopWatch,
+        locate: Callable[[dict[str, Any]], tuple[str, str]],
+    ) -> None:
+        self.rt, self.part, self.stop = rt, part, stop
+        self.locate = locate  # a job's URL and its host's pacing key
+        self._look_at = 0.0  # time.monotonic() of the next look
+
+    def take(self, room: int, busy: Collection[str]) -> list[tuple[dict[str, Any], str, str]]:
+        """Up to `room` jobs taken over, with their URL and host key, of hosts not in `busy`;
+        none when it is too soon to look again, or the run is stopped or paused."""
+        message = self.part.message
+        if room <= 0 or time.monotonic() < self._look_at:
+            return []
+        if len(message.job_ids) + room > MAX_BATCH_JOBS:
+            return []  # the part is handed over first (a message holds at most this many)
+        if self.stop.stopped() or self.stop.paused():
+            return []
+        rt = self.rt
+        store = rt.jobs(message.collection)
+        docs = store.open_to_take_over(
+            message.run_id, message.task, message.media_name, message.dispatch_id, CANDIDATES
+        )
+        located = {id(doc): self.locate(doc) for doc in docs}
+        hosts = {host for _, host in located.values() if host}
+        ready = {host: rt.pacer.ready_at(host, refusals=True) for host in hosts}
+        wanted = pick(
+            [(doc["_id"], located[id(doc)][1]) for doc in docs],
+            ready, busy, rt.now(), READY_SLACK, room,
+        )  # fmt: skip
+        got = set(store.take_over(wanted, message.dispatch_id, self._deadline()))
+        if not got:
+            self._look_at = time.monotonic() + LOOK_AGAIN_S
+            return []
+        taken = [doc for doc in docs if doc["_id"] in got]
+        for doc in taken:  # as the store has them now
+            doc.pop(UNSTARTED, None)
+            doc["dispatch_id"] = message.dispatch_id
+        self.part.adopt(taken)
+        metrics.jobs_taken_over(message.task, message.media_name, len(taken))
+        log.debug(
+            "jobs_taken_over",
+            dispatch_id=message.dispatch_id,
+            jobs=len(taken),
+            hosts=sorted(located[id(doc)][1] for doc in taken)[:8],
+        )
+        return [(doc, *located[id(doc)]) for doc in taken]
+
+    def _deadline(self) -> datetime:
+        return self.rt.now() + timedelta(seconds=self.rt.settings.dispatch_lease_s)

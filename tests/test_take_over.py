@@ -1,0 +1,171 @@
+"""A running batch takes over the jobs of its run's batches that have not begun
+(`flow/take_over.py`, `JobClaims.take_over`).
+
+Real crawl code on the embedded store; the driver is a plug-in of this module that records
+what it crawls. Each job is crawled by exactly one batch: the one that took it over (which
+records and reports it) or its own, which marks its jobs begun before loading them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+
+import pytest
+
+from crawlsched.demo.seed import demo_reference
+from crawlsched.flow.crawling import crawl_batch
+from crawlsched.messages import BatchMessage, ReportMessage
+from crawlsched.runtime import Runtime
+from tests.conftest import settings_for_tests
+from tests.support.claimed import claimed_batch
+from tests.test_metrics_flow import sample_sum
+
+RUN = "take-over@20240601T120000Z"
+CRAWLED: Counter = Counter()
+ON_CRAWL: list = []  # called with each job before it is recorded as crawled
+
+
+class Recording:
+    jobs_at_once = True
+
+    def crawl(self, job, context) -> None:
+        for hook in ON_CRAWL:
+            hook(job)
+        CRAWLED[job.target] += 1
+        context.save("profile", [{"key": job.target, "name": job.target}])
+
+
+DRIVERS = {"take-over-recording": Recording}
+
+
+@pytest.fixture
+def rt(embedded_mongo_url):
+    settings = settings_for_tests(
+        mongo_url=embedded_mongo_url,
+        broker_url="stub://",
+        driver_modules=["tests.test_take_over"],
+        crawl_lanes=4,
+    )
+    rt = Runtime(settings)
+    rt.create_indexes()
+    rt.reference.load(demo_reference("http://127.0.0.1:9"))
+    rt.db.runs.insert_one({"_id": RUN, "state": "running"})
+    CRAWLED.clear()
+    yield rt
+    CRAWLED.clear()
+    ON_CRAWL.clear()
+
+
+def _batch(rt, n: int, host: str, open_to_take_over: bool = True) -> BatchMessage:
+    """n jobs of the run, one per host `<host>-<i>.test` (or all of one host: `host` alone)."""
+    message = claimed_batch(
+        rt, n, run_id=RUN, driver_class="take-over-recording", login=False, selenium=False,
+        open_to_take_over=open_to_take_over,
+    )  # fmt: skip
+    for i, job_id in enumerate(message.decoded_job_ids()):
+        name = host if host.endswith(".test") else f"{host}-{i}.test"
+        rt.db.profiles.update_one({"_id": job_id}, {"$set": {"url": f"https://{name}/p{i}"}})
+    return message
+
+
+def _crawl(rt, message: BatchMessage) -> tuple[dict[str, int], list[ReportMessage]]:
+    reports: list[ReportMessage] = []
+    return crawl_batch(rt, message, report=reports.append), reports
+
+
+def _targets(rt, message: BatchMessage) -> set[str]:
+    return {d["target"] for d in rt.db.profiles.find({"_id": {"$in": message.decoded_job_ids()}})}
+
+
+def test_a_batch_takes_over_a_queued_batch_whose_message_then_crawls_nothing(rt, registry):
+    # Given two batches of the run, neither begun: A's two jobs of one host, B's four of four
+    # other hosts
+    a = _batch(rt, 2, "a.test")
+    b = _batch(rt, 4, "b")
+    # When A is crawled, its own host's second page waits for its first, and then B's message
+    counts_a, reports_a = _crawl(rt, a)
+    counts_b, reports_b = _crawl(rt, b)
+    # Then A crawled B's jobs too, each once; B found none of its own left, and reported nothing
+    assert counts_a == {"succeeded": 6}
+    assert set(CRAWLED) == _targets(rt, a) | _targets(rt, b)
+    assert set(CRAWLED.values()) == {1}
+    assert (counts_b, reports_b) == ({}, [])
+    # and A reported them all, recorded under its own dispatch
+    assert [r.dispatch_id for r in reports_a] == [a.dispatch_id]
+    for doc in rt.db.profiles.find({"_id": {"$in": b.decoded_job_ids()}}):
+        assert (doc["last_dispatch_id"], doc["last_outcome"]) == (a.dispatch_id, "succeeded")
+        assert "unstarted" not in doc
+    taken = sample_sum(
+        registry, "crawlsched_jobs_taken_over_total", task="profile", media="twitter"
+    )
+    assert taken == 4
+
+
+def test_a_batch_that_has_begun_keeps_its_jobs(rt):
+    a = _batch(rt, 2, "a.test")
+    b = _batch(rt, 3, "b")
+    store = rt.jobs("profiles")
+    # B's message came first: its jobs are its own
+    store.begin(b.dispatch_id, b.decoded_job_ids())
+    deadline = rt.now() + timedelta(minutes=5)
+    assert store.take_over(b.decoded_job_ids(), a.dispatch_id, deadline) == []
+    assert store.open_to_take_over(RUN, "profile", "twitter", a.dispatch_id, 10) == []
+    counts_a, _ = _crawl(rt, a)
+    counts_b, reports_b = _crawl(rt, b)
+    assert (counts_a, counts_b) == ({"succeeded": 2}, {"succeeded": 3})
+    assert [r.dispatch_id for r in reports_b] == [b.dispatch_id]
+    assert set(CRAWLED.values()) == {1}
+
+
+def test_a_job_taken_over_first_is_not_loaded_by_its_own_batch(rt):
+    a = _batch(rt, 1, "a.test", open_to_take_over=False)  # B would take A's job over too
+    b = _batch(rt, 3, "b")
+    store = rt.jobs("profiles")
+    first = b.decoded_job_ids()[:1]
+    deadline = rt.now() + timedelta(minutes=5)
+    assert store.take_over(first, a.dispatch_id, deadline) == first
+    # B begins now: it loads and crawls only the two left to it
+    counts_b, _ = _crawl(rt, b)
+    assert counts_b == {"succeeded": 2}
+    assert set(store.claimed_ids(a.dispatch_id)) == {*a.decoded_job_ids(), *first}
+    assert set(CRAWLED.values()) == {1}
+
+
+@pytest.mark.parametrize("why", ["needs an account", "paused", "stopped", "switched off"])
+def test_nothing_is_taken_over_from_or_for_what_may_not(rt, why):
+    # The run's state is read again at every look (no caching between reads here)
+    rt.settings = rt.settings.model_copy(update={"stop_check_s": 0.0})
+    a = _batch(rt, 1, "a.test")
+    b = _batch(rt, 3, "b", open_to_take_over=why != "needs an account")
+    if why == "switched off":
+        rt.settings = rt.settings.model_copy(update={"crawl_take_over": False})
+    elif why in ("paused", "stopped"):
+        # while A crawls its own job, the run is paused or stopped
+        field = "paused" if why == "paused" else "stop_requested"
+        ON_CRAWL.append(lambda job: rt.db.runs.update_one({"_id": RUN}, {"$set": {field: True}}))
+    counts_a, _ = _crawl(rt, a)
+    # A crawled its own job and took nothing over
+    assert counts_a == {"succeeded": 1}
+    assert set(CRAWLED) == _targets(rt, a)
+    assert len(rt.jobs("profiles").claimed_ids(b.dispatch_id)) == 3
+
+
+def test_a_redelivered_taker_crawls_what_it_took_over_before_its_worker_died(rt):
+    # Given A took one of B's jobs over, and its worker died before crawling it
+    a = _batch(rt, 1, "a.test", open_to_take_over=False)
+    b = _batch(rt, 3, "b", open_to_take_over=False)
+    taken = b.decoded_job_ids()[:1]  # (the only one open to it, so A takes no more now)
+    rt.db.profiles.update_one({"_id": taken[0]}, {"$set": {"unstarted": True}})
+    deadline = rt.now() + timedelta(minutes=5)
+    assert rt.jobs("profiles").take_over(taken, a.dispatch_id, deadline) == taken
+    # When RabbitMQ delivers A's message again (it lists only A's own job)
+    counts_a, reports_a = _crawl(rt, a)
+    # Then A crawls the job it took too, at once, not after its dispatch lease
+    assert counts_a == {"succeeded": 2}
+    assert [r.dispatch_id for r in reports_a] == [a.dispatch_id]
+    (doc,) = rt.db.profiles.find({"_id": taken[0]})
+    assert (doc["last_dispatch_id"], doc["last_outcome"]) == (a.dispatch_id, "succeeded")
+    counts_b, _ = _crawl(rt, b)
+    assert counts_b == {"succeeded": 2}
+    assert set(CRAWLED.values()) == {1}
