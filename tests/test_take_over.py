@@ -169,3 +169,20 @@ def test_a_redelivered_taker_crawls_what_it_took_over_before_its_worker_died(rt)
     counts_b, _ = _crawl(rt, b)
     assert counts_b == {"succeeded": 2}
     assert set(CRAWLED.values()) == {1}
+
+
+@pytest.mark.parametrize("login", [False, True], ids=["no-account", "with-an-account"])
+def test_the_rest_of_a_batch_parked_to_wait_is_open_to_take_over_unless_it_holds_leases(rt, login):
+    from crawlsched.flow.admission import requeue
+
+    a = _batch(rt, 1, "a.test")
+    rt.jobs("profiles").begin(a.dispatch_id, a.decoded_job_ids())  # A runs
+    parked = claimed_batch(
+        rt, 3, run_id=RUN, driver_class="take-over-recording", login=login, selenium=False
+    )
+    store = rt.jobs("profiles")
+    store.begin(parked.dispatch_id, parked.decoded_job_ids())  # it ran, and waits for a host now
+    rest = requeue(rt, parked, parked.decoded_job_ids()[1:], "host not ready", rt.now())
+    open_ = store.open_to_take_over(RUN, "profile", "twitter", a.dispatch_id, 10)
+    assert {d["_id"] for d in open_} == (set() if login else set(rest.decoded_job_ids()))
+    assert len(rest.decoded_job_ids()) == 2

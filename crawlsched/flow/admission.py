@@ -309,7 +309,10 @@ def requeue(
         return None
     new_dispatch = uuid.uuid4().hex
     store = rt.jobs(message.collection)
-    moved = store.reassign(message.dispatch_id, new_dispatch, job_ids)
+    # Until it begins again, a running batch of the run may take its jobs over when their
+    # hosts are free (a batch with an account or a node keeps them: they are its leases').
+    open_to_take_over = not (message.need_login or message.need_selenium)
+    moved = store.reassign(message.dispatch_id, new_dispatch, job_ids, open_to_take_over)
     if moved == 0:
         return None
     kept = set(store.claimed_ids(new_dispatch))

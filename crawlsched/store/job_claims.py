@@ -210,25 +210,38 @@ class JobClaims:
         ids = list(job_ids)
         if not ids:
             return []
-        self._jobs.update_many(
+        moved = self._jobs.update_many(
             {"_id": {"$in": ids}, "state": int(JobState.RUNNING), UNSTARTED: True},
             {
                 "$set": {"dispatch_id": dispatch_id, "lease_deadline": lease_deadline},
                 "$unset": {UNSTARTED: ""},
             },
-        )
+        ).modified_count
+        if moved == len(set(ids)):
+            return ids  # all of them (the usual case): no need to read which
         query = {"_id": {"$in": ids}, "dispatch_id": dispatch_id, "state": int(JobState.RUNNING)}
         return [doc["_id"] for doc in self._jobs.find(query, {"_id": 1})]
 
-    def reassign(self, dispatch_id: str, new_dispatch_id: str, job_ids: Sequence[Any]) -> int:
-        """Move jobs a dispatch still holds to a new dispatch (the rest of an interrupted batch)."""
+    def reassign(
+        self,
+        dispatch_id: str,
+        new_dispatch_id: str,
+        job_ids: Sequence[Any],
+        open_to_take_over: bool = False,
+    ) -> int:
+        """Move jobs a dispatch still holds to a new dispatch (the rest of an interrupted batch).
+        `open_to_take_over`: the new dispatch waits to begin again, and until it does a running
+        batch of its run may take its jobs over (`take_over`)."""
+        moved: dict[str, Any] = {"dispatch_id": new_dispatch_id}
+        if open_to_take_over:
+            moved[UNSTARTED] = True
         return self._jobs.update_many(
             {
                 "_id": {"$in": list(job_ids)},
                 "dispatch_id": dispatch_id,
                 "state": int(JobState.RUNNING),
             },
-            {"$set": {"dispatch_id": new_dispatch_id}},
+            {"$set": moved},
         ).modified_count
 
 
