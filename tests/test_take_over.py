@@ -186,3 +186,21 @@ def test_the_rest_of_a_batch_parked_to_wait_is_open_to_take_over_unless_it_holds
     open_ = store.open_to_take_over(RUN, "profile", "twitter", a.dispatch_id, 10)
     assert {d["_id"] for d in open_} == (set() if login else set(rest.decoded_job_ids()))
     assert len(rest.decoded_job_ids()) == 2
+
+
+def test_a_page_of_a_host_another_process_holds_or_a_block_stops_is_left_queued(rt):
+    a = _batch(rt, 2, "a.test")
+    b = _batch(rt, 4, "b")
+    urls = [d["url"] for d in rt.db.profiles.find({"_id": {"$in": b.decoded_job_ids()}})]
+    held, blocked = (rt.pacer.key_of(u) for u in sorted(urls)[:2])
+    later = rt.now() + timedelta(minutes=1)
+    rt.db.hosts.insert_many(
+        [
+            {"_id": held, "version": 1, "holder": "elsewhere:1:abc", "lease_until": later},
+            {"_id": blocked, "version": 1, "blocked_until": later, "blocked_reason": "HTTP 429"},
+        ]
+    )
+    counts_a, _ = _crawl(rt, a)
+    assert counts_a == {"succeeded": 4}  # its own two, and two of B's four
+    left = {d["url"] for d in rt.db.profiles.find({"dispatch_id": b.dispatch_id})}
+    assert {rt.pacer.key_of(u) for u in left} == {held, blocked}

@@ -193,7 +193,11 @@ class _Loop:
             if b.stop.stopped():
                 self.stopped = True
                 return
-            if b.taker is not None and not ready_soon(b.rt, self.pending, b.hosts):
+            # Its own jobs all wait for their hosts (or its last ones are in flight): rather
+            # than wait, take over jobs of free hosts. A batch with nothing left ends instead,
+            # and its thread takes a whole batch off the queue.
+            waiting = self.pending or self.lanes.busy()
+            if b.taker is not None and waiting and not ready_soon(b.rt, self.pending, b.hosts):
                 self._take_over()
             if not self.pending:
                 return

@@ -8,8 +8,9 @@ its own, which marks its jobs as begun before it loads them (`JobClaims.begin`).
 jobs were all taken finds none when its message comes, crawls nothing and reports nothing: the
 batch that took them records and reports them under its own dispatch.
 
-Looked for at most every `LOOK_AGAIN_S` after a look that found nothing to take: a look is one
-store read, and the run's batches do not change that fast.
+Looked for at most every `LOOK_AGAIN_S` after a look that found nothing to take: a look is two
+store reads (the jobs, and their hosts' holders), and the run's batches do not change that
+fast.
 """
 
 from __future__ import annotations
@@ -72,10 +73,14 @@ class TakeOver:
         )
         located = {id(doc): self.locate(doc) for doc in docs}
         hosts = {host for _, host in located.values() if host}
-        ready = {host: rt.pacer.ready_at(host, refusals=True) for host in hosts}
+        # What another process holds or a block stops, as the store says now (this pacer
+        # learns of a holder only when refused); the rest as this process paces it.
+        now = rt.now()
+        elsewhere = rt.hosts.not_free_until(hosts, rt.pacer.holder, now) if hosts else {}
+        ready = {h: elsewhere.get(h) or rt.pacer.ready_at(h, refusals=True) for h in hosts}
         wanted = pick(
             [(doc["_id"], located[id(doc)][1]) for doc in docs],
-            ready, busy, rt.now(), READY_SLACK, room,
+            ready, busy, now, READY_SLACK, room,
         )  # fmt: skip
         got = set(store.take_over(wanted, message.dispatch_id, self._deadline()))
         if not got:

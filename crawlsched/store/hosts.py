@@ -12,7 +12,7 @@ decides on it, and the change is written by compare-and-set on `version`.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -64,6 +64,22 @@ class MongoHostStore:
         doc = self.get(key) or {}
         until = doc.get("lease_until")
         return until if doc.get("holder") and until is not None and until > now else None
+
+    def not_free_until(
+        self, keys: Iterable[str], holder: str, now: datetime
+    ) -> dict[str, datetime]:
+        """Of `keys`, the hosts `holder` could not send to now, with until when: held by
+        another process (its slice's end) or blocked. One read for them all."""
+        found = {}
+        fields = {"holder": 1, "lease_until": 1, "blocked_until": 1}
+        for doc in self._hosts.find({"_id": {"$in": list(keys)}}, fields):
+            ends = [doc.get("blocked_until")]
+            if doc.get("holder") not in (None, holder):
+                ends.append(doc.get("lease_until"))
+            live = [end for end in ends if isinstance(end, datetime) and end > now]
+            if live:
+                found[doc["_id"]] = max(live)
+        return found
 
     def list(self) -> list[dict[str, Any]]:
         return list(self._hosts.find({}).sort("_id", 1))
