@@ -190,7 +190,8 @@ class JobClaims:
         self, run_id: str, task: str, media_name: str, not_of: str, limit: int
     ) -> list[dict[str, Any]]:
         """Up to `limit` jobs of the run's batches (not `not_of`) that have not begun, for
-        this task and media, in the store's order."""
+        this task and media, drawn at random: the first ones in the store's order would be the
+        same few hosts look after look, while the pages of other hosts sit behind them."""
         query = {
             "run_id": run_id,
             "state": int(JobState.RUNNING),
@@ -199,7 +200,7 @@ class JobClaims:
             "media_name": media_name,
             "dispatch_id": {"$ne": not_of},
         }
-        return list(self._jobs.find(query).limit(limit))
+        return list(self._jobs.aggregate([{"$match": query}, {"$sample": {"size": limit}}]))
 
     def take_over(
         self, job_ids: Sequence[Any], dispatch_id: str, lease_deadline: datetime
