@@ -204,3 +204,14 @@ def test_a_page_of_a_host_another_process_holds_or_a_block_stops_is_left_queued(
     assert counts_a == {"succeeded": 4}  # its own two, and two of B's four
     left = {d["url"] for d in rt.db.profiles.find({"dispatch_id": b.dispatch_id})}
     assert {rt.pacer.key_of(u) for u in left} == {held, blocked}
+
+
+def test_a_batch_takes_over_only_in_its_first_seconds_so_it_ends_and_reports(rt, monkeypatch):
+    from crawlsched.flow import take_over
+
+    monkeypatch.setattr(take_over, "TAKE_OVER_FOR_S", 0.0)
+    a = _batch(rt, 2, "a.test")
+    b = _batch(rt, 3, "b")
+    counts_a, _ = _crawl(rt, a)
+    assert counts_a == {"succeeded": 2}
+    assert len(rt.jobs("profiles").claimed_ids(b.dispatch_id)) == 3

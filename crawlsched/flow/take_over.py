@@ -8,6 +8,11 @@ its own, which marks its jobs as begun before it loads them (`JobClaims.begin`).
 jobs were all taken finds none when its message comes, crawls nothing and reports nothing: the
 batch that took them records and reports them under its own dispatch.
 
+A batch takes over only in its first `TAKE_OVER_FOR_S`: then it ends as it would have, so what it
+crawled is recorded and reported (a part is handed over early only when it found pages), and
+the jobs it put aside for hosts another process held go back to wait, open to take-over
+themselves, instead of waiting for as long as the batch finds work.
+
 Looked for at most every `LOOK_AGAIN_S` after a look that found nothing to take: a look is two
 store reads (the jobs, and their hosts' holders), and the run's batches do not change that
 fast.
@@ -34,6 +39,7 @@ log = get_logger(__name__)
 
 CANDIDATES = 64  # jobs read per look: enough to find a few hosts ready among them
 LOOK_AGAIN_S = 1.0  # after a look that took nothing
+TAKE_OVER_FOR_S = 10.0  # from the batch's start
 
 
 class Adopting(Protocol):
@@ -55,12 +61,13 @@ class TakeOver:
         self.rt, self.part, self.stop = rt, part, stop
         self.locate = locate  # a job's URL and its host's pacing key
         self._look_at = 0.0  # time.monotonic() of the next look
+        self._until = time.monotonic() + TAKE_OVER_FOR_S
 
     def take(self, room: int, busy: Collection[str]) -> list[tuple[dict[str, Any], str, str]]:
         """Up to `room` jobs taken over, with their URL and host key, of hosts not in `busy`;
         none when it is too soon to look again, or the run is stopped or paused."""
         message = self.part.message
-        if room <= 0 or time.monotonic() < self._look_at:
+        if room <= 0 or not self._look_at <= time.monotonic() < self._until:
             return []
         if len(message.job_ids) + room > MAX_BATCH_JOBS:
             return []  # the part is handed over first (a message holds at most this many)
