@@ -227,7 +227,7 @@ class _Loop:
         taken = b.taker.take(self.lanes.room(), mine | set(self.lanes.busy_hosts))
         for doc, url, host in taken:
             b.urls[id(doc)], b.hosts[id(doc)] = url, host
-        b.use.add(doc for doc, _, _ in taken)
+        b.use.again(doc for doc, _, _ in taken)
         self.pending += [doc for doc, _, _ in taken]
 
     def _finished(self, done: Finished) -> None:

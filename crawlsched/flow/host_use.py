@@ -35,15 +35,10 @@ class HostUse:
             if self.pacer.settle(host) and self.released is not None:
                 self.released(frozenset({host}))
 
-    def add(self, docs: Iterable[dict]) -> None:
-        """Jobs that joined the batch (taken over, `flow/take_over.py`): their hosts are in
-        `hosts` already."""
-        docs = [doc for doc in docs if id(doc) not in self._left]
-        self._left.update(id(doc) for doc in docs)
-        self.pacer.expect(self.hosts[id(doc)] for doc in docs)
-
     def again(self, docs: Iterable[dict]) -> None:
-        """Jobs put aside that the batch asks for once more (`batch_hosts.ask_again`)."""
+        """Jobs that will ask for their host after all: put aside and asked for once more
+        (`batch_hosts.ask_again`), or taken over from another batch (`flow/take_over.py`;
+        their hosts are in `hosts` already)."""
         back = [doc for doc in docs if id(doc) not in self._left]
         self._left.update(id(doc) for doc in back)
         self.pacer.expect(self.hosts[id(doc)] for doc in back)

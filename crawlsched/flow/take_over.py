@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection
-from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from crawlsched import metrics
@@ -33,7 +32,7 @@ from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage
 from crawlsched.planning.take_over import pick
 from crawlsched.runtime import Runtime
-from crawlsched.store.job_claims import UNSTARTED
+from crawlsched.store.job_claims import UNSTARTED, expiry_deadline
 
 log = get_logger(__name__)
 
@@ -89,7 +88,8 @@ class TakeOver:
             [(doc["_id"], located[id(doc)][1]) for doc in docs],
             ready, busy, now, READY_SLACK, room,
         )  # fmt: skip
-        got = set(store.take_over(wanted, message.dispatch_id, self._deadline()))
+        deadline = expiry_deadline(now, rt.settings.dispatch_lease_s)
+        got = set(store.take_over(wanted, message.dispatch_id, deadline))
         if not got:
             self._look_at = time.monotonic() + LOOK_AGAIN_S
             return []
@@ -106,6 +106,3 @@ class TakeOver:
             hosts=sorted(located[id(doc)][1] for doc in taken)[:8],
         )
         return [(doc, *located[id(doc)]) for doc in taken]
-
-    def _deadline(self) -> datetime:
-        return self.rt.now() + timedelta(seconds=self.rt.settings.dispatch_lease_s)

@@ -1,0 +1,123 @@
+"""Take-over on real parts: `dramatiq` CLI workers (2 processes x 2 threads) on the real RabbitMQ
+and the multi-process MongoDB server crawl eight paced sites found by discovery. Batches take
+pages of idle hosts over from batches of their run still queued (counted by the workers' own
+exporter), the group is SIGKILLed after that, and another group finishes the run: judged at the
+sites (every page fetched), in the store (every page stored) and by the workers' end handler
+(the run ended once, nothing left open).
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from datetime import timedelta
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from crawlsched.actors.planner import plan_crawls
+from crawlsched.catalog import JobState
+from crawlsched.flow import schedule_ops
+from crawlsched.planning.run_names import run_id_for
+from tests.support import end_probe
+from tests.support.graph_run import GRAPH_MEDIA, ended_run, stored_paths, worker_graph_env
+from tests.support.link_graph import GraphSite, layered_graph
+from tests.support.waiting import wait_for
+from tests.support.workers import DramatiqWorkers
+
+pytestmark = [pytest.mark.rabbitmq, pytest.mark.multiprocess]
+
+SITES = 8
+GRAPHS = [layered_graph(12, seed=70 + i, fan_out=3) for i in range(SITES)]
+POLITENESS = {"CRAWLSCHED_HOST_DELAY_S": "0.5", "CRAWLSCHED_HOST_CONCURRENCY": "1"}
+
+
+def _start_run(rt, base_urls: list[str], schedule_id: str) -> str:
+    """One schedule over every site's start page, fired a second ago through the planner."""
+    now = rt.now()
+    targets = [f"{base}/p/0" for base in base_urls]
+    rt.jobs("websites").insert_new(
+        [
+            {
+                "target": target, "media_name": "graph", "media_name_id": GRAPH_MEDIA.id,
+                "task": "article", "state": int(JobState.PENDING), "enabled": True,
+                "execution_date": now - timedelta(seconds=1), "attempt_count": 0,
+                "modified_at": now, "created_at": now, "interval_s": 3600,
+            }
+            for target in targets
+        ]
+    )  # fmt: skip
+    given = {"interval_s": 3600, "target_collection": "websites", "targets": targets}
+    schedule_ops.create(rt, schedule_id, given)
+    fire_at = now - timedelta(seconds=1)
+    plan_crawls.send(schedule_id, fire_at.isoformat())
+    return run_id_for(schedule_id, fire_at)
+
+
+def _taken_over(metrics_address: str) -> float:
+    """`crawlsched_jobs_taken_over_total` as the worker group's exporter serves it (0 while it
+    is not up)."""
+    try:
+        text = httpx.get(f"http://{metrics_address}/metrics", timeout=2).text
+    except httpx.HTTPError:
+        return 0.0
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "crawlsched_jobs_taken_over_total"
+    )
+
+
+def test_batches_take_over_idle_hosts_pages_and_a_sigkill_loses_none(
+    rabbitmq_broker, rabbitmq_url, multiprocess_mongo_url, mongo_database_name, tmp_path
+):
+    rt, env, probe = worker_graph_env(
+        rabbitmq_url, multiprocess_mongo_url, mongo_database_name, tmp_path
+    )
+    env.update(POLITENESS)
+    victim = DramatiqWorkers(env, processes=2, threads=2).start()
+    survivor = None
+    try:
+        with ExitStack() as stack:
+            sites = [stack.enter_context(GraphSite(graph)) for graph in GRAPHS]
+            # Given a crawl of eight sites at one page every 0.5 s each
+            run_id = _start_run(rt, [s.base_url for s in sites], "take-over-e2e")
+            # When batches have taken pages over, the group is SIGKILLed mid-run
+            wait_for(
+                lambda: _taken_over(env["CRAWLSCHED_METRICS_ADDRESS"]) > 0,
+                120,
+                "a batch to take pages over",
+            )
+            assert ended_run(rt, run_id) is None, "too fast to kill anything mid-run"
+            victim.kill()
+            survivor = DramatiqWorkers(env, processes=2, threads=2).start()
+            try:
+                run = wait_for(lambda: ended_run(rt, run_id), 180, "the run to end after the kill")
+            except AssertionError:
+                print(survivor.output()[-4000:])
+                raise
+            fetched = [{p: n for p, n in s.fetches.items() if p != "/robots.txt"} for s in sites]
+    finally:
+        for group in (victim, survivor):
+            if group is not None:
+                group.stop()
+    # Then every page of every site was fetched (those the killed batches had fetched but not
+    # recorded, again) and stored once in the run
+    for site, graph, pages in zip(sites, GRAPHS, fetched, strict=True):
+        assert set(pages) == graph.reachable() and min(pages.values()) >= 1, site.base_url
+        mine = {p for p in stored_paths(rt, run_id, site.base_url) if p.startswith("/")}
+        assert mine == graph.stored(), site.base_url
+    assert sum(run["counts"].values()) == sum(len(g.reachable()) for g in GRAPHS)
+    # and the run ended once, with nothing running, pending or waiting
+    ends = wait_for(
+        lambda: [row for row in end_probe.read(probe) if row["run_id"] == run_id],
+        60,
+        "the run's end recorded by the end probe",
+    )
+    assert len(ends) == 1, ends
+    assert {k: ends[0][k] for k in ("running", "pending", "waiting")} == dict.fromkeys(
+        ("running", "pending", "waiting"), 0
+    )
+    twice = sum(n - 1 for pages in fetched for n in pages.values())
+    print(f"pages fetched twice after the SIGKILL: {twice}")
