@@ -29,6 +29,24 @@ PERIOD_S = 0.25
 
 counter = CommandCounter()
 by_target: Counter[str] = Counter()  # "<command> <collection>", for the breakdown
+# With BENCH_CALL_SITES set: the same, with the crawlsched function that asked and its caller.
+by_site: Counter[str] = Counter()
+_SITES = bool(os.environ.get("BENCH_CALL_SITES"))
+
+
+def _call_site() -> str:
+    """The two innermost crawlsched frames outside the store's plumbing (client, counting)."""
+    names = []
+    frame = sys._getframe(2)
+    while frame is not None and len(names) < 3:
+        path = frame.f_code.co_filename
+        if "/crawlsched/" in path and not path.endswith(("client.py", "counting.py")):
+            module = path.rsplit("/crawlsched/", 1)[1].removesuffix(".py")
+            names.append(f"{module}.{frame.f_code.co_name}")
+        frame = frame.f_back
+    return " < ".join(names)
+
+
 _lock = threading.Lock()
 
 
@@ -39,6 +57,10 @@ class _Listener(monitoring.CommandListener):
         if name != "getMore" and name in counter.wire:  # counted (not housekeeping)
             with _lock:
                 by_target[f"{name} {event.command.get(name)}"] += 1
+            if _SITES:
+                site = f"{name} {event.command.get(name)}: {_call_site()}"
+                with _lock:
+                    by_site[site] += 1
 
     def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
         pass
@@ -54,7 +76,8 @@ _out = Path(os.environ["BENCH_COMMANDS_DIR"]) / f"{os.getpid()}.json"
 def _write() -> None:
     with _lock:
         targets = dict(by_target)
-    tally = {"wire": dict(counter.wire), "targets": targets}
+        sites = dict(by_site)
+    tally = {"wire": dict(counter.wire), "targets": targets, "sites": sites}
     _out.with_suffix(".tmp").write_text(json.dumps(tally))
     _out.with_suffix(".tmp").replace(_out)  # whole files only: the benchmark reads them live
 

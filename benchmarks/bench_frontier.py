@@ -224,13 +224,14 @@ def page_counts(site: GraphSite) -> dict:
 # -- counting commands in the workers -----------------------------------------------------------
 
 
-def command_tally(folder: Path) -> Counter[str]:
-    """Commands of every probed process so far, by "<command> <collection>"."""
+def command_tally(folder: Path, part: str = "targets") -> Counter[str]:
+    """Commands of every probed process so far, by "<command> <collection>" (`part`
+    "sites": by the crawlsched functions that sent them, with --call-sites)."""
     tally: Counter[str] = Counter()
     for path in folder.glob("*.json"):
         for _ in range(3):  # replaced while we read it: read again
             try:
-                tally.update(json.loads(path.read_text())["targets"])
+                tally.update(json.loads(path.read_text()).get(part, {}))
                 break
             except (OSError, ValueError):
                 time.sleep(0.05)
@@ -326,6 +327,7 @@ class Crawl:
     seen_wall_s: float = 0.0  # from before `run now` to the run seen ended
     started_at: float = 0.0  # unix time the run was created
     commands: Counter[str] = field(default_factory=Counter)
+    command_sites: Counter[str] = field(default_factory=Counter)  # with --call-sites
     sends: dict[str, tuple] = field(default_factory=dict)
     batches: list[tuple] = field(default_factory=list)  # (began, ended, hosts) with --trace
     trace: list[str] = field(default_factory=list)  # the probes' trace lines with --trace
@@ -373,7 +375,7 @@ def run_crawl(crawl: Crawl, rt: Runtime, probe_dir: Path) -> None:
     wanted = crawl.groups * crawl.processes
     wait_for(lambda: len(list(probe_dir.glob("*.json"))) >= wanted, 120, "the workers to start")
     time.sleep(2)  # their start-up commands written
-    before = command_tally(probe_dir)
+    before, sites_before = command_tally(probe_dir), command_tally(probe_dir, "sites")
     started = time.monotonic()
     run_id = _run_now(crawl.env, schedule_id)
     try:
@@ -391,6 +393,7 @@ def run_crawl(crawl: Crawl, rt: Runtime, probe_dir: Path) -> None:
     crawl.started_at = created.timestamp()
     time.sleep(3 * 0.25)  # the probes' last writes
     crawl.commands = command_tally(probe_dir) - before
+    crawl.command_sites = command_tally(probe_dir, "sites") - sites_before
     crawl.sends = read_sends(probe_dir)
     crawl.batches = read_batches(probe_dir)
     crawl.trace = [
@@ -452,6 +455,7 @@ def distributed(
         BENCH_COMMANDS_DIR=str(probe_dir),
         BENCH_SEND_LOG=str(probe_dir),
         **({"BENCH_TRACE": "1"} if args.trace else {}),
+        **({"BENCH_CALL_SITES": "1"} if args.call_sites else {}),
         PYTHONPATH=f"{REPO_ROOT}:{BENCH_DIR}",
     )
     crawl = Crawl(sites, env, timeout=args.timeout, **kw)
@@ -542,6 +546,15 @@ def phase_bound(services: Services, root: Path, args) -> dict:
         "commands_by_target": {
             k: round(n / max(pages, 1), 3) for k, n in crawl.commands.most_common(12)
         },
+        **(
+            {
+                "commands_by_call_site": {
+                    k: round(n / max(pages, 1), 3) for k, n in crawl.command_sites.most_common(30)
+                }
+            }
+            if args.call_sites
+            else {}
+        ),
         **traced,
     }
 
@@ -786,6 +799,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="(2) a folder: the workers trace their batches, and the bound phase reports "
         "host_idle_outside_batches_share and writes arrivals.json and batches.json there",
+    )
+    p.add_argument(
+        "--call-sites",
+        action="store_true",
+        help="(2) also report commands_by_call_site: the commands per page by the crawlsched "
+        "functions that sent them (a stack walk per command: slower)",
     )
     p.add_argument("--open-pages", type=int, default=1000, help="(3) pages of the graph")
     p.add_argument(

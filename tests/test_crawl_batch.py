@@ -663,6 +663,8 @@ def test_a_host_the_batch_is_done_with_is_given_back_and_its_waiters_woken_at_on
     def step(index, job, context):
         with rt.pacer.slot(host_key(job.url)):
             seen.append(("page", job.url, clock.monotonic()))
+            # another process asks for the host meanwhile (refused: this one holds it)
+            rt.hosts.acquire(host_key(job.url), "other", rt.pacer.default, rt.now(), 10.0)
 
     SCRIPT["step"] = step
 

@@ -398,6 +398,26 @@ def test_a_daily_page_budget_defers_the_host_to_the_next_utc_day():
     assert "daily budget of 2 pages" in refused.value.why
 
 
+def test_a_host_given_back_is_named_for_waking_only_when_another_process_asked_for_it():
+    # Given two processes on one store, each holding its own host
+    clock, store = FakeClock(), _store()
+    p1 = _pacer(clock, 0.0, store=store, holder="p1", max_sleep_s=0)
+    p2 = _pacer(clock, 0.0, store=store, holder="p2", max_sleep_s=0)
+    _started(p1, clock, A)
+    _started(p1, clock, B)
+    # When p2 asks for host A (refused: p1 holds it) and p1 then gives both back
+    with pytest.raises(HostNotReady):
+        _started(p2, clock, A)
+    released = p1.give_back()
+    # Then only A is named, to wake the batches waiting for it: nobody can wait for B (a
+    # batch waits for a host only after asking for it), and both are free in the store
+    assert released == {A}
+    assert store.get(A)["holder"] is None and store.get(B)["holder"] is None
+    # And the next grant clears the mark: released again, A wakes nobody
+    _started(p2, clock, A)
+    assert p2.give_back() == set()
+
+
 def test_two_processes_never_start_more_than_the_daily_budget_within_their_slices():
     # Given two processes on one store, a budget of 5 pages a day, 10 s slices, no delay
     clock, store = FakeClock(), _store()
@@ -405,7 +425,7 @@ def test_two_processes_never_start_more_than_the_daily_budget_within_their_slice
     p2 = _pacer(clock, 0.0, store=store, holder="p2", max_sleep_s=0, daily_pages=5)
     # When p1 sends 2 and gives the host back (counted), then p2 holds it and keeps sending
     sent = [_started(p1, clock), _started(p1, clock)]
-    assert p1.give_back() == {A}
+    assert p1.give_back() == set()  # given back, but nobody asked for it: nobody to wake
     with pytest.raises(HostNotReady) as refused:
         while True:
             sent.append(_started(p2, clock))

@@ -18,7 +18,7 @@ until when, and the crawl gives the rest of its batch back to wait for that mome
 thread takes other work. A host held by another process is waited for the same way, until
 that process gives it back: a holder another process asked for does not renew its slice, and
 at the slice's end it yields the host (`HostNotReady` for its own batch too); the release
-wakes the batches waiting for the host (`give_back` returns what was released).
+wakes the batches waiting for the host (`give_back` returns the hosts someone asked for).
 """
 
 from __future__ import annotations
@@ -244,7 +244,8 @@ class ClusterHostPacer:
     def give_back(self) -> set[str]:
         """Give back every host no thread of this process is using (a batch ended): the rest of
         its slice goes to whoever wants it. Returns every host released since the last call
-        (here or when a slice ended), for the caller to wake the batches waiting for them."""
+        (here or when a slice ended) that another process had asked for, for the caller to
+        wake the batches waiting for them."""
         with self._lock:
             idle = [(k, h) for k, h in self._hosts.items() if h.users == 0]
         for key, host in idle:
@@ -267,7 +268,8 @@ class ClusterHostPacer:
         """One job expected for `key` is done here (crawled, failed or put aside). When no job
         of this process is left for the host and no thread uses it, it is given back now, not
         at its batch's end: a process waiting for it takes it over while this one crawls its
-        other hosts. True when it was given back (the caller wakes whoever waits for it)."""
+        other hosts. True when it was given back and another process had asked for it (the
+        caller wakes whoever waits for it)."""
         with self._lock:
             left = self._expected.pop(key, 0) - 1
             if left > 0:
@@ -279,10 +281,10 @@ class ClusterHostPacer:
         with host.condition:
             if host.lease_until is None or host.active:
                 return False
-            self._give_back(key, host, self._clock())
+            wanted = self._give_back(key, host, self._clock())
         with self._lock:
             self._released.discard(key)  # the caller wakes its waiters, not the batch's end
-        return True
+        return wanted
 
     def forget(self, keys: Iterable[str]) -> None:
         """Jobs expected here that will not ask after all (their batch ended first)."""
@@ -383,18 +385,21 @@ class ClusterHostPacer:
         else:
             host.refused = (decision.until, decision.why, decision.held)
 
-    def _give_back(self, key: str, host: _Host, now: datetime) -> None:
+    def _give_back(self, key: str, host: _Host, now: datetime) -> bool:
         """Release the host (under its condition): the next holder starts no earlier than
         this process's next start would have been, nor than a delay after the last answer
         came in: a request can leave later than planned (a thread descheduled on its way to
-        the socket), but it reached the host before its answer came back."""
+        the socket), but it reached the host before its answer came back. True when another
+        process had asked for it (noted as released, for the caller to wake its waiters)."""
         if host.lease_until is None:
-            return
+            return False
         next_start = host.next_start
         if host.answered_at is not None and host.policy is not None:
             after_answer = host.answered_at + timedelta(seconds=host.policy.delay_s)
             next_start = max(next_start, after_answer) if next_start else after_answer
-        self.store.release(key, self.holder, next_start, host.pages, now)
+        wanted = self.store.release(key, self.holder, next_start, host.pages, now)
         host.lease_until, host.pages, host.renewable = None, 0, True
-        with self._lock:
-            self._released.add(key)
+        if wanted:
+            with self._lock:
+                self._released.add(key)
+        return wanted

@@ -234,18 +234,23 @@ class MongoHostStore:
 
     def release(
         self, key: str, holder: str, next_start: datetime | None, pages: int, now: datetime
-    ) -> None:
+    ) -> bool:
         """Give the host back (the rest of the slice unused): the next holder starts no earlier
         than `next_start`; `pages` requests were sent in the slice. One write, no read, when
-        this holder still holds it; else decided on a fresh read."""
+        this holder still holds it; else decided on a fresh read.
+
+        True when another process asked for the host since it was last granted (`wanted_at`,
+        which only a grant clears): only then may a batch wait for its release. A batch that
+        waits for a host always asked for it first, and also has a wake-up at the slice's
+        end, so a release nobody asked for needs no wake pass."""
         freed = {"holder": None, "lease_until": now, "in_flight": 0, "in_flight_at": now}
         today, inc = host_filters.counted_today(pages, now)
         conditions = [{"holder": holder}, today]
         if next_start is not None:
             conditions.append(host_filters.no_later_start(next_start))
             freed["next_start"] = next_start
-        if self._write_if(key, conditions, freed, inc, now) is not None:
-            return
+        if (doc := self._write_if(key, conditions, freed, inc, now)) is not None:
+            return doc.get("wanted_at") is not None
 
         def decide(doc: dict[str, Any]) -> dict | None:
             fields = _counted(doc, pages, now)
@@ -256,7 +261,8 @@ class MongoHostStore:
                 fields.update(holder=None, lease_until=now, in_flight=0, in_flight_at=now)
             return fields
 
-        self._change(key, now, decide)
+        doc = self._change(key, now, decide)
+        return doc is None or doc.get("wanted_at") is not None
 
     # -- blocks -----------------------------------------------------------------------------
 
