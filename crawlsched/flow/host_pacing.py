@@ -24,19 +24,16 @@ wakes the batches waiting for the host (`give_back` returns the hosts someone as
 from __future__ import annotations
 
 import contextlib
-import os
 import random
-import socket
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from crawlsched import metrics
 from crawlsched.drivers.targets import resolve as resolve_addresses
+from crawlsched.flow.held_hosts import HeldHost, HostNotReady, holder_name, slice_for
 from crawlsched.logs import get_logger
 from crawlsched.resources import host_rules
 from crawlsched.resources.host_grouping import (
@@ -51,59 +48,12 @@ from crawlsched.store.hosts import MongoHostStore
 
 log = get_logger(__name__)
 
+__all__ = ["LATE_START_GRACE", "ClusterHostPacer", "HostNotReady"]
+
 POLL_S = 0.5  # how often a thread waiting for a held or refused host looks again
 # A thread that wakes later than this after its planned start does not send (`slot`): the
 # most two starts on a host may come closer than its delay (a wake-up's jitter).
 LATE_START_GRACE = timedelta(milliseconds=10)
-
-
-class HostNotReady(Exception):
-    """The host will not take a request within the thread's patience: come back `until`."""
-
-    def __init__(
-        self,
-        key: str,
-        until: datetime,
-        why: str,
-        on_release: bool = False,
-        held_elsewhere: bool = False,
-    ) -> None:
-        when = "until another process gives it back" if on_release else f"until {until:%H:%M:%S}"
-        super().__init__(f"{key} not ready {when}: {why}")
-        self.key = key
-        self.until = until
-        self.why = why
-        # True: wait for the holder's release (it wakes the waiting batch), not for a time.
-        self.on_release = on_release
-        # True: this process asked and another holds the host (False for one this process
-        # just handed over: asking again at once would take it back from whoever asked).
-        self.held_elsewhere = held_elsewhere
-
-
-@dataclass
-class _Host:
-    condition: threading.Condition = field(default_factory=threading.Condition)
-    users: int = 0  # threads using or waiting for the host (guarded by the pacer's lock)
-    active: int = 0  # requests in flight
-    next_start: datetime | None = None
-    lease_until: datetime | None = None
-    renewable: bool = True  # False once a renewal was refused: the slice runs out
-    policy: HostPolicy | None = None
-    refused: tuple[datetime, str, bool] | None = None  # until, why, held by another
-    pages: int = 0  # sent since the store last counted them
-    pages_left: int | None = None  # today's budget left at the grant or renewal (None: no cap)
-    blocked_before: bool = False  # a block was seen: a good answer clears the backoff
-    answered_at: datetime | None = None  # when the last request's answer was in
-
-
-def slice_for(slice_s: float, delay_s: float) -> float:
-    """A slice always fits a few requests, however long the host's delay."""
-    return max(slice_s, 3 * delay_s)
-
-
-def holder_name() -> str:
-    """Who holds a host: the machine and process, unique per pacer."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
 class ClusterHostPacer:
@@ -137,7 +87,7 @@ class ClusterHostPacer:
         # Told (host, until, reason) when a 429 or 503 begins a block (not when it extends one).
         self._on_blocked = on_blocked
         self._lock = threading.Lock()
-        self._hosts: dict[str, _Host] = {}
+        self._hosts: dict[str, HeldHost] = {}
         self._released: set[str] = set()  # hosts given back since `give_back` last said
         self._expected: Counter[str] = Counter()  # jobs of this process that will ask, by host
         self.grouping = grouping
@@ -169,7 +119,7 @@ class ClusterHostPacer:
             with self._lock:
                 host.users -= 1
 
-    def _started_on_time(self, key: str, host: _Host, policy: HostPolicy) -> bool:
+    def _started_on_time(self, key: str, host: HeldHost, policy: HostPolicy) -> bool:
         """Reserve a start and sleep until it. False (the place given up) when the thread woke
         more than `LATE_START_GRACE_S` after it and a place was planned after its own
         (`host_rules.may_start_late`): that start counts from this one, so a late request
@@ -300,7 +250,7 @@ class ClusterHostPacer:
 
     # -- inside ----------------------------------------------------------------------------
 
-    def _take(self, key: str) -> _Host:
+    def _take(self, key: str) -> HeldHost:
         with self._lock:
             host = self._hosts.get(key)
             if host is None:
@@ -309,11 +259,11 @@ class ClusterHostPacer:
                     for name in [n for n, h in self._hosts.items() if h.users == 0]:
                         if self._hosts[name].lease_until is None:
                             del self._hosts[name]
-                host = self._hosts[key] = _Host()
+                host = self._hosts[key] = HeldHost()
             host.users += 1
             return host
 
-    def _reserve(self, key: str, host: _Host, policy: HostPolicy) -> datetime:
+    def _reserve(self, key: str, host: HeldHost, policy: HostPolicy) -> datetime:
         patience = self._clock() + timedelta(seconds=self.max_sleep_s)
         with host.condition:
             while True:
@@ -352,7 +302,7 @@ class ClusterHostPacer:
                 host.next_start = start + timedelta(seconds=effective.delay_s)
                 return start
 
-    def _hold(self, key: str, host: _Host, policy: HostPolicy, now: datetime) -> None:
+    def _hold(self, key: str, host: HeldHost, policy: HostPolicy, now: datetime) -> None:
         """Make sure this process holds the host (or note until when it cannot)."""
         if host.lease_until is not None:
             delay = (host.policy or policy).delay_s
@@ -385,7 +335,7 @@ class ClusterHostPacer:
         else:
             host.refused = (decision.until, decision.why, decision.held)
 
-    def _give_back(self, key: str, host: _Host, now: datetime) -> bool:
+    def _give_back(self, key: str, host: HeldHost, now: datetime) -> bool:
         """Release the host (under its condition): the next holder starts no earlier than
         this process's next start would have been, nor than a delay after the last answer
         came in: a request can leave later than planned (a thread descheduled on its way to
