@@ -16,7 +16,8 @@ from crawlsched.resources.host_rules import Granted, HostPolicy, Refused
 from crawlsched.store import host_filters
 from crawlsched.store.client import open_database
 from crawlsched.store.counting import CommandCounter, CountingDatabase
-from crawlsched.store.hosts import MongoHostStore, state_of
+from crawlsched.store.host_docs import state_of
+from crawlsched.store.hosts import MongoHostStore
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
 A = "http://a.org:80"
@@ -86,6 +87,29 @@ def test_a_refused_asker_marks_the_host_wanted_once_and_the_holder_then_hands_it
     holder.release(A, "p1", NOW + timedelta(seconds=7), 1, NOW + timedelta(seconds=7))
     granted, _ = other.acquire(A, "p2", POLICY, NOW + timedelta(seconds=7), 10.0)
     assert isinstance(granted, Granted)
+
+
+def test_an_asker_refused_before_for_a_live_holder_is_refused_again_in_one_command(db):
+    # Given a holder with a 10 s slice, and another process refused once for it
+    holder, other = MongoHostStore(db), MongoHostStore(db)
+    holder.acquire(A, "p1", POLICY, NOW, 10.0)
+    other.acquire(A, "p2", POLICY, NOW + timedelta(seconds=1), 10.0)
+    _commands(db)
+    # When it asks again within that slice, saying it was refused for a holder
+    again, _ = other.acquire(A, "p2", POLICY, NOW + timedelta(seconds=2), 10.0, held_elsewhere=True)
+    hinted = _commands(db)
+    # Then the write marking the host wanted goes first and is the refusal: one command
+    assert isinstance(again, Refused) and again.held and again.until == NOW + timedelta(seconds=10)
+    assert hinted == {"find_one_and_update": 1}
+    # And once the holder gave the host back, the same hint costs the one write that does not
+    # match before the grant: the host is granted all the same
+    holder.release(A, "p1", NOW + timedelta(seconds=3), 1, NOW + timedelta(seconds=3))
+    _commands(db)
+    at = NOW + timedelta(seconds=4)
+    granted, _ = other.acquire(A, "p2", POLICY, at, 10.0, held_elsewhere=True)
+    assert isinstance(granted, Granted) and granted.first_start == at
+    assert _commands(db) == {"find_one_and_update": 2}
+    assert db.hosts.find_one({"_id": A})["holder"] == "p2"
 
 
 def test_a_grant_keeps_to_the_hosts_own_limits_set_by_another_process(db):

@@ -326,7 +326,11 @@ class ClusterHostPacer:
                     host.pages_left = renewed.pages_left
             if host.lease_until is not None:
                 return
-        decision, effective = self.store.acquire(key, self.holder, policy, now, self.slice_s)
+        # Refused for a holder whose slice has not ended: most likely refused again, asked so.
+        held = host.refused is not None and host.refused[2] and host.refused[0] > now
+        decision, effective = self.store.acquire(
+            key, self.holder, policy, now, self.slice_s, held_elsewhere=held
+        )
         if isinstance(decision, Granted):
             host.lease_until, host.policy, host.renewable = decision.lease_until, effective, True
             host.refused, host.pages_left = None, decision.pages_left

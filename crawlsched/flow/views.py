@@ -19,7 +19,7 @@ from crawlsched.resources import host_rules, rules
 from crawlsched.resources.queueing import describe_keys
 from crawlsched.runtime import Runtime
 from crawlsched.store.children import MongoChildStore
-from crawlsched.store.hosts import effective_policy
+from crawlsched.store.host_docs import effective_policy
 
 
 def account_rows(rt: Runtime, media: str | None = None) -> list[dict[str, Any]]:

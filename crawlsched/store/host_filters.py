@@ -18,7 +18,7 @@ LIMIT_FIELDS = ("policy", "crawl_delay_s")
 
 
 def limits_of(doc: dict[str, Any]) -> dict[str, Any]:
-    """What of a host's document sets its effective policy (`store.hosts.effective_policy`)."""
+    """What of a host's document sets its effective policy (`store.host_docs.effective_policy`)."""
     return {name: doc.get(name) for name in LIMIT_FIELDS}
 
 

@@ -20,29 +20,12 @@ from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
 from crawlsched.resources import host_rules
-from crawlsched.resources.host_rules import Granted, HostPolicy, HostState, Refused, Renewed
+from crawlsched.resources.host_rules import Granted, HostPolicy, Refused, Renewed
 from crawlsched.store import host_filters
 from crawlsched.store.counting import CountingDatabase
+from crawlsched.store.host_docs import counted_pages, effective_policy, state_of
 
 CAS_ATTEMPTS = 16
-STATE_FIELDS = (
-    "holder",
-    "lease_until",
-    "lease_granted_at",
-    "wanted_at",
-    "next_start",
-    "blocked_until",
-    "blocked_reason",
-    "backoff_tries",
-    "day",
-    "pages_today",
-)
-
-
-def state_of(doc: dict[str, Any] | None) -> HostState:
-    if not doc:
-        return HostState()
-    return HostState(**{k: doc[k] for k in STATE_FIELDS if doc.get(k) is not None})
 
 
 class MongoHostStore:
@@ -141,6 +124,7 @@ class MongoHostStore:
         policy: HostPolicy,
         now: datetime,
         slice_s: float,
+        held_elsewhere: bool = False,
     ) -> tuple[Granted | Refused, HostPolicy]:
         """Take the host for one slice, or learn until when not (and why). Returns the
         decision and the policy in force (the host's own limits and its robots.txt
@@ -150,8 +134,21 @@ class MongoHostStore:
         host's limits as last read here. When it does not match, a second one marks the host
         wanted where another live holder is all that stands in the way (the refusal then read
         from what it returns); only when neither matches is the document read, to learn why or
-        to try again with its real limits."""
+        to try again with its real limits. `held_elsewhere`: the caller was refused for a
+        holder whose slice has not ended, so the second write goes first (a refusal in one
+        command; when it does not match, the grant is tried as usual)."""
         limits = self._limits.get(key, {})
+        if held_elsewhere:
+            effective = effective_policy(limits, policy)
+            wanted = host_filters.held_elsewhere(holder, effective, now)
+            same = host_filters.same_limits(limits)
+            if (
+                doc := self._write_if(key, [wanted, same], {"wanted_at": now}, {}, now)
+            ) is not None:
+                slice_for = max(slice_s, 3 * effective.delay_s)
+                decision = host_rules.decide(state_of(doc), effective, holder, now, slice_for)
+                if not isinstance(decision, Granted):  # (held elsewhere: the write's condition)
+                    return decision, effective
         for _ in range(CAS_ATTEMPTS):
             effective = effective_policy(limits, policy)
             # A slice always fits a few requests, however long the host's delay.
@@ -219,7 +216,7 @@ class MongoHostStore:
             renewed.clear()  # (a decision whose write lost its compare-and-set is not one)
             if not host_rules.may_renew(state_of(doc), holder, now):
                 return None
-            counted = _counted(doc, pages, now)
+            counted = counted_pages(doc, pages, now)
             renewed.append(Renewed(until, self._pages_left({**doc, **counted}, policy, now)))
             return {**fields, **counted}
 
@@ -253,7 +250,7 @@ class MongoHostStore:
             return doc.get("wanted_at") is not None
 
         def decide(doc: dict[str, Any]) -> dict | None:
-            fields = _counted(doc, pages, now)
+            fields = counted_pages(doc, pages, now)
             if next_start is not None:
                 known = doc.get("next_start")
                 fields["next_start"] = max(next_start, known) if known else next_start
@@ -378,15 +375,3 @@ class MongoHostStore:
             return {"crawl_delay_s": crawl_delay_s}
 
         self._change(key, now, decide)
-
-
-def effective_policy(doc: dict[str, Any] | None, policy: HostPolicy) -> HostPolicy:
-    """The caller's policy with the host's own limits over it, raised by its Crawl-delay."""
-    doc = doc or {}
-    merged = host_rules.merge_policy(policy, doc.get("policy"))
-    return merged.with_crawl_delay(doc.get("crawl_delay_s"))
-
-
-def _counted(doc: dict[str, Any], pages: int, now: datetime) -> dict[str, Any]:
-    counted = state_of(doc).counted(pages, now)
-    return {"day": counted.day, "pages_today": counted.pages_today}
