@@ -683,7 +683,7 @@ def test_a_host_the_batch_is_done_with_is_given_back_and_its_waiters_woken_at_on
     assert rt.hosts.held_until("https://a.test:443", clock.now()) is None
 
 
-def test_a_batch_parking_for_a_held_host_reads_the_host_once(rt, monkeypatch):
+def test_a_batch_parking_for_a_held_host_marks_it_wanted_in_one_write(rt, monkeypatch):
     # Given a host held by another worker process, and a batch whose rest waits for it
     from crawlsched.flow.crawl_progress import Progress
     from crawlsched.store.counting import CommandCounter, CountingCollection
@@ -702,11 +702,13 @@ def test_a_batch_parking_for_a_held_host_reads_the_host_once(rt, monkeypatch):
         lambda keys, when: woken_at.append((keys, when)),
     )  # fmt: skip
 
-    # Then it is woken at the holder's slice end at the latest, learned in one read of the
-    # host (two before: whether it is held, then until when)
+    # Then it is woken at the holder's slice end at the latest, learned in one write that
+    # also marks the host wanted, so the holder's release wakes it sooner (two reads once:
+    # whether it is held, then until when)
     assert wake_now == set()
     assert woken_at == [(frozenset({f"host:{key}"}), held_by_other.lease_until)]
-    assert dict(host_commands.boundary) == {"find_one": 1}
+    assert dict(host_commands.boundary) == {"find_one_and_update": 1}
+    assert rt.hosts.release(key, "other", None, 0, NOW) is True
 
 
 def test_jobs_of_a_host_given_back_while_the_batch_crawled_the_others_are_crawled_not_parked(

@@ -112,6 +112,26 @@ def test_an_asker_refused_before_for_a_live_holder_is_refused_again_in_one_comma
     assert db.hosts.find_one({"_id": A})["holder"] == "p2"
 
 
+def test_work_parked_for_a_holder_marks_the_host_wanted_so_its_release_wakes_it(db):
+    # Given a host p1 holds for a 10 s slice, and p2 parking work until p1 gives it back
+    # (p2 never asked for it: it handed the host over at the end of its own slice)
+    holder, parked = MongoHostStore(db), MongoHostStore(db)
+    holder.acquire(A, "p1", POLICY, NOW, 10.0)
+    _commands(db)
+    until = parked.wait_for(A, "p2", NOW + timedelta(seconds=1))
+    # Then p2 learns the slice's end in one write that also marks the host wanted
+    assert until == NOW + timedelta(seconds=10)
+    assert _commands(db) == {"find_one_and_update": 1}
+    # And p1 does not renew, and its release says somebody waits (so it runs a wake pass)
+    assert holder.renew(A, "p1", NOW + timedelta(seconds=6), 10.0) is None
+    assert holder.release(A, "p1", None, 1, NOW + timedelta(seconds=7)) is True
+    # And a free host, or one the caller holds itself, is waited for by nobody
+    assert parked.wait_for(A, "p2", NOW + timedelta(seconds=8)) is None
+    holder.acquire(A, "p1", POLICY, NOW + timedelta(seconds=8), 10.0)
+    assert holder.wait_for(A, "p1", NOW + timedelta(seconds=9)) is None
+    assert db.hosts.find_one({"_id": A})["wanted_at"] is None
+
+
 def test_a_grant_keeps_to_the_hosts_own_limits_set_by_another_process(db):
     # Given a host this process took once, and an operator who then set its own limits
     store = MongoHostStore(db)

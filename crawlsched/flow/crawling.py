@@ -187,7 +187,8 @@ def _wait_for_host(
     when = progress.not_before
     if when is None:
         # Read, not taken from the refusal: a holder that gave the host back since woke nobody.
-        ends = [rt.hosts.held_until(host, now) or now for host in progress.host_waits]
+        holder = rt.pacer.holder
+        ends = [rt.hosts.wait_for(host, holder, now) or now for host in progress.host_waits]
         when = min(ends)
     if when <= now:
         return set(needs)

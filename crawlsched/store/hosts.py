@@ -48,6 +48,16 @@ class MongoHostStore:
         until = doc.get("lease_until")
         return until if doc.get("holder") and until is not None and until > now else None
 
+    def wait_for(self, key: str, holder: str, now: datetime) -> datetime | None:
+        """`holder` parks work until another process gives the host back: the end of that
+        process's live slice (None: nobody else holds it now). The host is marked wanted on
+        the way, in the same one write, so its holder does not renew the slice and its
+        release wakes the parked work (`release`): a process that handed the host over at
+        its slice's end never asked for it, and would otherwise wait for the clock."""
+        taken = {"holder": {"$nin": [None, "", holder]}, "lease_until": {"$gt": now}}
+        doc = self._write_if(key, [taken], {"wanted_at": now}, {}, now)
+        return doc["lease_until"] if doc is not None else None
+
     def not_free_until(
         self, keys: Iterable[str], holder: str, now: datetime
     ) -> dict[str, datetime]:
