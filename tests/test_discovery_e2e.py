@@ -20,6 +20,7 @@ from tests.support.graph_run import (
     ended_run,
     start_graph_run,
     stored_paths,
+    wait_for_end,
     worker_graph_env,
 )
 from tests.support.link_graph import GraphSite, LinkGraph, link_graphs
@@ -104,11 +105,7 @@ def test_discovered_graph_survives_sigkill_of_a_worker(graph_env):
             assert ended_run(rt, run_id) is None, "too fast to kill anything mid-run"
             victim.kill()
             survivor = DramatiqWorkers(env, processes=2, threads=2).start()
-            try:
-                run = wait_for(lambda: ended_run(rt, run_id), 180, "the run to end after the kill")
-            except AssertionError:
-                print(survivor.output()[-4000:])
-                raise
+            run = wait_for_end(rt, run_id, survivor)
             fetched = {p: n for p, n in site.fetches.items() if p != "/robots.txt"}
     finally:
         for group in (victim, survivor):

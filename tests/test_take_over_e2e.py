@@ -20,7 +20,13 @@ from crawlsched.catalog import JobState
 from crawlsched.flow import schedule_ops
 from crawlsched.planning.run_names import run_id_for
 from tests.support import end_probe
-from tests.support.graph_run import GRAPH_MEDIA, ended_run, stored_paths, worker_graph_env
+from tests.support.graph_run import (
+    GRAPH_MEDIA,
+    ended_run,
+    stored_paths,
+    wait_for_end,
+    worker_graph_env,
+)
 from tests.support.link_graph import GraphSite, layered_graph
 from tests.support.waiting import wait_for
 from tests.support.workers import DramatiqWorkers
@@ -92,11 +98,7 @@ def test_batches_take_over_idle_hosts_pages_and_a_sigkill_loses_none(
             assert ended_run(rt, run_id) is None, "too fast to kill anything mid-run"
             victim.kill()
             survivor = DramatiqWorkers(env, processes=2, threads=2).start()
-            try:
-                run = wait_for(lambda: ended_run(rt, run_id), 180, "the run to end after the kill")
-            except AssertionError:
-                print(survivor.output()[-4000:])
-                raise
+            run = wait_for_end(rt, run_id, survivor)
             fetched = [{p: n for p, n in s.fetches.items() if p != "/robots.txt"} for s in sites]
     finally:
         for group in (victim, survivor):

@@ -11,6 +11,7 @@ from crawlsched.planning.run_names import FINISHED, run_id_for
 from crawlsched.reference import MediaRow, ReferenceData, TaskRow
 from crawlsched.runtime import Runtime
 from crawlsched.settings import Settings
+from tests.support.waiting import wait_for
 
 GRAPH_MEDIA = MediaRow(
     name="graph",
@@ -85,6 +86,16 @@ def ended_run(rt: Runtime, run_id: str) -> dict | None:
     """The run once it has ended, else None (to poll with `wait_for`)."""
     run = rt.runs.get(run_id)
     return run if run and run["state"] == FINISHED else None
+
+
+def wait_for_end(rt: Runtime, run_id: str, workers, timeout: float = 180.0) -> dict:
+    """The run once it has ended, waited for up to `timeout`; on a timeout the workers' last
+    output is printed first, to say what they were doing."""
+    try:
+        return wait_for(lambda: ended_run(rt, run_id), timeout, "the run to end")
+    except AssertionError:
+        print(workers.output()[-4000:])
+        raise
 
 
 def worker_graph_env(
