@@ -14,10 +14,10 @@ from datetime import timedelta
 from http.server import BaseHTTPRequestHandler
 
 from crawlsched.catalog import JobState
-from crawlsched.demo.node import free_port
 from crawlsched.demo.seed import demo_reference
 from crawlsched.planning.run_names import FINISHED
 from crawlsched.runtime import get_runtime
+from tests.support.ports import refusing_port
 from tests.support.serving import running, send_html
 from tests.support.waiting import wait_for
 
@@ -45,10 +45,11 @@ def test_a_navigation_ending_on_chromes_error_page_fails_its_job(chromedriver_no
     with (
         running(_Site, host="127.0.0.2", log=[], redirects={}) as refused,
         running(_Site, log=[], redirects={}) as site,
+        refusing_port() as nothing_listens,
     ):
         site.redirects.update(
             away=f"http://127.0.0.2:{refused.server_address[1]}/page/tiktok/secret",
-            gone=f"http://127.0.0.1:{free_port()}/nothing-listens",
+            gone=f"http://127.0.0.1:{nothing_listens}/nothing-listens",
         )
         # Given three browser jobs and one chromedriver node, through the filtering proxy
         stub_pipeline(threads=2, browser_proxy=True)

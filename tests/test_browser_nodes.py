@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from crawlsched.catalog import JobState
-from crawlsched.demo.node import LocalChromedriver, free_port
+from crawlsched.demo.node import LocalChromedriver
 from crawlsched.demo.seed import demo_reference
 from crawlsched.drivers.base import CrawlJob
 from crawlsched.drivers.browser import BrowserPageDriver
@@ -31,6 +31,7 @@ from crawlsched.resources.node_probe import probe_node
 from crawlsched.resources.rules import DOWN
 from crawlsched.runtime import get_runtime
 from tests.support.js_site import RENDERED_MARK, JsSite
+from tests.support.ports import refusing_port
 from tests.support.services import service_unavailable
 from tests.support.waiting import wait_for
 from tests.support.workers import TEST_HOST_RULES
@@ -89,8 +90,8 @@ def test_probe_node_kinds_and_failures(chromedriver_node):
         with httpx.Client(timeout=5) as http:
             status = probe_node(chromedriver_node, http)
             assert (status.kind, status.ready, status.capacity) == ("chromedriver", True, None)
-            with pytest.raises(NodeUnreachable, match=r"refused|Connect"):
-                probe_node(f"http://127.0.0.1:{free_port()}", http)
+            with refusing_port() as port, pytest.raises(NodeUnreachable, match=r"refused|Conn"):
+                probe_node(f"http://127.0.0.1:{port}", http)
             with pytest.raises(NodeUnreachable, match=r"HTTP 500"):
                 probe_node(f"http://127.0.0.1:{failing_port}", http)
             with pytest.raises(ValueError, match=r"not answer like a WebDriver endpoint"):

@@ -70,6 +70,13 @@ def _crawled(rt, dispatch: str, job: str) -> None:
     )
 
 
+def _holding(rt, dispatch: str, job: str) -> None:
+    """A job of the run that `dispatch` holds: claimed, crawling, not yet recorded."""
+    rt.db.websites.insert_one(
+        {"_id": job, "run_id": RUN, "dispatch_id": dispatch, "state": int(JobState.RUNNING)}
+    )
+
+
 def _report(dispatch: str) -> ReportMessage:
     return ReportMessage(run_id=RUN, dispatch_id=dispatch, collection="websites", phase="crawl")
 
@@ -212,7 +219,8 @@ def test_a_crawl_of_a_reclaimed_dispatch_s_pages_adopts_what_the_dead_one_discov
     urls = ("http://site.test/x", "http://site.test/y")
     children.register(RUN, "DEAD", MEDIA, _found("p", *urls), 100, NOW)
     rt.runs.note_reclaimed(RUN, "DEAD")
-    # and a live dispatch LIVE registered one child of its own, not yet reported
+    # and a live dispatch LIVE, still holding its page, registered one child of its own
+    _holding(rt, "LIVE", "q")
     children.register(RUN, "LIVE", MEDIA, _found("q", "http://site.test/z"), 100, NOW)
 
     # When the page is crawled again under dispatch AGAIN and finds the same links, and z too
@@ -255,3 +263,27 @@ def test_a_child_a_reclaimed_dispatch_inserts_between_the_read_and_the_write_is_
     owners = {d["url"]: d["found_by"] for d in rt.db.websites.find({"scope_run": RUN})}
     assert raced and owners == {urls[0]: "AGAIN", urls[1]: "AGAIN"}
     assert registered.new == {"p": 2}
+
+
+def test_a_dispatch_that_holds_nothing_and_ended_nothing_leaves_its_children_to_be_adopted(rt):
+    # Given GONE registered children of page p and was killed before recording p; its
+    # redelivered batch found p's host busy and put p back to wait under a new id: GONE holds
+    # nothing and ended nothing, and was never reclaimed, so no report will ever count them
+    children = MongoChildStore(rt.db, "websites")
+    children.register(RUN, "GONE", MEDIA, _found("p", "http://site.test/x"), 100, NOW)
+    # and ENDED registered a child of page q, recorded q and holds nothing: its report counts it
+    children.register(RUN, "ENDED", MEDIA, _found("q", "http://site.test/y"), 100, NOW)
+    _crawled(rt, "ENDED", "q")
+
+    again = "c" * 32
+    # When the new dispatch AGAIN crawls p and q again and finds the same links
+    found = [*_found("p", "http://site.test/x"), *_found("q", "http://site.test/y")]
+    registered = children.register(RUN, again, MEDIA, found, 100, NOW)
+
+    # Then it takes over GONE's child, leaves ENDED's, and its report counts the one it took
+    owners = {d["url"]: d["found_by"] for d in rt.db.websites.find({"scope_run": RUN})}
+    assert owners == {"http://site.test/x": again, "http://site.test/y": "ENDED"}
+    assert registered.new == {"p": 1}
+    _crawled(rt, again, "p-again")
+    record_report(rt, _report(again))
+    assert rt.runs.get(RUN)["discovered"] == 1

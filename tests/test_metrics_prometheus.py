@@ -26,6 +26,7 @@ from crawlsched.runtime import Runtime
 from crawlsched.settings import Settings
 from tests.support.deploy import dashboard_queries, rule_expressions
 from tests.support.mongo_server import fresh_database_name
+from tests.support.ports import refusing_port
 from tests.support.prometheus import PrometheusServer
 from tests.support.rabbit import publish_raw
 from tests.support.seeding import all_runs_finished, fire_all_now, seed
@@ -101,10 +102,10 @@ def observed(rabbitmq_url, multiprocess_mongo_url, tmp_path_factory):
     found: dict = {}
     targets = {WORKERS_JOB: [worker_address], CLOCK_JOB: [clock_address]}
     cli = str(Path(sys.executable).parent / "crawlsched")
-    with GatedDemoSite() as site, PrometheusServer(targets) as prom:
+    with GatedDemoSite() as site, PrometheusServer(targets) as prom, refusing_port() as dead:
         seed(rt, site.base_url, node_url=None)
         # A node nobody listens on: the ticker finds it down, Selenium batches starve.
-        rt.inventory.add_node(f"http://127.0.0.1:{free_port()}", "chromedriver", 2, rt.now())
+        rt.inventory.add_node(f"http://127.0.0.1:{dead}", "chromedriver", 2, rt.now())
         fire_all_now(rt)
         workers = DramatiqWorkers(env, processes=2, threads=2).start()
         clock = subprocess.Popen(

@@ -177,12 +177,12 @@ class MongoChildStore:
         return [pair for index, pair in enumerate(fresh) if index not in refused]
 
     def _adopt(self, run_id: str, dispatch_id: str, unreported: dict[str, str]) -> list[str]:
-        """Take over children that a reclaimed dispatch of this run registered and never
-        reported (its worker died after registering them): no report will ever count them in,
-        so this dispatch's report does. Children of a dispatch still alive are left to it."""
+        """Take over children that a dead dispatch of this run registered and never reported
+        (`_dead`): no report will ever count them in, so this dispatch's report does. Children
+        of a dispatch still alive are left to it."""
         if not unreported:
             return []
-        dead = self._reclaimed(run_id) & set(unreported.values())
+        dead = self._dead(run_id, set(unreported.values()))
         ids = [cid for cid, by in unreported.items() if by in dead]
         if not ids:
             return []
@@ -193,6 +193,28 @@ class MongoChildStore:
         # Read back: another crawl of the same pages may have adopted some first.
         query = {"_id": {"$in": ids}, "found_by": dispatch_id}
         return [d["_id"] for d in self._jobs.find(query, {"_id": 1})]
+
+    def _dead(self, run_id: str, finders: set[str]) -> set[str]:
+        """Of `finders`, the dispatches whose report can never count what they registered:
+        those reclaimed (their worker died holding their jobs), and those that hold no job and
+        ended none in the run. A report is refused unless its dispatch ended a job, and a
+        dispatch that lets go of its last job never holds one again. The second kind is a
+        batch killed after registering what its pages found and before recording them, whose
+        redelivered message found their host busy and put them back to wait under a new id:
+        the new dispatch crawls those pages again and finds the children there, unreleased.
+
+        Held is read before ended: a job goes from held to ended in one write, so a dispatch
+        that holds none when asked shows by the second read all it will ever have ended."""
+        dead = self._reclaimed(run_id) & finders
+        others = sorted(finders - dead)
+        if not others:
+            return dead
+        holding = self._jobs.distinct("dispatch_id", {"dispatch_id": {"$in": others}})
+        idle = sorted(set(others) - set(holding))
+        if idle:
+            query = {"last_dispatch_id": {"$in": idle}, "run_id": run_id}
+            dead |= set(idle) - set(self._jobs.distinct("last_dispatch_id", query))
+        return dead
 
     def _reclaimed(self, run_id: str) -> set[str]:
         doc = self._runs.find_one({"_id": run_id}, {"reclaimed": 1}) or {}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import random
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 
 LOWEST = 20_000
@@ -43,3 +44,13 @@ def free_ports(count: int) -> list[int]:
     if len(chosen) < count:
         raise RuntimeError(f"found {len(chosen)} free ports of {count} below {highest + 1}")
     return chosen
+
+
+@contextlib.contextmanager
+def refusing_port() -> Iterator[int]:
+    """A loopback port that refuses every connection while the block runs: bound here and
+    never listening, so no server the test starts meanwhile can take it (a port only found
+    free and released was once taken by the test's own proxy, which answered 400)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield sock.getsockname()[1]
