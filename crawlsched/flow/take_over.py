@@ -15,7 +15,7 @@ themselves, instead of waiting for as long as the batch finds work.
 
 Looked for at most every `LOOK_AGAIN_S` after a look that found nothing to take: a look is two
 store reads (the jobs, and their hosts' holders), and the run's batches do not change that
-fast.
+fast. A look is shared by the process's batches for a moment (`take_over_looks`).
 """
 
 from __future__ import annotations
@@ -74,15 +74,24 @@ class TakeOver:
             return []
         rt = self.rt
         store = rt.jobs(message.collection)
-        docs = store.open_to_take_over(
-            message.run_id, message.task, message.media_name, message.dispatch_id, CANDIDATES
-        )
+        key = (message.run_id, message.task, message.media_name)
+        now = rt.now()
+        look = rt.take_over_looks.recent(key)
+        if look is None:
+            docs = store.open_to_take_over(
+                message.run_id, message.task, message.media_name, message.dispatch_id, CANDIDATES
+            )
+        else:  # another batch of this process looked a moment ago (`take_over_looks`)
+            docs = [d for d in look.docs if d.get("dispatch_id") != message.dispatch_id]
         located = {id(doc): self.locate(doc) for doc in docs}
         hosts = {host for _, host in located.values() if host}
-        # What another process holds or a block stops, as the store says now (this pacer
-        # learns of a holder only when refused); the rest as this process paces it.
-        now = rt.now()
-        elsewhere = rt.hosts.not_free_until(hosts, rt.pacer.holder, now) if hosts else {}
+        if look is not None:
+            elsewhere = look.elsewhere
+        else:
+            # What another process holds or a block stops, as the store says now (this pacer
+            # learns of a holder only when refused); the rest as this process paces it.
+            elsewhere = rt.hosts.not_free_until(hosts, rt.pacer.holder, now) if hosts else {}
+            rt.take_over_looks.keep(key, docs, elsewhere)
         ready = {h: elsewhere.get(h) or rt.pacer.ready_at(h, refusals=True) for h in hosts}
         wanted = pick(
             [(doc["_id"], located[id(doc)][1]) for doc in docs],
@@ -90,19 +99,22 @@ class TakeOver:
         )  # fmt: skip
         deadline = expiry_deadline(now, rt.settings.dispatch_lease_s)
         got = set(store.take_over(wanted, message.dispatch_id, deadline))
+        # Gone from the shared look, taken or not: a job not moved was taken by another batch.
+        rt.take_over_looks.taken(key, set(wanted))
         if not got:
             self._look_at = time.monotonic() + LOOK_AGAIN_S
             return []
-        taken = [doc for doc in docs if doc["_id"] in got]
-        for doc in taken:  # as the store has them now
+        # Copies: the look's documents are shared with the process's other batches.
+        taken = [(dict(doc), *located[id(doc)]) for doc in docs if doc["_id"] in got]
+        for doc, _, _ in taken:  # as the store has them now
             doc.pop(UNSTARTED, None)
             doc["dispatch_id"] = message.dispatch_id
-        self.part.adopt(taken)
+        self.part.adopt([doc for doc, _, _ in taken])
         metrics.jobs_taken_over(message.task, message.media_name, len(taken))
         log.debug(
             "jobs_taken_over",
             dispatch_id=message.dispatch_id,
             jobs=len(taken),
-            hosts=sorted(located[id(doc)][1] for doc in taken)[:8],
+            hosts=sorted(host for _, _, host in taken)[:8],
         )
-        return [(doc, *located[id(doc)]) for doc in taken]
+        return taken
