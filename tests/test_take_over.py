@@ -266,11 +266,16 @@ def test_the_batches_of_one_process_share_a_look_for_a_moment(rt, monkeypatch):
     ids = [doc["_id"] for doc in one_part.adopted + two_part.adopted]
     assert len(set(ids)) == 4 and set(ids) <= set(queued.decoded_job_ids())
     assert {d["dispatch_id"] for d in two_part.adopted} == {second.dispatch_id}
-    # When the look is older than the share, the next batch looks again
-    rt.take_over_looks.share_s = 0.0
+    # When a third batch finds in the look only hosts it crawls already, it looks for itself
+    left = {rt.pacer.key_of(d["url"]) for d in rt.db.profiles.find({"unstarted": True})}
     third, _ = _taker(rt, _batch(rt, 1, "c", open_to_take_over=False))
-    assert len(third.take(2, set())) == 2
+    assert len(left) == 2 and third.take(2, left) == []
     assert len(reads) == 2
+    # When the look is older than the share, the next batch looks again, and takes
+    rt.take_over_looks.share_s = 0.0
+    fourth, _ = _taker(rt, _batch(rt, 1, "d", open_to_take_over=False))
+    assert len(fourth.take(2, set())) == 2
+    assert len(reads) == 3
 
 
 def test_a_shared_look_lasts_its_moment_and_loses_what_was_taken():
