@@ -24,7 +24,6 @@ from crawlsched.drivers.net import guarded_client
 from crawlsched.drivers.targets import CachingResolver, Resolver, parse_networks, resolve
 from crawlsched.flow.host_pacing import ClusterHostPacer
 from crawlsched.flow.shared_robots import SharedRobots
-from crawlsched.flow.take_over_looks import SharedLooks
 from crawlsched.logs import get_logger
 from crawlsched.planning.outcomes import RedoPolicy, RetryPolicy
 from crawlsched.planning.recrawl import RecrawlPolicy, policy_of
@@ -210,11 +209,6 @@ class Runtime(ReferenceCache):
         from crawlsched.events import emit
 
         emit(self, "HostBlocked", host=host, until=until, reason=reason)
-
-    @cached_property
-    def take_over_looks(self) -> SharedLooks:
-        """The last look at each run's queued jobs, shared by this process's batches."""
-        return SharedLooks()
 
     @cached_property
     def robots(self) -> SharedRobots | None:

@@ -15,11 +15,8 @@ import pytest
 
 from crawlsched.demo.seed import demo_reference
 from crawlsched.flow.crawling import crawl_batch
-from crawlsched.flow.take_over import TakeOver
-from crawlsched.flow.take_over_looks import SharedLooks
 from crawlsched.messages import BatchMessage, ReportMessage
 from crawlsched.runtime import Runtime
-from crawlsched.store.job_claims import JobClaims
 from tests.conftest import settings_for_tests
 from tests.support.claimed import claimed_batch
 from tests.test_metrics_flow import sample_sum
@@ -218,76 +215,3 @@ def test_a_batch_takes_over_only_in_its_first_seconds_so_it_ends_and_reports(rt,
     counts_a, _ = _crawl(rt, a)
     assert counts_a == {"succeeded": 2}
     assert len(rt.jobs("profiles").claimed_ids(b.dispatch_id)) == 3
-
-
-class _Part:
-    """A running batch's current part, as `TakeOver` sees it."""
-
-    def __init__(self, message: BatchMessage) -> None:
-        self.message, self.adopted = message, []
-
-    def adopt(self, docs: list) -> None:
-        self.adopted += docs
-
-
-class _Running:
-    def stopped(self) -> bool:
-        return False
-
-    def paused(self) -> bool:
-        return False
-
-
-def _taker(rt, message: BatchMessage) -> tuple[TakeOver, _Part]:
-    part = _Part(message)
-    return TakeOver(rt, part, _Running(), lambda d: (d["url"], rt.pacer.key_of(d["url"]))), part
-
-
-def test_the_batches_of_one_process_share_a_look_for_a_moment(rt, monkeypatch):
-    reads = []
-    real_read = JobClaims.open_to_take_over
-
-    def counted(self, *args, **kwargs):
-        reads.append(args)
-        return real_read(self, *args, **kwargs)
-
-    monkeypatch.setattr(JobClaims, "open_to_take_over", counted)
-    # Given a queued batch of six jobs of six hosts, and two running batches of this process
-    queued = _batch(rt, 6, "q")
-    first, second = (_batch(rt, 1, host, open_to_take_over=False) for host in ("a", "b"))
-    one, one_part = _taker(rt, first)
-    two, two_part = _taker(rt, second)
-    # When both take over two jobs each, one right after the other
-    got_one = one.take(2, set())
-    got_two = two.take(2, set())
-    # Then one look served both, and each took jobs of its own
-    assert len(reads) == 1
-    assert len(got_one) == len(got_two) == 2
-    ids = [doc["_id"] for doc in one_part.adopted + two_part.adopted]
-    assert len(set(ids)) == 4 and set(ids) <= set(queued.decoded_job_ids())
-    assert {d["dispatch_id"] for d in two_part.adopted} == {second.dispatch_id}
-    # When a third batch finds in the look only hosts it crawls already, it looks for itself
-    left = {rt.pacer.key_of(d["url"]) for d in rt.db.profiles.find({"unstarted": True})}
-    third, _ = _taker(rt, _batch(rt, 1, "c", open_to_take_over=False))
-    assert len(left) == 2 and third.take(2, left) == []
-    assert len(reads) == 2
-    # When the look is older than the share, the next batch looks again, and takes
-    rt.take_over_looks.share_s = 0.0
-    fourth, _ = _taker(rt, _batch(rt, 1, "d", open_to_take_over=False))
-    assert len(fourth.take(2, set())) == 2
-    assert len(reads) == 3
-
-
-def test_a_shared_look_lasts_its_moment_and_loses_what_was_taken():
-    now = [100.0]
-    looks = SharedLooks(share_s=0.5, clock=lambda: now[0])
-    key = ("run", "profile", "twitter")
-    looks.keep(key, [{"_id": 1}, {"_id": 2}, {"_id": 3}], {})
-    handed = looks.recent(key)
-    handed.docs.clear()  # a batch's copy: the look itself is untouched
-    looks.taken(key, {2})
-    now[0] += 0.4
-    assert [d["_id"] for d in looks.recent(key).docs] == [1, 3]
-    assert looks.recent(("run", "other", "twitter")) is None
-    now[0] += 0.1
-    assert looks.recent(key) is None

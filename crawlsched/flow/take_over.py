@@ -15,21 +15,19 @@ themselves, instead of waiting for as long as the batch finds work.
 
 Looked for at most every `LOOK_AGAIN_S` after a look that found nothing to take: a look is two
 store reads (the jobs, and their hosts' holders), and the run's batches do not change that
-fast. A look is shared by the process's batches for a moment (`take_over_looks`).
+fast.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection
-from datetime import datetime
 from typing import Any, Protocol
 
 from crawlsched import metrics
 from crawlsched.catalog import MAX_BATCH_JOBS
 from crawlsched.flow.batch_hosts import READY_SLACK
 from crawlsched.flow.stopping import StopWatch
-from crawlsched.flow.take_over_looks import Look, LookKey
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage
 from crawlsched.planning.take_over import pick
@@ -76,65 +74,35 @@ class TakeOver:
             return []
         rt = self.rt
         store = rt.jobs(message.collection)
-        now = rt.now()
-        look = rt.take_over_looks.recent(_key(message))
-        wanted, docs, located = self._choose(look, room, busy, now)
-        if not wanted and look is not None:
-            # What the process's last look left is of hosts not ready for this batch: a look
-            # of its own (a new sample) may find others. Only a look that found nothing backs off.
-            wanted, docs, located = self._choose(None, room, busy, now)
-        deadline = expiry_deadline(now, rt.settings.dispatch_lease_s)
-        got = set(store.take_over(wanted, message.dispatch_id, deadline))
-        # Gone from the shared look, taken or not: a job not moved was taken by another batch.
-        rt.take_over_looks.taken(_key(message), set(wanted))
-        if not got:
-            self._look_at = time.monotonic() + LOOK_AGAIN_S
-            return []
-        # Copies: the look's documents are shared with the process's other batches.
-        taken = [(dict(doc), *located[id(doc)]) for doc in docs if doc["_id"] in got]
-        for doc, _, _ in taken:  # as the store has them now
-            doc.pop(UNSTARTED, None)
-            doc["dispatch_id"] = message.dispatch_id
-        self.part.adopt([doc for doc, _, _ in taken])
-        metrics.jobs_taken_over(message.task, message.media_name, len(taken))
-        log.debug(
-            "jobs_taken_over",
-            dispatch_id=message.dispatch_id,
-            jobs=len(taken),
-            hosts=sorted(host for _, _, host in taken)[:8],
+        docs = store.open_to_take_over(
+            message.run_id, message.task, message.media_name, message.dispatch_id, CANDIDATES
         )
-        return taken
-
-    def _choose(
-        self, look: Look | None, room: int, busy: Collection[str], now: datetime
-    ) -> tuple[list[Any], list[dict[str, Any]], dict[int, tuple[str, str]]]:
-        """The job ids to take (`planning.take_over.pick`), of the documents looked at, with
-        each one's URL and host key by `id()`: from `look`, or from a new look of the store
-        (kept for the process's other batches) when there is none."""
-        rt, message = self.rt, self.part.message
-        if look is None:
-            store = rt.jobs(message.collection)
-            docs = store.open_to_take_over(
-                message.run_id, message.task, message.media_name, message.dispatch_id, CANDIDATES
-            )
-        else:
-            docs = [d for d in look.docs if d.get("dispatch_id") != message.dispatch_id]
         located = {id(doc): self.locate(doc) for doc in docs}
         hosts = {host for _, host in located.values() if host}
-        if look is not None:
-            elsewhere = look.elsewhere
-        else:
-            # What another process holds or a block stops, as the store says now (this pacer
-            # learns of a holder only when refused); the rest as this process paces it.
-            elsewhere = rt.hosts.not_free_until(hosts, rt.pacer.holder, now) if hosts else {}
-            rt.take_over_looks.keep(_key(message), docs, elsewhere)
+        # What another process holds or a block stops, as the store says now (this pacer
+        # learns of a holder only when refused); the rest as this process paces it.
+        now = rt.now()
+        elsewhere = rt.hosts.not_free_until(hosts, rt.pacer.holder, now) if hosts else {}
         ready = {h: elsewhere.get(h) or rt.pacer.ready_at(h, refusals=True) for h in hosts}
         wanted = pick(
             [(doc["_id"], located[id(doc)][1]) for doc in docs],
             ready, busy, now, READY_SLACK, room,
         )  # fmt: skip
-        return wanted, docs, located
-
-
-def _key(message: BatchMessage) -> LookKey:
-    return (message.run_id, message.task, message.media_name)
+        deadline = expiry_deadline(now, rt.settings.dispatch_lease_s)
+        got = set(store.take_over(wanted, message.dispatch_id, deadline))
+        if not got:
+            self._look_at = time.monotonic() + LOOK_AGAIN_S
+            return []
+        taken = [doc for doc in docs if doc["_id"] in got]
+        for doc in taken:  # as the store has them now
+            doc.pop(UNSTARTED, None)
+            doc["dispatch_id"] = message.dispatch_id
+        self.part.adopt(taken)
+        metrics.jobs_taken_over(message.task, message.media_name, len(taken))
+        log.debug(
+            "jobs_taken_over",
+            dispatch_id=message.dispatch_id,
+            jobs=len(taken),
+            hosts=sorted(located[id(doc)][1] for doc in taken)[:8],
+        )
+        return [(doc, *located[id(doc)]) for doc in taken]
