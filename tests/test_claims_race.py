@@ -207,3 +207,27 @@ def test_claims_outcomes_of_counts_only_the_labels_asked_for(store):
     assert jobs.outcomes_of("d1", [Outcome.STARVED]) == {}
     assert jobs.outcomes_of("d2", crawl) == {"succeeded": 1}
     assert jobs.outcomes_of("unknown", crawl) == {}
+
+
+def test_claims_queued_at_least_counts_the_run_s_batches_that_have_not_begun(store):
+    # Given six jobs of a run: three in a batch open to take-over, two in one that needs an
+    # account (never open), one in an open batch that has begun; and one job of another task
+    docs = [pending_job(i) for i in range(1, 7)] + [{**pending_job(7), "task": "friend"}]
+    store.db.profiles.insert_many(docs)
+    jobs = MongoJobStore(store.db, "profiles")
+    requests = [
+        ClaimRequest("open", [1, 2, 3], open_to_take_over=True),
+        ClaimRequest("login", [4, 5]),
+        ClaimRequest("begun", [6], open_to_take_over=True),
+        ClaimRequest("other-task", [7], open_to_take_over=True),
+    ]
+    assert len(jobs.claim(requests, "run-1", LEASE)) == 4
+    jobs.begin("begun", [6])
+    # Then only the three queued jobs of the run, task and media count
+    assert jobs.queued_at_least("run-1", "profile", "twitter", 3)
+    assert not jobs.queued_at_least("run-1", "profile", "twitter", 4)
+    assert not jobs.queued_at_least("run-2", "profile", "twitter", 1)
+    assert not jobs.queued_at_least("run-1", "profile", "facebook", 1)
+    # And a batch that begins takes its jobs out of the count
+    jobs.begin("open", [1, 2, 3])
+    assert not jobs.queued_at_least("run-1", "profile", "twitter", 1)

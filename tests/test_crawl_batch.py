@@ -21,7 +21,7 @@ from crawlsched.catalog import MODEL_COLLECTIONS
 from crawlsched.demo.seed import demo_reference
 from crawlsched.drivers.base import Account
 from crawlsched.drivers.context import CrawlBounds
-from crawlsched.flow import crawl_records, crawl_resources, crawling, stopping
+from crawlsched.flow import crawl_records, crawl_resources, crawling, link_flush, stopping
 from crawlsched.flow.admission import admit, keys_of
 from crawlsched.flow.crawling import crawl_batch
 from crawlsched.flow.ticking import reclaim_expired
@@ -30,6 +30,7 @@ from crawlsched.resources.rules import DOWN, AccountLimits
 from crawlsched.runtime import Runtime
 from crawlsched.store.children import child_id
 from crawlsched.store.jobs import MongoJobStore
+from crawlsched.store.pipeline import TASKS_COLLECTION
 from crawlsched.store.results import Item
 from tests.conftest import settings_for_tests
 from tests.support.claimed import Clock, claimed_batch
@@ -786,6 +787,61 @@ def test_a_part_handed_over_is_recorded_and_reported_before_the_rest_is_crawled(
     assert counts == {"succeeded": 2}  # the last part's
     # Planning and admission were counted once, with the first report
     assert "crawl" in reports[1].stages_ms and set(reports[1].stages_ms) == {"crawl"}
+
+
+def _queued_work(rt, clock, monkeypatch, jobs: int) -> None:
+    """Hand-overs due every second of the test's clock; the profile task's batches hold 4
+    pages (work enough queued: `QUEUED_BATCHES_ENOUGH` of them, 8 pages); and a batch of the
+    run with `jobs` pages that has not begun."""
+    monkeypatch.setattr(link_flush, "time", types.SimpleNamespace(perf_counter=clock.monotonic))
+    claimed_batch(
+        rt, jobs, run_id=RUN, driver_class="crawl-batch", login=False, selenium=False,
+        open_to_take_over=True,
+    )  # fmt: skip
+    twitter = rt.reference.media_by_name("twitter")
+    rt.db[TASKS_COLLECTION].update_one(
+        {"media_name_id": twitter["_id"], "name": "profile"}, {"$set": {"batch_limit": 4}}
+    )
+    _discovering(rt, clock)
+    rt.settings = rt.settings.model_copy(update={"discovery_flush_s": 1.0})
+
+
+@pytest.mark.parametrize(("queued", "parts"), [(8, 1), (7, 2)])
+def test_a_part_is_kept_back_while_the_run_has_work_enough_queued(
+    rt, clock, monkeypatch, queued, parts
+):
+    # Given a batch of ten whose first page finds two pages, a page a second, and the run's
+    # batches that have not begun holding two batches' worth of pages (or one page less)
+    _queued_work(rt, clock, monkeypatch, queued)
+    message = _admitted(rt, 10, login=False)
+    # When it is crawled
+    counts, reports = _crawl(rt, message)
+    # Then with work enough queued no thread needed its found pages early: one part, one
+    # report; with less, its first eight pages were handed over as soon as they could be
+    assert len(reports) == parts
+    assert counts == {"succeeded": 10 if parts == 1 else 2}
+    children = list(rt.db.profiles.find({"scope_run": RUN, "depth": 1}))
+    assert {c["found_by"] for c in children} == {message.dispatch_id} and len(children) == 2
+
+
+def test_a_part_kept_back_is_handed_over_after_ten_periods_all_the_same(rt, clock, monkeypatch):
+    # Given work enough queued, and a batch of 24 whose pages each find one page, a page a
+    # second, hand-overs due every second
+    _queued_work(rt, clock, monkeypatch, 8)
+
+    def step(index, job, context):
+        clock.advance(1)
+        context.discover(f"https://twitter.test/{job.target}/p", task="friend")
+
+    SCRIPT["step"] = step
+    message = _admitted(rt, 24, login=False)
+    # When it is crawled
+    counts, reports = _crawl(rt, message)
+    # Then each part was kept back ten periods at the most: parts of 10, 10 and 4 pages
+    assert len(reports) == 3
+    dispatches = [doc["last_dispatch_id"] for doc in _jobs(rt, message).values()]
+    assert sorted(dispatches.count(r.dispatch_id) for r in reports) == [4, 10, 10]
+    assert counts == {"succeeded": 4}
 
 
 def test_a_crash_after_a_hand_over_loses_nothing(rt, clock):

@@ -10,6 +10,12 @@ recorded and reported under the batch's dispatch id as if the batch had ended th
 rest of the batch goes on under a new dispatch id, in the same thread, with the same leases,
 browser session and host slices.
 
+A part is handed over early only while the run is short of work: when its batches that have
+not begun hold `QUEUED_BATCHES_ENOUGH` batches' worth of pages, every thread that frees up has
+work without this part's pages, and a hand-over would only cost its store commands (a look is
+one count, shared by the process's batches of the run for a period). The part then waits, up
+to `PART_WAIT_PERIODS` periods.
+
 In this order, so that a crash anywhere loses nothing: the part is recorded (its jobs'
 dispatch id cleared), then the rest moved to the new id (the old one now holds nothing: its
 report may be counted), then the report sent. A redelivered message of the old id finds none
@@ -41,6 +47,12 @@ log = get_logger(__name__)
 # go out one by one, ten commands each, and gain nothing: their children wait for the same
 # host anyway.
 MIN_PART_PAGES = 8
+# Work enough queued that no thread needs this part's pages: this many batches' worth of pages
+# in the run's batches that have not begun (the task's batch limit each).
+QUEUED_BATCHES_ENOUGH = 2
+# A part kept back that long is handed over all the same: a crash crawls it again, and the
+# run's counts should not lag far behind its crawl.
+PART_WAIT_PERIODS = 10
 
 
 class LinkFlush:
@@ -66,16 +78,46 @@ class LinkFlush:
         self.bounds = CrawlBounds()
         self.flushed = 0
         self.part_began = time.perf_counter()
+        self._looked_at = -float("inf")  # time.perf_counter() of the last look at the queue
+        self._short_of_work = True  # what it said
 
     def due(self, progress: Progress, rest: list[dict[str, Any]]) -> bool:
-        """Found pages, pages left to crawl, and the part is old and big enough."""
-        return (
+        """Found pages, pages left to crawl, the part old and big enough, and the run short
+        of work (or the part kept back `PART_WAIT_PERIODS` already)."""
+        now = time.perf_counter()
+        age = now - self.part_began
+        if not (
             self.every_s > 0
             and bool(progress.found)
             and bool(rest)
             and len(progress.updates) >= MIN_PART_PAGES
-            and time.perf_counter() - self.part_began >= self.every_s
-        )
+            and age >= self.every_s
+        ):
+            return False
+        if age >= self.every_s * PART_WAIT_PERIODS:
+            return True
+        if now - self._looked_at >= self.every_s:
+            self._looked_at = now
+            self._short_of_work = not self._work_queued(now)
+        return self._short_of_work
+
+    def _work_queued(self, now: float) -> bool:
+        """Whether the run's batches that have not begun hold work enough for the threads
+        that free up meanwhile (`QUEUED_BATCHES_ENOUGH`). A look is shared for a period by
+        the process's batches of the same run, task and media: the answer is about the run,
+        not the batch."""
+        message = self.message
+        key = ("work_queued", message.run_id, message.task, message.media_name)
+        shared = self.rt.view_cache.get(key)
+        if shared is not None and now - shared[0] < self.every_s:
+            return bool(shared[1])
+        task = self.rt.media_task(message.media_name, message.task) or {}
+        per_batch = task.get("batch_limit") or self.rt.settings.default_batch_limit
+        store = self.rt.jobs(message.collection)
+        least = QUEUED_BATCHES_ENOUGH * int(per_batch)
+        queued = store.queued_at_least(message.run_id, message.task, message.media_name, least)
+        self.rt.view_cache[key] = (now, queued)
+        return queued
 
     def adopt(self, docs: list[dict[str, Any]]) -> None:
         """Jobs taken over from batches of the run that had not begun (`flow/take_over.py`)

@@ -202,6 +202,19 @@ class JobClaims:
         }
         return list(self._jobs.aggregate([{"$match": query}, {"$sample": {"size": limit}}]))
 
+    def queued_at_least(self, run_id: str, task: str, media_name: str, least: int) -> bool:
+        """Whether the run's batches that have not begun hold at least `least` jobs of this
+        task and media: work for threads that free up, without the pages a batch is about to
+        hand over. A count that stops at `least`."""
+        query = {
+            "run_id": run_id,
+            "state": int(JobState.RUNNING),
+            UNSTARTED: True,
+            "task": task,
+            "media_name": media_name,
+        }
+        return self._jobs.count_documents(query, limit=least) >= least
+
     def take_over(
         self, job_ids: Sequence[Any], dispatch_id: str, lease_deadline: datetime
     ) -> list[Any]:
