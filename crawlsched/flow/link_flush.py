@@ -41,11 +41,11 @@ from crawlsched.runtime import Runtime
 
 log = get_logger(__name__)
 
-# A hand-over costs about what a batch's end does (a record, a move, a report and the run's
-# children pass: some eight store commands): a part is at least this many pages, so that is at
-# most one command a page. Pages paced by their hosts' delays (a second each) would otherwise
-# go out one by one, ten commands each, and gain nothing: their children wait for the same
-# host anyway.
+# A hand-over costs about what a batch's end does (results, children, outcomes and history
+# recorded, the rest moved, the report counted and the run's children pass: some fifteen store
+# commands): a part is at least this many pages, so that is two commands a page at most. Pages
+# paced by their hosts' delays (a second each) would otherwise go out one by one and gain
+# nothing: their children wait for the same host anyway.
 MIN_PART_PAGES = 8
 # Work enough queued that no thread needs this part's pages: this many batches' worth of pages
 # in the run's batches that have not begun (the task's batch limit each).
