@@ -215,6 +215,7 @@ def test_claims_queued_at_least_counts_the_run_s_batches_that_have_not_begun(sto
     docs = [pending_job(i) for i in range(1, 7)] + [{**pending_job(7), "task": "friend"}]
     store.db.profiles.insert_many(docs)
     jobs = MongoJobStore(store.db, "profiles")
+    jobs.create_indexes()  # the count's own (partial) index among them
     requests = [
         ClaimRequest("open", [1, 2, 3], open_to_take_over=True),
         ClaimRequest("login", [4, 5]),
@@ -223,8 +224,12 @@ def test_claims_queued_at_least_counts_the_run_s_batches_that_have_not_begun(sto
     ]
     assert len(jobs.claim(requests, "run-1", LEASE)) == 4
     jobs.begin("begun", [6])
-    # Then only the three queued jobs of the run, task and media count
+    # Then only the three queued jobs of the run, task and media count, the take-over's look
+    # sees the same ones, and a query by run alone still finds every job of the run
     assert jobs.queued_at_least("run-1", "profile", "twitter", 3)
+    seen = jobs.open_to_take_over("run-1", "profile", "twitter", "none", 10)
+    assert sorted(doc["_id"] for doc in seen) == [1, 2, 3]
+    assert jobs.count_claimed_for_run("run-1") == 7
     assert not jobs.queued_at_least("run-1", "profile", "twitter", 4)
     assert not jobs.queued_at_least("run-2", "profile", "twitter", 1)
     assert not jobs.queued_at_least("run-1", "profile", "facebook", 1)

@@ -30,6 +30,13 @@ JOB_INDEXES: list[tuple[list[tuple[str, int]], dict[str, Any]]] = [
         {"name": "children", "sparse": True},
     ),
     ([("found_by", ASCENDING)], {"name": "found_by", "sparse": True}),
+    # A run's jobs in batches that have not begun: the take-over's look and the count that
+    # decides an early hand-over (`JobClaims.open_to_take_over`, `queued_at_least`). Only
+    # queued jobs carry the mark, so the index stays small however big the run.
+    (
+        [("run_id", ASCENDING), ("task", ASCENDING)],
+        {"name": "queued", "partialFilterExpression": {"unstarted": True}},
+    ),
     # Discovered jobs expire after their run ended (`MongoChildStore.expire_with_run` sets the
     # date then); imported and scheduled jobs never carry the field, so never expire.
     ([(EXPIRE_AT, ASCENDING)], {"name": "expiry", "expireAfterSeconds": 0, "sparse": True}),
