@@ -19,9 +19,9 @@ from crawlsched.cli.common import (
 )
 from crawlsched.cli.runs import require_run, run_app, runs_table
 from crawlsched.errors import CrawlschedError
+from crawlsched.flow import schedule_ops
 from crawlsched.ids import decode_id
 from crawlsched.planning.outcomes import all_outcomes
-from crawlsched.planning.run_names import run_id_for
 from crawlsched.runtime import Runtime
 from crawlsched.store.history import row_id
 
@@ -56,9 +56,7 @@ def run_now(
         _with_broker()
         from crawlsched.actors.planner import plan_crawls
 
-        fire_at = rt.now()
-        plan_crawls.send(schedule_id, fire_at.isoformat())
-        run_id = run_id_for(schedule_id, fire_at)
+        run_id = schedule_ops.run_now(rt, schedule_id, plan_crawls.send)
         if as_json:
             print_json({"run_id": run_id, "schedule_id": schedule_id})
         else:

@@ -10,13 +10,14 @@ refused). A one-time schedule that fired is `done`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
 from crawlsched import metrics
 from crawlsched.drivers.targets import check_addresses, check_literal
 from crawlsched.events import emit
+from crawlsched.planning.run_names import run_id_for
 from crawlsched.runtime import Runtime
 from crawlsched.schedules.policies import MissedReason, due_times
 from crawlsched.schedules.spec import apply_update, build_schedule
@@ -130,3 +131,18 @@ def upcoming_runs(
     at most `limit` per schedule (a page never needs more than its end). A long-lived caller
     passes the `FireTimeCache` it keeps."""
     return upcoming_rows(schedules, rt.now(), horizon, limit, known)
+
+
+def run_now(rt: Runtime, schedule_id: str, send_plan: Callable[[str, str], Any]) -> str:
+    """A one-time run of a schedule, now: its planning message sent, then its run document
+    opened (as the planner opens it: the same upsert, so either may come first). Returns the
+    run's id. Opened before the caller answers, the run is in the store whatever becomes of
+    the message: the standalone server, whose in-process messages a `kill -9` loses, plans a
+    run still `planning` again when it starts (`flow/restart.py`), and its answer waits for a
+    snapshot that holds the run. Sent first, a message the broker refuses leaves no run that
+    nothing will plan."""
+    fire_at = rt.now()
+    send_plan(schedule_id, fire_at.isoformat())
+    run_id = run_id_for(schedule_id, fire_at)
+    rt.runs.open(run_id, schedule_id, fire_at, rt.now())
+    return run_id

@@ -213,8 +213,12 @@ def serve(
 
     server = StandaloneServer(settings, threads, attach)
     report = server.start()
+    from crawlsched.standalone.durable import SnapshotBeforeAnswer
+
     app = create_app(server.runtime, delivers=True, run_command=run_command)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off")
+    # A write is answered once a snapshot holds it: a `kill -9` right after loses none of it.
+    durable = SnapshotBeforeAnswer(app, server.snapshot)
+    config = uvicorn.Config(durable, host=host, port=port, log_level="warning", lifespan="off")
     web = uvicorn.Server(config)
     announcer = threading.Thread(target=_announce, args=(server, web, host, report), daemon=True)
     announcer.start()

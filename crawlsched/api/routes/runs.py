@@ -16,8 +16,7 @@ from crawlsched.api.problems import PROBLEM_RESPONSES, ApiProblem, problem_doc
 from crawlsched.api.run_rows import runs_page
 from crawlsched.encoding import plain
 from crawlsched.errors import RunAlreadyEnded, RunNotFound
-from crawlsched.flow import run_timeline, views
-from crawlsched.planning.run_names import run_id_for
+from crawlsched.flow import run_timeline, schedule_ops, views
 
 router = APIRouter(prefix="/v1", tags=["runs"], responses=PROBLEM_RESPONSES)
 
@@ -84,9 +83,8 @@ def create_run(
     plan_crawls, _ = _sender(request)
 
     def act() -> dict[str, Any]:
-        fire_at = caller.rt.now()
-        plan_crawls.send(body.schedule_id, fire_at.isoformat())
-        return {"run_id": run_id_for(body.schedule_id, fire_at), "schedule_id": body.schedule_id}
+        run_id = schedule_ops.run_now(caller.rt, body.schedule_id, plan_crawls.send)
+        return {"run_id": run_id, "schedule_id": body.schedule_id}
 
     return once(request, caller, idempotency_key, body.model_dump(), act, status=202)
 
