@@ -597,12 +597,7 @@ def crawlsched_open(root: Path, graph: LinkGraph, args) -> tuple[float, dict]:
         server.threads = args.open_threads
         server.start()
         try:
-            start = f"{site.base_url}/p/0"
-            server.cli("jobs", "add", "website", start)
-            server.cli(
-                "schedules", "add", "open", "--every", "86400",
-                "--target-collection", "websites", "--target", start,
-            )  # fmt: skip
+            server.crawl_site("open", f"{site.base_url}/p/0")
             started = time.monotonic()
             cpu_before = cpu_seconds(server.process.pid)
             run_id = server.json_lines("run", "now", "open")[0]["run_id"]

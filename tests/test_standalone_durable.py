@@ -99,12 +99,7 @@ def test_a_run_started_through_the_api_survives_a_kill_9_the_moment_it_was_answe
     with GraphSite(graph, delay_s=0.02) as site:
         server = Standalone(standalone_env(tmp_path / "data", **FAST_RECOVERY)).start()
         try:
-            start = f"{site.base_url}/p/0"
-            server.cli("jobs", "add", "website", start)
-            server.cli(
-                "schedules", "add", "durable", "--every", "86400",
-                "--target-collection", "websites", "--target", start,
-            )  # fmt: skip
+            server.crawl_site("durable", f"{site.base_url}/p/0")
             # When a run is started through the API and the server is killed the moment it
             # answered (its plan message and anything not in a snapshot die with it)
             api = json.loads((server.data_dir / "api.json").read_text())

@@ -192,27 +192,14 @@ class JobClaims:
         """Up to `limit` jobs of the run's batches (not `not_of`) that have not begun, for
         this task and media, drawn at random: the first ones in the store's order would be the
         same few hosts look after look, while the pages of other hosts sit behind them."""
-        query = {
-            "run_id": run_id,
-            "state": int(JobState.RUNNING),
-            UNSTARTED: True,
-            "task": task,
-            "media_name": media_name,
-            "dispatch_id": {"$ne": not_of},
-        }
+        query = {**_queued(run_id, task, media_name), "dispatch_id": {"$ne": not_of}}
         return list(self._jobs.aggregate([{"$match": query}, {"$sample": {"size": limit}}]))
 
     def queued_at_least(self, run_id: str, task: str, media_name: str, least: int) -> bool:
         """Whether the run's batches that have not begun hold at least `least` jobs of this
         task and media: work for threads that free up, without the pages a batch is about to
         hand over. A count that stops at `least`."""
-        query = {
-            "run_id": run_id,
-            "state": int(JobState.RUNNING),
-            UNSTARTED: True,
-            "task": task,
-            "media_name": media_name,
-        }
+        query = _queued(run_id, task, media_name)
         return self._jobs.count_documents(query, limit=least) >= least
 
     def take_over(
@@ -278,3 +265,15 @@ def _number(value: Any) -> float:
 
 def expiry_deadline(now: datetime, lease_s: float) -> datetime:
     return now + timedelta(seconds=lease_s)
+
+
+def _queued(run_id: str, task: str, media_name: str) -> dict[str, Any]:
+    """The run's jobs of this task and media in batches that have not begun (the `queued`
+    index serves it)."""
+    return {
+        "run_id": run_id,
+        "state": int(JobState.RUNNING),
+        UNSTARTED: True,
+        "task": task,
+        "media_name": media_name,
+    }

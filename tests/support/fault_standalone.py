@@ -89,14 +89,8 @@ def standalone_trial(
     with GraphSite(graph, delay_s=delay_s) as site, WebhookReceiver() as hook:
         server = Standalone(settings_env).start()
         try:
-            start = f"{site.base_url}/p/0"
-            server.cli("jobs", "add", "website", start)
             notify = [a for event in NOTIFY_EVENTS for a in ("--notify-on", event)]
-            server.cli(
-                "schedules", "add", SCHEDULE, "--every", "86400",
-                "--target-collection", "websites", "--target", start,
-                "--webhook", hook.url, *notify,
-            )  # fmt: skip
+            server.crawl_site(SCHEDULE, f"{site.base_url}/p/0", "--webhook", hook.url, *notify)
             started_at = time.time()
             run_id = server.json_lines("run", "now", SCHEDULE)[0]["run_id"]
             if kill_when is not None:

@@ -147,6 +147,15 @@ class Standalone:
             )
         return result
 
+    def crawl_site(self, schedule_id: str, start: str, *notify: str) -> None:
+        """A website job for `start` and a daily schedule of that one target (`notify`: more
+        `schedules add` options), through the command line."""
+        self.cli("jobs", "add", "website", start)
+        self.cli(
+            "schedules", "add", schedule_id, "--every", "86400",
+            "--target-collection", "websites", "--target", start, *notify,
+        )  # fmt: skip
+
     def get(self, path: str) -> dict:
         """GET an API route with the server's local admin token (quicker than a CLI process)."""
         api = json.loads((self.data_dir / "api.json").read_text())
