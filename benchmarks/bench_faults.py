@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tests.support import scratch  # noqa: E402
 from tests.support.fault_distributed import (  # noqa: E402
     CLUSTER_FAULTS,
     FAULTS,
@@ -245,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         bench.close()
         shutil.rmtree(root, ignore_errors=True)
+        scratch.cleanup(keep=False)  # the processes' logs (tests/support/scratch.py)
     total = summarise("all", all_rows)
     keys = (*COUNTS, "pages_fetched_twice", "recovery_ratio", "runs_with_problems")
     figures.update({k: total[k] for k in (*keys, "trials_not_checked")})

@@ -688,6 +688,9 @@ def main() -> int:
     finally:
         if server is not None:
             server.stop()
+        from tests.support import scratch
+
+        scratch.cleanup(keep=False)  # the worker groups' logs (tests/support/scratch.py)
     cleanup(broker)
 
     run = b["run"] or {}

@@ -23,6 +23,7 @@ import httpx  # noqa: E402
 import yaml  # noqa: E402
 
 from crawlsched.reference import load_reference  # noqa: E402
+from tests.support import scratch  # noqa: E402
 from tests.support.link_graph import GraphSite, layered_graph  # noqa: E402
 from tests.support.standalone import Standalone, standalone_env  # noqa: E402
 from tests.support.waiting import wait_for  # noqa: E402
@@ -181,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         result = soak(args, workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+        scratch.cleanup(keep=False)  # the server's logs (tests/support/scratch.py)
     print(
         f"\nRSS after run {args.runs} / after run {args.early}: {result['rss_ratio']}; "
         f"snapshot: {result['snapshot_ratio']} (limit {LIMIT})"
