@@ -32,13 +32,15 @@ by_target: Counter[str] = Counter()  # "<command> <collection>", for the breakdo
 # With BENCH_CALL_SITES set: the same, with the crawlsched function that asked and its caller.
 by_site: Counter[str] = Counter()
 _SITES = bool(os.environ.get("BENCH_CALL_SITES"))
+# How many crawlsched frames name a call site (BENCH_CALL_SITE_DEPTH; 3 unless set).
+_DEPTH = int(os.environ.get("BENCH_CALL_SITE_DEPTH") or 3)
 
 
 def _call_site() -> str:
-    """The two innermost crawlsched frames outside the store's plumbing (client, counting)."""
+    """The innermost crawlsched frames outside the store's plumbing (client, counting)."""
     names = []
     frame = sys._getframe(2)
-    while frame is not None and len(names) < 3:
+    while frame is not None and len(names) < _DEPTH:
         path = frame.f_code.co_filename
         if "/crawlsched/" in path and not path.endswith(("client.py", "counting.py")):
             module = path.rsplit("/crawlsched/", 1)[1].removesuffix(".py")

@@ -63,7 +63,9 @@ jobs, fired with `crawlsched run now`, timed from the command's start to the run
     driver module, which registers the store's `CommandCounter` with pymongo's command
     monitoring (housekeeping and getMore excluded) and writes its tally to a file;
     difference of the tallies from just before `run now` to the run's end. Target ≤ 1.0.
-    `commands_per_page_violations`: the same over run (1), as context.
+    `commands_per_page_violations`: the same over run (1), as context. `--call-sites`: the
+    commands by the crawlsched functions that sent them (`--call-site-depth` frames each).
+    `--bound-delay 0`: run (2) with no delay, for its commands a page (no bound ratio).
 
 Each violating start is listed with what the probe logged for the two requests (it wraps the
 pacer's `_reserve`, `PoliteHttp._read` and `httpx.Client.send` in the workers): how far apart
@@ -73,6 +75,7 @@ the earlier one's reservation returned and it was sent.
     .venv/bin/python benchmarks/bench_frontier.py [--phases violations,bound,open]
         [--hosts 20] [--pages 100] [--bound-delay 1] [--violation-pages 60] [--delay 0.2]
         [--open-pages 1000] [--no-scrapy] [--timeout 900] [--trace DIR]
+        [--call-sites [--call-site-depth 3]]
 
 Small sizes for a quick look: `--hosts 4 --pages 10 --violation-pages 20 --open-pages 200`.
 Last line: JSON with every figure.
@@ -455,7 +458,11 @@ def distributed(
         BENCH_COMMANDS_DIR=str(probe_dir),
         BENCH_SEND_LOG=str(probe_dir),
         **({"BENCH_TRACE": "1"} if args.trace else {}),
-        **({"BENCH_CALL_SITES": "1"} if args.call_sites else {}),
+        **(
+            {"BENCH_CALL_SITES": "1", "BENCH_CALL_SITE_DEPTH": str(args.call_site_depth)}
+            if args.call_sites
+            else {}
+        ),
         PYTHONPATH=f"{REPO_ROOT}:{BENCH_DIR}",
     )
     crawl = Crawl(sites, env, timeout=args.timeout, **kw)
@@ -509,7 +516,7 @@ def phase_bound(services: Services, root: Path, args) -> dict:
     counts = [page_counts(s) for s in sites]
     pages = sum(c["pages"] for c in counts)
     bad = [violations(s, args.bound_delay, 1, args.tolerance_ms / 1000) for s in sites]
-    busy = [len(s.intervals) * args.bound_delay / crawl.wall_s for s in sites]
+    busy = [len(s.intervals) * args.bound_delay / crawl.wall_s for s in sites]  # 0 at no delay
     first, excess = [], []
     for site in sites:
         starts = sorted(a for a, _, _ in site.intervals)
@@ -522,11 +529,12 @@ def phase_bound(services: Services, root: Path, args) -> dict:
         share = idle_outside_batches(sites, starts, crawl.batches, args.bound_delay)
         traced = {"host_idle_outside_batches_share": share, **parked_waits(crawl.trace)}
         save_trace(Path(args.trace), crawl, sites, starts)
+    bound_s = args.pages * args.bound_delay  # 0 with --bound-delay 0: no bound to compare with
     return {
-        "politeness_bound_ratio": round(crawl.wall_s / (args.pages * args.bound_delay), 2),
+        "politeness_bound_ratio": round(crawl.wall_s / bound_s, 2) if bound_s else None,
         "bound_wall_s": round(crawl.wall_s, 1),
         "bound_seen_wall_s": round(crawl.seen_wall_s, 1),
-        "bound_s": args.pages * args.bound_delay,
+        "bound_s": bound_s,
         "bound_pages": pages,
         "bound_pages_per_s": round(pages / crawl.wall_s, 2),
         "host_busy_share": round(statistics.median(busy), 2),
@@ -801,6 +809,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="(2) also report commands_by_call_site: the commands per page by the crawlsched "
         "functions that sent them (a stack walk per command: slower)",
     )
+    p.add_argument(
+        "--call-site-depth",
+        type=int,
+        default=3,
+        help="(2) with --call-sites: how many crawlsched frames name a call site",
+    )
     p.add_argument("--open-pages", type=int, default=1000, help="(3) pages of the graph")
     p.add_argument(
         "--open-flush",
@@ -819,6 +833,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--phases: unknown {unknown}; choose from {list(PHASES)}")
     if min(args.hosts, args.pages, args.violation_pages, args.open_pages, args.groups) < 1:
         p.error("--hosts, --pages, --violation-pages, --open-pages, --groups must be >= 1")
+    if min(args.delay, args.bound_delay) < 0:
+        p.error("--delay and --bound-delay must be >= 0 (0: no delay, and no bound ratio)")
     return args
 
 
