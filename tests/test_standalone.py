@@ -135,3 +135,29 @@ def test_commands_that_start_processes_run_here_not_on_the_server(tmp_path: Path
     from crawlsched.commands import refusal
 
     assert refusal(command) is not None
+
+
+def test_a_missing_or_broken_api_token_is_said_as_such_not_as_a_server_down(tmp_path: Path):
+    # Given a running standalone server, reached by its address (as from another machine)
+    with Standalone(standalone_env(tmp_path / "data")) as server:
+        api = json.loads((server.data_dir / "api.json").read_text())
+        by_url = {"CRAWLSCHED_API_URL": api["url"]}
+
+        # When no token is set, the server's refusal says which variable to set
+        missing = server.cli("hosts", "list", check=False, **by_url)
+        assert missing.returncode == 1
+        assert "set CRAWLSCHED_API_TOKEN" in missing.stderr
+        assert "cannot be reached" not in missing.stderr
+
+        # And a token that is no valid header value (a pasted line break) is said to be one,
+        # without printing it
+        broken = server.cli(
+            "hosts", "list", check=False, **by_url, CRAWLSCHED_API_TOKEN="s3cr3t\nrest"
+        )
+        assert broken.returncode == 2
+        assert "not a valid header value" in broken.stderr
+        assert "s3cr3t" not in broken.stderr
+
+        # Then the right token works, a trailing line break or not
+        good = server.cli("hosts", "list", **by_url, CRAWLSCHED_API_TOKEN=api["token"] + "\n")
+        assert good.returncode == 0

@@ -233,6 +233,9 @@ def _fail(message: str, code: int) -> int:
 def run(target: Target, argv: list[str]) -> int:
     """Run the command on the server; print what it printed; its exit code."""
     prepared = prepare(argv)
+    # No token: no header (an empty one is not a valid header value, and the server's 401
+    # says what is missing); a token pasted with a line break around it still works.
+    token = target.token.strip()
     try:
         response = httpx.post(
             f"{target.url}/v1/cli",
@@ -241,8 +244,16 @@ def run(target: Target, argv: list[str]) -> int:
                 "uploads": prepared.uploads,
                 "downloads": list(prepared.downloads),
             },
-            headers={"Authorization": f"Bearer {target.token}"},
+            headers={"Authorization": f"Bearer {token}"} if token else {},
             timeout=TIMEOUT_S,
+        )
+    except httpx.LocalProtocolError:
+        # The request could not even be written: with a usable address, the token is what
+        # h11 refused (its message would print the token: it is not repeated here).
+        return _fail(
+            f"no request could be sent to {target.url} ({target.source}): the API token "
+            "is not a valid header value (one line of printable characters)",
+            2,
         )
     except httpx.HTTPError as e:
         return _fail(
@@ -256,6 +267,8 @@ def run(target: Target, argv: list[str]) -> int:
         except ValueError:
             detail = response.text[:200]
         code = 2 if response.status_code in (400, 404, 422) else 1
+        if response.status_code == 401 and not token:
+            detail = f"{detail}: set CRAWLSCHED_API_TOKEN"
         return _fail(f"{detail} (the API at {target.url} answered {response.status_code})", code)
     result = response.json()
     sys.stdout.write(result["stdout"])
