@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import reprlib
 from typing import Any
 
 from bson import ObjectId
 from bson.errors import InvalidId
+
+# Ids come from messages and command lines: an error quotes at most this much of one.
+_quoted = reprlib.Repr()
+_quoted.maxstring = _quoted.maxother = 80
+
+
+def shown(text: object) -> str:
+    """`text` quoted for an error message, long ones cut in the middle (`reprlib`)."""
+    return _quoted.repr(text)
 
 
 def encode_id(value: Any) -> str:
@@ -23,14 +33,14 @@ def encode_id(value: Any) -> str:
 def decode_id(text: str) -> Any:
     kind, sep, raw = text.partition(":")
     if not sep:
-        raise ValueError(f"not an encoded id: {text!r}")
+        raise ValueError(f"not an encoded id (oid:…, int:… or str:…): {shown(text)}")
     try:
         if kind == "oid":
             return ObjectId(raw)
         if kind == "int":
             return int(raw)
     except (InvalidId, ValueError) as e:
-        raise ValueError(f"bad {kind} id: {raw!r}") from e
+        raise ValueError(f"bad {kind} id: {shown(raw)}") from e
     if kind == "str":
         return raw
-    raise ValueError(f"unknown id kind {kind!r} in {text!r}")
+    raise ValueError(f"unknown id kind {shown(kind)} in {shown(text)}")

@@ -109,7 +109,7 @@ def _job_id(job_id: str) -> Any:
     try:
         return decode_id(job_id)
     except ValueError as e:
-        raise BadJobInput(f"job id {job_id!r}: {e}") from None
+        raise BadJobInput(str(e)) from None  # (it quotes the id)
 
 
 def get_job(rt: Runtime, collection: str, job_id: str) -> dict[str, Any]:
