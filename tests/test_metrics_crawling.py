@@ -40,6 +40,31 @@ def test_a_429_and_a_pacing_sleep_are_counted(registry):
         assert sample_sum(registry, "crawlsched_host_waits_total", reason=reason) == 0
 
 
+def test_every_store_command_is_counted_by_collection_and_method(registry):
+    # Given a counting database, as every runtime's store is
+    from crawlsched.store.counting import CommandCounter, CountingDatabase
+
+    counter = CommandCounter()
+    db = CountingDatabase(mongomock.MongoClient().db, counter)
+
+    # When commands go to two collections
+    db.hosts.insert_one({"_id": "a"})
+    db.hosts.find_one({"_id": "a"})
+    db.hosts.find_one({"_id": "b"})
+    list(db.websites.find({}))
+
+    # Then the metric agrees with the store's own tally, per collection and method
+    assert sample_sum(registry, "crawlsched_store_commands_total", collection="hosts") == 3
+    assert (
+        sample_sum(
+            registry, "crawlsched_store_commands_total", collection="hosts", method="find_one"
+        )
+        == 2
+    )
+    assert sample_sum(registry, "crawlsched_store_commands_total", collection="websites") == 1
+    assert sample_sum(registry, "crawlsched_store_commands_total") == counter.boundary_total == 4
+
+
 @pytest.mark.parametrize(
     ("why", "held", "reason"),
     [

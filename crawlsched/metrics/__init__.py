@@ -161,6 +161,12 @@ def jobs_taken_over(task: str, media: str, jobs: int) -> None:
         _active.jobs_taken_over.labels(task, media).inc(jobs)
 
 
+def store_command(collection: str, method: str) -> None:
+    """One command sent to the store (`store/counting.py` counts each where it is sent)."""
+    if _active:
+        _active.store_commands.labels(collection, method).inc()
+
+
 def host_blocked(status: int) -> None:
     if _active:
         _active.host_blocks.labels(str(status)).inc()

@@ -131,6 +131,13 @@ class FlowMetrics:
             "Times a host answered 429 or 503 and was blocked for the whole cluster.",
             ("status",),
         )
+        self.store_commands = counter(
+            "crawlsched_store_commands_total",
+            "MongoDB commands this process sent, by collection and method (cursor continuations "
+            "and driver housekeeping aside): the store's load, and with "
+            "crawlsched_jobs_finished_total what a finished job costs it.",
+            ("collection", "method"),
+        )
         # Zero series for the closed label sets, so rates and alerts work from the first scrape.
         for reason in HOST_WAIT_REASONS:
             self.host_waits.labels(reason=reason)

@@ -5,6 +5,9 @@ Two views of the same thing:
   monitoring events, so on the embedded store this is the only count;
 - on the wire (`CommandCounter.listener`, pymongo command monitoring): one per command started.
 
+The boundary count is also the `crawlsched_store_commands_total` metric (by collection and
+method), when the process counts metrics.
+
 Cursor continuations (`getMore`, whose number depends on result size and batch size) and driver
 housekeeping (`hello`, `endSessions`, …) are not store decisions; both views leave them out, and
 `wire_cursor_continuations` keeps the getMore count for whoever wants it.
@@ -20,6 +23,8 @@ from typing import Any
 
 import bson
 from pymongo import monitoring
+
+from crawlsched import metrics
 
 _HOUSEKEEPING = frozenset(
     {
@@ -164,6 +169,7 @@ class CountingCollection:
         self._collection = collection
         self._counter = counter
         self._lock = lock or nullcontext()
+        self._name = str(getattr(collection, "name", "?"))
 
     def __getattr__(self, attr: str) -> Any:
         value = getattr(self._collection, attr)
@@ -172,6 +178,7 @@ class CountingCollection:
 
         def counted(*args: Any, **kwargs: Any) -> Any:
             self._counter.on_boundary(attr)
+            metrics.store_command(self._name, attr)
             with self._lock:
                 result = value(*args, **kwargs)
             if self._locking and hasattr(result, "__next__"):
