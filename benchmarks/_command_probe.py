@@ -143,7 +143,7 @@ def _trace(folder: str) -> None:
     out = (Path(folder) / f"{os.getpid()}.trace").open("a", buffering=1)
 
     def put(*row) -> None:
-        line = [time.time(), threading.get_ident() % 10_000, *row]
+        line = [time.time(), f"{os.getpid()}:{threading.get_ident() % 10_000}", *row]
         out.write(json.dumps(line, default=str) + "\n")
 
     def around(owner, name: str, before, after=None) -> None:

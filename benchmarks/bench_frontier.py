@@ -301,9 +301,9 @@ def parked_waits(lines: list[str]) -> dict:
 
 def save_trace(folder: Path, crawl: Crawl, sites: list[TimedSite], starts: list) -> None:
     """Each host's request arrivals and each batch's crawl loop (seconds from the run's
-    creation), and the workers' own trace lines (`_command_probe.py`: unix time, thread, event:
-    batch and loop start and end, children passes, host grants, refusals and releases, batches
-    parked), for a closer look than the figures give."""
+    creation), and the workers' own trace lines (`_command_probe.py`: unix time, "pid:thread",
+    event: batch and loop start and end, children passes, host grants, refusals and releases,
+    batches parked), for a closer look than the figures give."""
     folder.mkdir(parents=True, exist_ok=True)
     arrivals = {s.base_url: [round(t - crawl.started_at, 4) for t in ts]
                 for s, ts in zip(sites, starts, strict=True)}  # fmt: skip
