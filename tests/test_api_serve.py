@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from crawlsched.demo.node import free_port
+from tests.support.ports import free_port
 from tests.support.scratch import scratch_file
 from tests.support.standalone import CLI
 from tests.support.waiting import wait_for

@@ -20,13 +20,12 @@ import dramatiq
 import httpx
 import pytest
 
-from crawlsched.demo.node import free_port
 from crawlsched.demo.site import DemoSite
 from crawlsched.runtime import Runtime
 from crawlsched.settings import Settings
 from tests.support.deploy import dashboard_queries, rule_expressions
 from tests.support.mongo_server import fresh_database_name
-from tests.support.ports import refusing_port
+from tests.support.ports import free_port, refusing_port
 from tests.support.prometheus import PrometheusServer
 from tests.support.rabbit import publish_raw
 from tests.support.seeding import all_runs_finished, fire_all_now, seed

@@ -92,11 +92,13 @@ def test_batches_take_over_idle_hosts_pages_and_a_sigkill_loses_none(
             # Given a crawl of eight sites at one page every 0.5 s each
             run_id = _start_run(rt, [s.base_url for s in sites], "take-over-e2e")
             # When batches have taken pages over, the group is SIGKILLed mid-run
+            address = env["CRAWLSCHED_METRICS_ADDRESS"]
             wait_for(
-                lambda: _taken_over(env["CRAWLSCHED_METRICS_ADDRESS"]) > 0,
+                lambda: _taken_over(address) > 0 or ended_run(rt, run_id) is not None,
                 120,
-                "a batch to take pages over",
+                "a batch to take pages over (or the run to end)",
             )
+            assert _taken_over(address) > 0, f"the run ended with no take-over counted at {address}"
             assert ended_run(rt, run_id) is None, "too fast to kill anything mid-run"
             victim.kill()
             survivor = DramatiqWorkers(env, processes=2, threads=2).start()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 
-from crawlsched.demo.node import free_port
+from tests.support.ports import free_port
 from tests.support.scratch import scratch_dir, scratch_file
 
 REPO = Path(__file__).resolve().parents[2]

@@ -46,6 +46,12 @@ def free_ports(count: int) -> list[int]:
     return chosen
 
 
+def free_port() -> int:
+    """One loopback port nothing listens on now, outside the ephemeral range (for a server a
+    test starts in another process or thread)."""
+    return free_ports(1)[0]
+
+
 @contextlib.contextmanager
 def refusing_port() -> Iterator[int]:
     """A loopback port that refuses every connection while the block runs: bound here and

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import yaml
 
-from crawlsched.demo.node import free_port
+from tests.support.ports import free_port
 from tests.support.waiting import wait_for
 
 

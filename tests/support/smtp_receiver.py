@@ -14,7 +14,7 @@ from typing import Any
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult
 
-from crawlsched.demo.node import free_port
+from tests.support.ports import free_port
 
 
 class SmtpReceiver:

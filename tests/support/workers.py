@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from crawlsched.demo.node import free_port
 from crawlsched.resources.secrets import generate_key
+from tests.support.ports import free_port
 from tests.support.scratch import scratch_dir, scratch_file
 
 REPO = Path(__file__).resolve().parents[2]
