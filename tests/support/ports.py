@@ -19,7 +19,8 @@ LOWEST = 20_000
 FALLBACK_EPHEMERAL_START = 32_768  # Linux's default when /proc does not say
 
 
-def _ephemeral_start() -> int:
+def ephemeral_start() -> int:
+    """The first port of the kernel's ephemeral range (outgoing connections' source ports)."""
     try:
         return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     except (OSError, ValueError, IndexError):
@@ -28,7 +29,7 @@ def _ephemeral_start() -> int:
 
 def free_ports(count: int) -> list[int]:
     """`count` distinct loopback ports nothing listens on now, outside the ephemeral range."""
-    highest = _ephemeral_start() - 1
+    highest = ephemeral_start() - 1
     chosen: list[int] = []
     with contextlib.ExitStack() as stack:  # held until all are chosen: no port twice
         for _ in range(count * 200):

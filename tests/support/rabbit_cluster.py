@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pwd
+import random
 import re
 import shutil
 import signal
@@ -24,8 +25,11 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.ports import ephemeral_start
+
 RABBITMQ_SERVER = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")
 RABBITMQ_HOME = "/var/lib/rabbitmq"  # its .erlang.cookie is the one the nodes share
+LOWEST_PAIRED = 10_000  # AMQP ports from here; their distribution ports 20,000 above
 
 
 def cluster_unavailable() -> str | None:
@@ -42,12 +46,13 @@ def cluster_unavailable() -> str | None:
 
 
 def _free_port_pair() -> int:
-    """An AMQP port whose distribution port (port + 20000) is free too."""
+    """An AMQP port whose distribution port (port + 20000) is free too, both below the
+    kernel's ephemeral range: a port found free there may be any outgoing connection's source
+    port before the node binds it (`tests/support/ports.py`)."""
+    highest = ephemeral_start() - 1 - 20_000
     for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port + 20000 < 65536 and all(_free(p) for p in (port, port + 20000)):
+        port = random.randint(LOWEST_PAIRED, highest)
+        if all(_free(p) for p in (port, port + 20000)):
             return port
     raise RuntimeError("no free pair of ports for a RabbitMQ node")
 
