@@ -16,6 +16,7 @@ from crawlsched.flow.host_pacing import HostNotReady
 from crawlsched.metrics import host_wait_reason, readings
 from crawlsched.metrics.store_gauges import StoreCollector
 from crawlsched.resources.host_rules import HostPolicy
+from crawlsched.store.counting import CommandCounter, CountingDatabase
 from crawlsched.store.hosts import MongoHostStore
 from crawlsched.store.runs import MongoRunStore
 from tests.test_metrics_flow import gauges, sample_sum
@@ -42,8 +43,6 @@ def test_a_429_and_a_pacing_sleep_are_counted(registry):
 
 def test_every_store_command_is_counted_by_collection_and_method(registry):
     # Given a counting database, as every runtime's store is
-    from crawlsched.store.counting import CommandCounter, CountingDatabase
-
     counter = CommandCounter()
     db = CountingDatabase(mongomock.MongoClient().db, counter)
 
