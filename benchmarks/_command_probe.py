@@ -138,6 +138,7 @@ def _trace(folder: str) -> None:
     from crawlsched.actors import gatekeepers
     from crawlsched.actors import planner as planner_actor
     from crawlsched.flow import crawl_loop, crawling
+    from crawlsched.flow.host_pacing import ClusterHostPacer, HostNotReady
     from crawlsched.store.hosts import MongoHostStore
 
     out = (Path(folder) / f"{os.getpid()}.trace").open("a", buffering=1)
@@ -178,6 +179,16 @@ def _trace(folder: str) -> None:
            lambda n, rt, keys, *a: put("admitted", sorted(keys), n))  # fmt: skip
     around(gatekeepers, "send_crawl", lambda m, *a: put("resent", m.dispatch_id))
     around(gatekeepers, "send_wake_at", lambda keys, when: put("wake_at", sorted(keys), when))
+    reserve = ClusterHostPacer._reserve
+
+    def traced_reserve(self, key, host, policy):
+        try:
+            return reserve(self, key, host, policy)
+        except HostNotReady as e:  # why a thread set a page aside
+            put("not_ready", key, e.why, e.until, e.on_release, e.held_elsewhere)
+            raise
+
+    ClusterHostPacer._reserve = traced_reserve
     around(crawling, "_wait_for_host",
            lambda rt, m, progress, *a: put("park", m.dispatch_id, sorted(progress.host_waits),
                                            len(progress.unfinished)))  # fmt: skip

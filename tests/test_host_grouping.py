@@ -4,6 +4,7 @@ domain, or the address a host resolves to."""
 from __future__ import annotations
 
 import itertools
+import re
 import threading
 from datetime import UTC, datetime
 
@@ -20,6 +21,7 @@ from crawlsched.messages import WakeMessage
 from crawlsched.resources.host_grouping import (
     first_address,
     is_pacing_key,
+    origin_url_pattern,
     pacing_key,
     registrable_domain,
 )
@@ -41,6 +43,36 @@ def test_origin_grouping_is_the_origin(scheme, names, port):
     url = _url(scheme, ".".join(names) + ".example.com", port, "/a?b")
     assert pacing_key(url, "origin") == host_key(url)
     assert is_pacing_key(pacing_key(url, "origin"))
+
+
+hosts = st.lists(labels, min_size=1, max_size=3).map(".".join)
+paths = st.sampled_from(["", "/", "/p/1", "?q=1", "#top", "/a:b@c"])
+cases = st.sampled_from([str.lower, str.upper, str.title])
+
+
+@given(schemes, hosts, ports, paths, cases, schemes, hosts, ports, paths)
+def test_a_hosts_url_pattern_matches_exactly_the_urls_of_its_origin(
+    scheme, host, port, path, case, scheme2, host2, port2, path2
+):
+    # (the pattern reads a held host's queued pages from the store: it may match no URL of
+    # another origin, and miss none of its own, whatever the case, port spelling or path)
+    url = _url(scheme, host, port, path)
+    key = pacing_key(url, "origin")
+    pattern = re.compile(origin_url_pattern(key), re.IGNORECASE)
+    assert pattern.match(case(url))
+    assert pattern.match(_url(scheme, host, port, "/x?y#z"))
+    default = {"http": 80, "https": 443}[scheme]
+    assert pattern.match(_url(scheme, host, default if port in (None, default) else port))
+    other = _url(scheme2, host2, port2, path2)
+    assert bool(pattern.match(other)) == (pacing_key(other, "origin") == key)
+    assert not pattern.match(_url(scheme, host + ".evil", port, path))
+
+
+def test_only_an_origin_key_has_a_url_pattern():
+    assert origin_url_pattern("domain:example.com") is None
+    assert origin_url_pattern("address:10.0.0.5") is None
+    pattern = origin_url_pattern("http://[::1]:8080")
+    assert re.match(pattern, "http://[::1]:8080/p") and not re.match(pattern, "http://[::1]/p")
 
 
 @given(schemes, schemes, st.lists(labels, max_size=3), st.lists(labels, max_size=3), ports)

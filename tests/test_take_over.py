@@ -8,6 +8,7 @@ records and reports it) or its own, which marks its jobs begun before loading th
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from datetime import timedelta
 
@@ -16,6 +17,7 @@ import pytest
 from crawlsched.demo.seed import demo_reference
 from crawlsched.flow.crawling import crawl_batch
 from crawlsched.messages import BatchMessage, ReportMessage
+from crawlsched.resources.host_grouping import origin_url_pattern
 from crawlsched.runtime import Runtime
 from tests.conftest import settings_for_tests
 from tests.support.claimed import claimed_batch
@@ -36,7 +38,17 @@ class Recording:
         context.save("profile", [{"key": job.target, "name": job.target}])
 
 
-DRIVERS = {"take-over-recording": Recording}
+class Paced(Recording):
+    """Each page asks the process's host pacer for its place first, as `PoliteHttp` does."""
+
+    def crawl(self, job, context) -> None:
+        pacer = PACER[0]
+        with pacer.slot(pacer.key_of(job.url)):
+            super().crawl(job, context)
+
+
+PACER: list = []  # the runtime's pacer, for `Paced`
+DRIVERS = {"take-over-recording": Recording, "take-over-paced": Paced}
 
 
 @pytest.fixture
@@ -55,12 +67,15 @@ def rt(embedded_mongo_url):
     yield rt
     CRAWLED.clear()
     ON_CRAWL.clear()
+    PACER.clear()
 
 
-def _batch(rt, n: int, host: str, open_to_take_over: bool = True) -> BatchMessage:
+def _batch(
+    rt, n: int, host: str, open_to_take_over: bool = True, driver: str = "take-over-recording"
+) -> BatchMessage:
     """n jobs of the run, one per host `<host>-<i>.test` (or all of one host: `host` alone)."""
     message = claimed_batch(
-        rt, n, run_id=RUN, driver_class="take-over-recording", login=False, selenium=False,
+        rt, n, run_id=RUN, driver_class=driver, login=False, selenium=False,
         open_to_take_over=open_to_take_over,
     )  # fmt: skip
     for i, job_id in enumerate(message.decoded_job_ids()):
@@ -215,3 +230,59 @@ def test_a_batch_takes_over_only_in_its_first_seconds_so_it_ends_and_reports(rt,
     counts_a, _ = _crawl(rt, a)
     assert counts_a == {"succeeded": 2}
     assert len(rt.jobs("profiles").claimed_ids(b.dispatch_id)) == 3
+
+
+def _counting(rt, monkeypatch, method: str) -> list[str]:
+    """The hosts `rt.hosts.<method>` is called for, in order."""
+    calls: list[str] = []
+    inner = getattr(rt.hosts, method)
+
+    def counted(key, *args, **kwargs):
+        calls.append(key)
+        return inner(key, *args, **kwargs)
+
+    monkeypatch.setattr(rt.hosts, method, counted)
+    return calls
+
+
+@pytest.mark.parametrize("delay_s", [0.05, 0.0], ids=["paced", "unpaced"])
+def test_a_paced_host_keeps_its_queued_pages_with_the_process_that_holds_it(
+    rt, monkeypatch, delay_s
+):
+    # Given A's one page of a.test, and B queued behind it with three more pages of a.test
+    # (pages of the same host the general take-over leaves alone: A is crawling that host)
+    rt.pacer.default = dataclasses.replace(rt.pacer.default, delay_s=delay_s)
+    PACER.append(rt.pacer)
+    a = _batch(rt, 1, "a.test", driver="take-over-paced")
+    b = _batch(rt, 3, "a.test", driver="take-over-paced")
+    releases = _counting(rt, monkeypatch, "release")
+    counts_a, reports_a = _crawl(rt, a)
+    counts_b, _ = _crawl(rt, b)
+    if delay_s:
+        # Then, paced, A brings B's pages over before its own last page of the host is done:
+        # it crawls all four under one hold of the host, and B finds nothing left
+        assert (counts_a, counts_b) == ({"succeeded": 4}, {})
+        assert [r.dispatch_id for r in reports_a] == [a.dispatch_id]
+        assert releases == ["https://a.test:443"]
+    else:
+        # unpaced, the threads set the pace, not the host's clock: B crawls its own
+        assert (counts_a, counts_b) == ({"succeeded": 1}, {"succeeded": 3})
+    assert set(CRAWLED.values()) == {1}
+    assert len(CRAWLED) == 4
+
+
+def test_queued_pages_of_a_host_are_read_by_its_url_and_not_from_begun_batches(rt):
+    a = _batch(rt, 1, "a.test")
+    queued = _batch(rt, 3, "a.test")
+    other = _batch(rt, 2, "b")
+    begun = _batch(rt, 2, "a.test")
+    store = rt.jobs("profiles")
+    store.begin(begun.dispatch_id, begun.decoded_job_ids())
+    # a URL whose host only begins like a.test's is another host's
+    rt.db.profiles.update_one(
+        {"_id": other.decoded_job_ids()[0]}, {"$set": {"url": "https://a.test.example/p"}}
+    )
+    pattern = origin_url_pattern("https://a.test:443")
+    found = store.queued_of_host(RUN, "profile", "twitter", a.dispatch_id, pattern, 10)
+    assert {d["_id"] for d in found} == set(queued.decoded_job_ids())
+    assert len(store.queued_of_host(RUN, "profile", "twitter", a.dispatch_id, pattern, 2)) == 2

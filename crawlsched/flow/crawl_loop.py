@@ -48,6 +48,10 @@ from crawlsched.runtime import Runtime
 
 log = get_logger(__name__)
 
+# Queued pages of a host this process is about to be done with, brought here at once to keep it
+# (`_done_with_host`): a few of its delays' worth, two store commands for them all.
+KEEP_HOST_PAGES = 4
+
 
 def job_url(job: dict[str, Any], target: str, media: dict[str, Any] | None) -> str:
     if isinstance(job.get("url"), str) and job["url"]:
@@ -224,11 +228,7 @@ class _Loop:
         have not begun: none of a host the batch crawls or waits for already."""
         b = self.b
         mine = {b.hosts[id(d)] for d in self.pending + self.aside}
-        taken = b.taker.take(self.lanes.room(), mine | set(self.lanes.busy_hosts))
-        for doc, url, host in taken:
-            b.urls[id(doc)], b.hosts[id(doc)] = url, host
-        b.use.again(doc for doc, _, _ in taken)
-        self.pending += [doc for doc, _, _ in taken]
+        self._adopt(b.taker.take(self.lanes.room(), mine | set(self.lanes.busy_hosts)))
 
     def _finished(self, done: Finished) -> None:
         b, progress, doc = self.b, self.progress, done.doc
@@ -249,7 +249,7 @@ class _Loop:
             progress.interruption = _lost_resource(b.rt, done.error, b.leases, done.context)
             if progress.interruption is None:
                 failed(b.rt, progress, doc, done.error, done.started_at)
-                b.use.done([doc])
+                self._done_with_host(doc)
                 return
         if progress.interruption is None and b.dispatch is not None and b.dispatch.lost:
             # The driver swallowed the loss: what it did for this job cannot be recorded.
@@ -258,9 +258,29 @@ class _Loop:
             self.interrupted.append(doc)
             return
         succeeded(b.rt, progress, doc, done.context, done.started_at)
-        b.use.done([doc])
+        self._done_with_host(doc)
         if b.flush is not None and b.flush.due(progress, self.pending + self.aside):
             self.hand_over = True
+
+    def _done_with_host(self, doc: dict) -> None:
+        """`doc` will not ask for its host again. When it was this process's last job for a
+        host it holds and paces (`ClusterHostPacer.worth_keeping`), the host's pages queued in
+        batches that have not begun are brought into this one first (`TakeOver.take_host`):
+        the host stays here, its next page in hand when its next start is due, instead of
+        going back and being taken by another process for about every page."""
+        b = self.b
+        host = b.hosts[id(doc)]
+        if b.taker is not None and host and b.rt.pacer.worth_keeping(host):
+            self._adopt(b.taker.take_host(host, KEEP_HOST_PAGES))
+        b.use.done([doc])
+
+    def _adopt(self, taken: list[tuple[dict, str, str]]) -> None:
+        """Jobs taken over from batches that have not begun join the pending ones."""
+        b = self.b
+        for doc, url, host in taken:
+            b.urls[id(doc)], b.hosts[id(doc)] = url, host
+        b.use.again(doc for doc, _, _ in taken)
+        self.pending += [doc for doc, _, _ in taken]
 
     def _hand_over(self) -> None:
         """Hand the crawled part over (`PartFlush`): only with no job in flight, whose

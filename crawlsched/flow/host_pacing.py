@@ -236,6 +236,22 @@ class ClusterHostPacer:
             self._released.discard(key)  # the caller wakes its waiters, not the batch's end
         return wanted
 
+    def worth_keeping(self, key: str) -> bool:
+        """Whether the job of `key` now finishing is this process's last for the host, which
+        holds and nobody else asked for since, and whose delay sets its pace: `settle` would
+        give it back. The caller may
+        bring more of the host's queued pages here first (`TakeOver.take_host`), so the host
+        stays with one process instead of changing hands about once a page."""
+        with self._lock:
+            if self._expected.get(key, 0) != 1:
+                return False
+            host = self._hosts.get(key)
+        if host is None:
+            return False
+        with host.condition:
+            paced = (host.policy or self.default).delay_s > 0  # else threads set the pace
+            return paced and host.lease_until is not None and host.renewable and not host.active
+
     def forget(self, keys: Iterable[str]) -> None:
         """Jobs expected here that will not ask after all (their batch ended first)."""
         with self._lock:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection
+from datetime import datetime
 from typing import Any, Protocol
 
 from crawlsched import metrics
@@ -31,6 +32,7 @@ from crawlsched.flow.stopping import StopWatch
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage
 from crawlsched.planning.take_over import pick
+from crawlsched.resources.host_grouping import origin_url_pattern
 from crawlsched.runtime import Runtime
 from crawlsched.store.job_claims import UNSTARTED, expiry_deadline
 
@@ -60,17 +62,14 @@ class TakeOver:
         self.rt, self.part, self.stop = rt, part, stop
         self.locate = locate  # a job's URL and its host's pacing key
         self._look_at = 0.0  # time.monotonic() of the next look
+        self._host_look_at: dict[str, float] = {}  # the same, for one host's pages
         self._until = time.monotonic() + TAKE_OVER_FOR_S
 
     def take(self, room: int, busy: Collection[str]) -> list[tuple[dict[str, Any], str, str]]:
         """Up to `room` jobs taken over, with their URL and host key, of hosts not in `busy`;
         none when it is too soon to look again, or the run is stopped or paused."""
         message = self.part.message
-        if room <= 0 or not self._look_at <= time.monotonic() < self._until:
-            return []
-        if len(message.job_ids) + room > MAX_BATCH_JOBS:
-            return []  # the part is handed over first (a message holds at most this many)
-        if self.stop.stopped() or self.stop.paused():
+        if not self._may_take(room, self._look_at):
             return []
         rt = self.rt
         store = rt.jobs(message.collection)
@@ -88,10 +87,53 @@ class TakeOver:
             [(doc["_id"], located[id(doc)][1]) for doc in docs],
             ready, busy, now, READY_SLACK, room,
         )  # fmt: skip
-        deadline = expiry_deadline(now, rt.settings.dispatch_lease_s)
+        taken = self._move(docs, wanted, now)
+        if not taken:
+            self._look_at = time.monotonic() + LOOK_AGAIN_S
+            return []
+        return [(doc, *located[id(doc)]) for doc in taken]
+
+    def take_host(self, host: str, room: int) -> list[tuple[dict[str, Any], str, str]]:
+        """Up to `room` queued jobs of `host`, which this process holds and is about to be
+        done with (`ClusterHostPacer.worth_keeping`): crawled here next, the host stays with
+        this process and its clock keeps running, where handing it back would cost a release,
+        another process's grant and the refusals around them for about every page. Only under
+        the origin grouping, whose URLs share a prefix the store can match; a host is looked
+        for again `LOOK_AGAIN_S` after a look that found none of its pages."""
+        pattern = origin_url_pattern(host)
+        if pattern is None or not self._may_take(room, self._host_look_at.get(host, 0.0)):
+            return []
+        message = self.part.message
+        docs = self.rt.jobs(message.collection).queued_of_host(
+            message.run_id, message.task, message.media_name, message.dispatch_id, pattern, room
+        )
+        located = {id(doc): self.locate(doc) for doc in docs}
+        mine = [doc for doc in docs if located[id(doc)][1] == host]  # the pattern may be wider
+        taken = self._move(docs, [doc["_id"] for doc in mine], self.rt.now())
+        if not taken:
+            self._host_look_at[host] = time.monotonic() + LOOK_AGAIN_S
+            return []
+        return [(doc, *located[id(doc)]) for doc in taken]
+
+    def _may_take(self, room: int, look_at: float) -> bool:
+        """Whether to look at all: room in the lanes, within the batch's time to take over and
+        past `look_at`, room in the part's message, the run neither stopped nor paused."""
+        if room <= 0 or not look_at <= time.monotonic() < self._until:
+            return False
+        if len(self.part.message.job_ids) + room > MAX_BATCH_JOBS:
+            return False  # the part is handed over first (a message holds at most this many)
+        return not (self.stop.stopped() or self.stop.paused())
+
+    def _move(
+        self, docs: list[dict[str, Any]], wanted: list[Any], now: datetime
+    ) -> list[dict[str, Any]]:
+        """Move the `wanted` jobs of `docs` to this batch's dispatch and its current part; the
+        ones it got (a batch that began meanwhile keeps its own)."""
+        message = self.part.message
+        deadline = expiry_deadline(now, self.rt.settings.dispatch_lease_s)
+        store = self.rt.jobs(message.collection)
         got = set(store.take_over(wanted, message.dispatch_id, deadline))
         if not got:
-            self._look_at = time.monotonic() + LOOK_AGAIN_S
             return []
         taken = [doc for doc in docs if doc["_id"] in got]
         for doc in taken:  # as the store has them now
@@ -103,6 +145,6 @@ class TakeOver:
             "jobs_taken_over",
             dispatch_id=message.dispatch_id,
             jobs=len(taken),
-            hosts=sorted(located[id(doc)][1] for doc in taken)[:8],
+            hosts=sorted({self.locate(doc)[1] for doc in taken})[:8],
         )
-        return [(doc, *located[id(doc)]) for doc in taken]
+        return taken

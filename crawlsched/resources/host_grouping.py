@@ -26,7 +26,7 @@ from functools import cache
 from typing import Literal
 from urllib.parse import urlsplit
 
-from crawlsched.resources.host_rules import host_key
+from crawlsched.resources.host_rules import DEFAULT_PORTS, host_key
 
 Grouping = Literal["origin", "domain", "address"]
 GROUPINGS: tuple[str, ...] = ("origin", "domain", "address")
@@ -121,3 +121,21 @@ def _written(address: str) -> str:
     """One spelling per address (IPv6 compressed, in brackets as in a URL)."""
     parsed = ipaddress.ip_address(address.strip("[]"))
     return f"[{parsed.compressed}]" if parsed.version == 6 else parsed.compressed
+
+
+def origin_url_pattern(key: str) -> str | None:
+    """A regular expression (to match case-insensitively, anchored at the start) that every
+    URL paced under the origin key `key` matches: `http://a.test:80` → the URLs of `http://a.test`
+    with or without `:80`. For reading a host's queued pages from the store by their URL; a URL
+    it matches is still checked against its key (`pacing_key`), so the pattern may be wider but
+    never narrower. None for a key of another grouping (domain, address): their URLs share no
+    prefix."""
+    if key.startswith((DOMAIN_PREFIX, ADDRESS_PREFIX)):
+        return None
+    scheme, _, rest = key.partition("://")
+    host, _, port = rest.rpartition(":")
+    if not scheme or not host or not port.isdigit():
+        return None
+    written_port = rf":{port}" if DEFAULT_PORTS.get(scheme) != int(port) else rf"(:{port})?"
+    # userinfo (`user@`) may precede the host; the authority ends at a path, query or fragment.
+    return rf"^{re.escape(scheme)}://([^/?#@]*@)?{re.escape(host)}{written_port}([/?#]|$)"

@@ -195,6 +195,20 @@ class JobClaims:
         query = {**_queued(run_id, task, media_name), "dispatch_id": {"$ne": not_of}}
         return list(self._jobs.aggregate([{"$match": query}, {"$sample": {"size": limit}}]))
 
+    def queued_of_host(
+        self, run_id: str, task: str, media_name: str, not_of: str, url_pattern: str, limit: int
+    ) -> list[dict[str, Any]]:
+        """Up to `limit` jobs of the run's batches (not `not_of`) that have not begun, whose
+        URL matches `url_pattern` (case-insensitively: `host_grouping.origin_url_pattern`):
+        the pages of one host a process holds, for it to crawl next (the `queued` index
+        narrows the search to the run's queued jobs)."""
+        query = {
+            **_queued(run_id, task, media_name),
+            "dispatch_id": {"$ne": not_of},
+            "url": {"$regex": url_pattern, "$options": "i"},
+        }
+        return list(self._jobs.find(query).limit(limit))
+
     def queued_at_least(self, run_id: str, task: str, media_name: str, least: int) -> bool:
         """Whether the run's batches that have not begun hold at least `least` jobs of this
         task and media: work for threads that free up, without the pages a batch is about to

@@ -31,7 +31,8 @@ JOB_INDEXES: list[tuple[list[tuple[str, int]], dict[str, Any]]] = [
     ),
     ([("found_by", ASCENDING)], {"name": "found_by", "sparse": True}),
     # A run's jobs in batches that have not begun: the take-over's look and the count that
-    # decides an early hand-over (`JobClaims.open_to_take_over`, `queued_at_least`). Only
+    # decides an early hand-over, and a held host's pages read to keep it busy
+    # (`JobClaims.open_to_take_over`, `queued_at_least`, `queued_of_host`). Only
     # queued jobs carry the mark, so the index stays small however big the run.
     (
         [("run_id", ASCENDING), ("task", ASCENDING)],
