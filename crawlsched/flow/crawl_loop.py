@@ -50,7 +50,7 @@ log = get_logger(__name__)
 
 # Queued pages of a host this process is about to be done with, brought here at once to keep it
 # (`_done_with_host`): a few of its delays' worth, two store commands for them all.
-KEEP_HOST_PAGES = 4
+KEEP_HOST_PAGES = 8
 
 
 def job_url(job: dict[str, Any], target: str, media: dict[str, Any] | None) -> str:
