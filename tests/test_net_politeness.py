@@ -335,6 +335,50 @@ def test_a_host_is_given_back_as_soon_as_no_job_of_the_process_needs_it():
         assert p1.settle(B) is False
 
 
+def test_a_batch_end_keeps_a_host_another_job_of_the_process_will_ask_for():
+    # Given p1 holds A and B, and a job of another of its batches will still ask for A
+    clock, store = FakeClock(), _store()
+    p1 = _pacer(clock, 1.0, store=store, holder="p1", max_sleep_s=0)
+    p2 = _pacer(clock, 1.0, store=store, holder="p2", max_sleep_s=0)
+    p1.expect([A])
+    _started(p1, clock, A)
+    _started(p1, clock, B)
+    # When a batch of p1 ends, B goes back and A stays (given back, it would be asked for
+    # again at once)
+    p1.give_back()
+    clock.sleep(1.0)
+    _started(p2, clock, B)
+    with pytest.raises(HostNotReady):
+        _started(p2, clock, A)
+    # Then A goes back when that job is done
+    assert p1.settle(A) is True  # p2 asked for it meanwhile: its waiters are woken
+    clock.sleep(1.0)
+    _started(p2, clock, A)
+
+
+def test_a_host_is_worth_keeping_only_when_held_paced_unasked_and_about_to_go_back():
+    clock, store = FakeClock(), _store()
+    p1 = _pacer(clock, 1.0, store=store, holder="p1", max_sleep_s=0, slice_s=4.0)
+    p2 = _pacer(clock, 1.0, store=store, holder="p2", max_sleep_s=0)
+    p1.expect([A])
+    assert not p1.worth_keeping(A)  # not held yet
+    _started(p1, clock, A)
+    assert p1.worth_keeping(A)  # held, paced, its last job here finishing, nobody asked
+    p1.expect([A])
+    assert not p1.worth_keeping(A)  # another job here will ask: settle would keep it anyway
+    p1.forget([A])
+    with pytest.raises(HostNotReady):
+        _started(p2, clock, A)  # p2 asks for it
+    clock.sleep(2.5)
+    p1.expect([A])
+    _started(p1, clock, A)  # past half its slice: the renewal is refused, p2 asked
+    assert not p1.worth_keeping(A)  # it goes back at its slice's end: keep nothing for it
+    unpaced = _pacer(clock, 0.0, store=_store(), holder="p3", max_sleep_s=0)
+    unpaced.expect([A])
+    _started(unpaced, clock, A)
+    assert not unpaced.worth_keeping(A)  # its threads set the pace, not its clock
+
+
 def test_a_dead_holder_blocks_the_host_no_longer_than_its_slice():
     clock, store = FakeClock(), _store()
     dead = _pacer(clock, 0.0, store=store, holder="dead", max_sleep_s=0)

@@ -193,16 +193,14 @@ class ClusterHostPacer:
 
     def give_back(self) -> set[str]:
         """Give back every host no thread of this process is using or will ask for (a batch
-        ended): the rest of its slice goes to whoever wants it. Returns every host released since the last call
-        (here or when a slice ended) that another process had asked for, for the caller to
-        wake the batches waiting for them."""
+        ended): the rest of its slice goes to whoever wants it. Returns every host released
+        since the last call (here or when a slice ended) that another process had asked for,
+        for the caller to wake the batches waiting for them."""
         with self._lock:
             # A host a job of another batch here will still ask for (`expect`) stays: given
             # back now, it would be asked for again at once, or refused to that job. It goes
             # back when that job is done (`settle`), or with its slice.
-            idle = [
-                (k, h) for k, h in self._hosts.items() if not h.users and not self._expected[k]
-            ]
+            idle = [(k, h) for k, h in self._hosts.items() if not h.users and not self._expected[k]]
         for key, host in idle:
             with host.condition:
                 if host.lease_until is not None and host.active == 0:
