@@ -8,6 +8,11 @@ its own, which marks its jobs as begun before it loads them (`JobClaims.begin`).
 jobs were all taken finds none when its message comes, crawls nothing and reports nothing: the
 batch that took them records and reports them under its own dispatch.
 
+A batch also takes over the queued pages of one host (`take_host`) when its job finishing is
+its process's last for a paced host the process holds: the host stays with that process,
+instead of going back and being granted again, most often to the same process a moment later,
+for about every page.
+
 A batch takes over only in its first `TAKE_OVER_FOR_S`: then it ends as it would have, so what it
 crawled is recorded and reported (a part is handed over early only when it found pages), and
 the jobs it put aside for hosts another process held go back to wait, open to take-over

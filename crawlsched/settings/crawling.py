@@ -87,8 +87,9 @@ class CrawlSettings(BaseModel):
         True,
         description="A running batch (no account, no browser) whose pages all wait for their "
         "hosts' turns takes over pages of other hosts from batches of its run that are still "
-        "queued for a thread, one page per host that is free now. Off: each batch crawls only "
-        "the pages it was planned with.",
+        "queued for a thread, one page per host that is free now; one about to be done with a "
+        "paced host its process holds takes over that host's queued pages. Off: each batch "
+        "crawls only the pages it was planned with.",
     )
     robots_txt: bool = Field(True, description="Honour each site's robots.txt.")
     robots_ttl_s: float = Field(
