@@ -377,6 +377,10 @@ def test_a_host_is_worth_keeping_only_when_held_paced_unasked_and_about_to_go_ba
     unpaced.expect([A])
     _started(unpaced, clock, A)
     assert not unpaced.worth_keeping(A)  # its threads set the pace, not its clock
+    budget = _pacer(clock, 1.0, store=_store(), holder="p4", max_sleep_s=0, daily_pages=1)
+    budget.expect([A])
+    _started(budget, clock, A)
+    assert not budget.worth_keeping(A)  # today's one page is sent: more would wait a day
 
 
 def test_a_dead_holder_blocks_the_host_no_longer_than_its_slice():

@@ -241,8 +241,8 @@ class ClusterHostPacer:
 
     def worth_keeping(self, key: str) -> bool:
         """Whether the job of `key` now finishing is this process's last for the host, which
-        holds and nobody else asked for since, and whose delay sets its pace: `settle` would
-        give it back. The caller may
+        holds and nobody else asked for since, whose delay sets its pace and whose budget for
+        today is not used up: `settle` would give it back. The caller may
         bring more of the host's queued pages here first (`TakeOver.take_host`), so the host
         stays with one process instead of changing hands about once a page."""
         with self._lock:
@@ -253,7 +253,9 @@ class ClusterHostPacer:
             return False
         with host.condition:
             paced = (host.policy or self.default).delay_s > 0  # else threads set the pace
-            return paced and host.lease_until is not None and host.renewable and not host.active
+            held = host.lease_until is not None and host.renewable and not host.active
+            # (with today's budget used, the pages brought here would only wait for tomorrow)
+            return paced and held and host_rules.may_start(host.pages_left, host.pages)
 
     def forget(self, keys: Iterable[str]) -> None:
         """Jobs expected here that will not ask after all (their batch ended first)."""
