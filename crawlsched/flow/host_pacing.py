@@ -19,6 +19,10 @@ thread takes other work. A host held by another process is waited for the same w
 that process gives it back: a holder another process asked for does not renew its slice, and
 at the slice's end it yields the host (`HostNotReady` for its own batch too); the release
 wakes the batches waiting for the host (`give_back` returns the hosts someone asked for).
+
+A host stays with the process that holds it while that process has pages for it: a batch about
+to be done with it brings more of its queued pages over first (`worth_keeping`), and a batch's
+end keeps the hosts other jobs of the process will still ask for.
 """
 
 from __future__ import annotations
@@ -240,11 +244,11 @@ class ClusterHostPacer:
         return wanted
 
     def worth_keeping(self, key: str) -> bool:
-        """Whether the job of `key` now finishing is this process's last for the host, which
-        holds and nobody else asked for since, whose delay sets its pace and whose budget for
-        today is not used up: `settle` would give it back. The caller may
-        bring more of the host's queued pages here first (`TakeOver.take_host`), so the host
-        stays with one process instead of changing hands about once a page."""
+        """Whether the job of `key` now finishing is this process's last for a host it holds,
+        that nobody else asked for since, whose delay sets its pace and whose budget for today
+        is not used up: `settle` would give it back. The caller may bring more of the host's
+        queued pages here first (`TakeOver.take_host`), so the host stays with one process
+        instead of changing hands about once a page."""
         with self._lock:
             if self._expected.get(key, 0) != 1:
                 return False
