@@ -123,7 +123,8 @@ class FlowMetrics:
         self.jobs_taken_over = counter(
             "crawlsched_jobs_taken_over_total",
             "Jobs a running batch took over from a batch of its run that had not begun, to crawl "
-            "hosts that sat idle while its own waited for their turn.",
+            "hosts that sat idle while its own waited for their turn, or to keep a paced host its "
+            "process holds.",
             ("task", "media"),
         )
         self.host_blocks = counter(
