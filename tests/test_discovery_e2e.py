@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -24,6 +23,7 @@ from tests.support.graph_run import (
     worker_graph_env,
 )
 from tests.support.link_graph import GraphSite, LinkGraph, link_graphs
+from tests.support.ticks import Ticks
 from tests.support.waiting import wait_for
 from tests.support.workers import DramatiqWorkers
 
@@ -117,30 +117,6 @@ def test_discovered_graph_survives_sigkill_of_a_worker(graph_env):
     assert set(fetched) == graph.reachable() and min(fetched.values()) >= 1
     print(f"pages fetched twice after the SIGKILL: {sum(n - 1 for n in fetched.values())}")
     _assert_run_matches(rt, run, graph, site.base_url, probe)
-
-
-class Ticks:
-    """The clock, played by the test: a `tick` every `period_s` while the block runs (the
-    ticker reclaims expired dispatches and asks for the passes of runs with work to redo)."""
-
-    def __init__(self, period_s: float = 0.5) -> None:
-        self.period_s = period_s
-        self._halt = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        from crawlsched.actors.ticker import tick
-
-        while not self._halt.wait(self.period_s):
-            tick.send()
-
-    def __enter__(self) -> Ticks:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._halt.set()
-        self._thread.join(10)
 
 
 def _reclaims(output: str) -> int:
