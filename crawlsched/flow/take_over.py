@@ -96,7 +96,7 @@ class TakeOver:
             [(doc["_id"], located[id(doc)][1]) for doc in docs],
             ready, busy, now, READY_SLACK, room,
         )  # fmt: skip
-        taken = self._move(docs, wanted, now)
+        taken = self._move(docs, wanted, now, located)
         if not taken:
             # The process's other batches of the run would most likely find nothing either.
             self._look_at = time.monotonic() + LOOK_AGAIN_S
@@ -120,7 +120,7 @@ class TakeOver:
         )
         located = {id(doc): self.locate(doc) for doc in docs}
         mine = [doc for doc in docs if located[id(doc)][1] == host]  # the pattern may be wider
-        taken = self._move(docs, [doc["_id"] for doc in mine], self.rt.now())
+        taken = self._move(docs, [doc["_id"] for doc in mine], self.rt.now(), located)
         if not taken:
             self._host_look_at[host] = time.monotonic() + LOOK_AGAIN_S
             return []
@@ -136,10 +136,15 @@ class TakeOver:
         return not (self.stop.stopped() or self.stop.paused())
 
     def _move(
-        self, docs: list[dict[str, Any]], wanted: list[Any], now: datetime
+        self,
+        docs: list[dict[str, Any]],
+        wanted: list[Any],
+        now: datetime,
+        located: dict[int, tuple[str, str]],
     ) -> list[dict[str, Any]]:
-        """Move the `wanted` jobs of `docs` to this batch's dispatch and its current part; the
-        ones it got (a batch that began meanwhile keeps its own)."""
+        """Move the `wanted` jobs of `docs` (their URL and host in `located`, by `id`) to this
+        batch's dispatch and its current part; the ones it got (a batch that began meanwhile
+        keeps its own)."""
         message = self.part.message
         deadline = expiry_deadline(now, self.rt.settings.dispatch_lease_s)
         store = self.rt.jobs(message.collection)
@@ -156,6 +161,6 @@ class TakeOver:
             "jobs_taken_over",
             dispatch_id=message.dispatch_id,
             jobs=len(taken),
-            hosts=sorted({self.locate(doc)[1] for doc in taken})[:8],
+            hosts=sorted({located[id(doc)][1] for doc in taken})[:8],
         )
         return taken
