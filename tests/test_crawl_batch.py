@@ -9,6 +9,7 @@ admission side of the same flow is in test_lease_flow.py.
 from __future__ import annotations
 
 import contextlib
+import re
 import types
 from collections.abc import Callable
 from datetime import timedelta
@@ -16,16 +17,18 @@ from typing import Any
 
 import pytest
 import structlog
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from crawlsched.catalog import MODEL_COLLECTIONS
+from crawlsched.catalog import MODEL_COLLECTIONS, JobState
 from crawlsched.demo.seed import demo_reference
 from crawlsched.drivers.base import Account
 from crawlsched.drivers.context import CrawlBounds
 from crawlsched.flow import crawl_records, crawl_resources, crawling, link_flush, stopping
-from crawlsched.flow.admission import admit, keys_of
+from crawlsched.flow.admission import admit, admit_waiting, keys_of
 from crawlsched.flow.crawling import crawl_batch
 from crawlsched.flow.ticking import reclaim_expired
-from crawlsched.messages import BatchMessage, ReportMessage
+from crawlsched.messages import DISPATCH_ID_PATTERN, BatchMessage, ReportMessage
 from crawlsched.resources.rules import DOWN, AccountLimits
 from crawlsched.runtime import Runtime
 from crawlsched.store.children import child_id
@@ -844,7 +847,8 @@ def test_a_part_kept_back_is_handed_over_after_ten_periods_all_the_same(rt, cloc
     assert counts == {"succeeded": 4}
 
 
-def test_a_crash_after_a_hand_over_loses_nothing(rt, clock):
+@pytest.mark.parametrize("first_delivery", [False, True])
+def test_a_crash_after_a_hand_over_loses_nothing(rt, clock, first_delivery):
     # Given a batch of ten whose first page finds two pages, and a worker that dies when it
     # reports its first part of eight (after the part was recorded and the rest moved)
     _discovering(rt, clock)
@@ -855,17 +859,70 @@ def test_a_crash_after_a_hand_over_loses_nothing(rt, clock):
 
     with pytest.raises(SystemExit):
         crawl_batch(rt, message, report=dies)
-    # When the message is delivered again (the broker never saw it acknowledged)
-    counts, reports = _crawl(rt, message)
+    part = link_flush.part_dispatch_id(message.dispatch_id, 1)
+    assert {d["dispatch_id"] for d in rt.db.profiles.find({"state": int(JobState.RUNNING)})} == {
+        part
+    }
+    # When the message is delivered again (the broker never saw it acknowledged); or, to
+    # compare, delivered for the first time (which has no worker before it to follow)
+    counts, reports = _crawl(rt, message, first_delivery=first_delivery)
     # Then it crawls nothing again, and sends the first part's report it could not send
     assert [r.dispatch_id for r in reports] == [message.dispatch_id]
     assert counts == {"succeeded": 8}
     jobs = _jobs(rt, message)
     assert all(jobs[f"job{n}"]["last_outcome"] == "succeeded" for n in range(8))
     assert len(CONTEXTS) == 8  # the driver ran for the first part's pages only
-    # And the rest, held by a dispatch nobody crawls, goes back to its run once its lease ends
-    clock.advance(rt.settings.dispatch_lease_s + 1)
-    assert reclaim_expired(rt, lambda report: None) == 2
-    jobs = _jobs(rt, message)
-    for doc in (jobs["job8"], jobs["job9"]):
-        assert (doc["state"], doc["last_outcome"], doc["redo_run"]) == (1, "redo", RUN)
+    rest = (jobs["job8"], jobs["job9"])
+    if first_delivery:
+        # (A first delivery looks for no rest: the rest stays with the part's dispatch, and
+        # goes back to its run once its lease ends)
+        assert {doc["dispatch_id"] for doc in rest} == {part} and rt.waiting.all() == []
+        clock.advance(rt.settings.dispatch_lease_s + 1)
+        assert reclaim_expired(rt, lambda report: None) == 2
+        jobs = _jobs(rt, message)
+        for doc in (jobs["job8"], jobs["job9"]):
+            assert (doc["state"], doc["last_outcome"], doc["redo_run"]) == (1, "redo", RUN)
+        return
+    # And the rest, held by the part's dispatch id that no message names, is back waiting at
+    # once, under a dispatch of its own: no dispatch lease to wait for
+    (waiting,) = rt.waiting.all()
+    assert {doc["dispatch_id"] for doc in rest} == {waiting["_id"]} != {part}
+    assert waiting["jobs"] == 2
+    # And admitted, it crawls the last two pages: each of the ten crawled once, all counted
+    sent: list[BatchMessage] = []
+    assert admit_waiting(rt, None, sent.append) == 1
+    counts, reports = _crawl(rt, sent[0])
+    assert counts == {"succeeded": 2} and [r.dispatch_id for r in reports] == [waiting["_id"]]
+    assert len(CONTEXTS) == 10
+    assert all(doc["last_outcome"] == "succeeded" for doc in _jobs(rt, message).values())
+
+
+@settings(max_examples=200)
+@given(st.text(alphabet="0123456789abcdef", min_size=32, max_size=32), st.integers(1, 10**6))
+def test_a_part_s_dispatch_id_is_a_dispatch_id_worked_out_from_its_message_s(root, part):
+    made = link_flush.part_dispatch_id(root, part)
+    assert re.fullmatch(DISPATCH_ID_PATTERN, made)
+    assert made == link_flush.part_dispatch_id(root, part) != root
+    assert made not in {link_flush.part_dispatch_id(root, part + 1), root}
+
+
+def test_a_redelivery_finds_the_rest_after_hundreds_of_parts_and_only_its_own(rt, clock):
+    # Given two batches whose rests were left by their dead workers under their 300th part's
+    # id and their 1st
+    first = _admitted(rt, 3, login=False, selenium=False)
+    other = _admitted(rt, 2, login=False, selenium=False)
+    store = rt.jobs(first.collection)
+    late = link_flush.part_dispatch_id(first.dispatch_id, 300)
+    store.reassign(first.dispatch_id, late, first.decoded_job_ids())
+    early = link_flush.part_dispatch_id(other.dispatch_id, 1)
+    store.reassign(other.dispatch_id, early, other.decoded_job_ids())
+    # When the first batch's message is redelivered
+    assert link_flush.requeue_rest_of_parts(rt, first) == 3
+    # Then its three jobs wait again, under one dispatch; the other batch's rest is not touched
+    (waiting,) = rt.waiting.all()
+    assert waiting["jobs"] == 3
+    assert store.claimed_ids(waiting["_id"]) and sorted(
+        store.claimed_ids(waiting["_id"])
+    ) == sorted(first.decoded_job_ids())
+    assert sorted(store.claimed_ids(early)) == sorted(other.decoded_job_ids())
+    assert link_flush.requeue_rest_of_parts(rt, first) == 0  # (a second redelivery: nothing)

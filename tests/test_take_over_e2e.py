@@ -1,8 +1,10 @@
 """Take-over on real parts: `dramatiq` CLI workers (2 processes x 2 threads) on the real RabbitMQ
 and the multi-process MongoDB server crawl eight paced sites found by discovery. Batches take
 pages of idle hosts over from batches of their run still queued (counted by the workers' own
-exporter), the group is SIGKILLed after that, and another group finishes the run, with the clock
-(the test's ticks) reclaiming what the killed group held: judged at the
+exporter). The group is SIGKILLed after that, while a batch that handed a part over still
+holds its rest under the part's dispatch id, and another group finishes the run, with the
+clock (the test's ticks) running and the dispatch lease at its 15 minutes: the redelivered
+messages find what the killed group held, the lease's expiry is never needed. Judged at the
 sites (every page fetched), in the store (every page stored) and by the workers' end handler
 (the run ended once, nothing left open).
 """
@@ -19,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from crawlsched.actors.planner import plan_crawls
 from crawlsched.catalog import JobState
 from crawlsched.flow import schedule_ops
+from crawlsched.flow.link_flush import part_dispatch_id
 from crawlsched.planning.run_names import run_id_for
 from tests.support import end_probe
 from tests.support.graph_run import (
@@ -81,6 +84,21 @@ def _taken_over(metrics_address: str) -> float:
     )
 
 
+# The rest of a part hand-over the group is killed with holds at least this many pages (of up to
+# eight hosts paced at 0.5 s): seconds of crawl, so the kill comes while it is still held.
+REST_AT_KILL = 4
+
+
+def _parts_rest(rt) -> int:
+    """Pages still running under the dispatch id of some batch's first part (the rest after
+    its first hand-over, `link_flush.part_dispatch_id`)."""
+    jobs = rt.db.websites
+    recorded = jobs.distinct("last_dispatch_id", {"last_dispatch_id": {"$ne": None}})
+    first_parts = [part_dispatch_id(dispatch_id, 1) for dispatch_id in recorded]
+    running = {"state": int(JobState.RUNNING), "dispatch_id": {"$in": first_parts}}
+    return jobs.count_documents(running) if first_parts else 0
+
+
 def test_batches_take_over_idle_hosts_pages_and_a_sigkill_loses_none(
     rabbitmq_broker, rabbitmq_url, multiprocess_mongo_url, mongo_database_name, tmp_path
 ):
@@ -88,6 +106,7 @@ def test_batches_take_over_idle_hosts_pages_and_a_sigkill_loses_none(
         rabbitmq_url, multiprocess_mongo_url, mongo_database_name, tmp_path
     )
     env.update(POLITENESS)
+    env["CRAWLSCHED_DISPATCH_LEASE_S"] = "900"  # the default: the run may not wait for it
     victim = DramatiqWorkers(env, processes=2, threads=2).start()
     survivor = None
     try:
@@ -98,19 +117,23 @@ def test_batches_take_over_idle_hosts_pages_and_a_sigkill_loses_none(
             # When batches have taken pages over, the group is SIGKILLed mid-run
             address = env["CRAWLSCHED_METRICS_ADDRESS"]
             wait_for(
-                lambda: _taken_over(address) > 0 or ended_run(rt, run_id) is not None,
+                lambda: (
+                    (_taken_over(address) > 0 and _parts_rest(rt) >= REST_AT_KILL)
+                    or ended_run(rt, run_id) is not None
+                ),
                 120,
-                "a batch to take pages over (or the run to end)",
+                "a batch to take pages over and one to hand a part over (or the run to end)",
             )
             assert _taken_over(address) > 0, f"the run ended with no take-over counted at {address}"
             assert ended_run(rt, run_id) is None, "too fast to kill anything mid-run"
             victim.kill()
+            # (the killed group's store writes are over: what it left is as it is now)
+            assert _parts_rest(rt) > 0, "the part's rest was crawled before the kill"
             survivor = DramatiqWorkers(env, processes=2, threads=2).start()
             # The clock runs, as it does in a deployment: a batch killed after handing a part
-            # over left the rest under the part's dispatch id, which no message names, and the
-            # ticker gives it back to the run once its lease (30 s here) runs out. (Batches
-            # now take pages over from their first page on, so a part is often handed over
-            # before the kill: without the clock, such a run never ended.)
+            # over left the rest under the part's dispatch id, which its redelivered message
+            # puts back to wait at once, and the ticker's admission pass admits it. Nothing
+            # waits for the dispatch lease: the run ends long before it could run out.
             with Ticks():
                 run = wait_for_end(rt, run_id, survivor)
             fetched = [{p: n for p, n in s.fetches.items() if p != "/robots.txt"} for s in sites]

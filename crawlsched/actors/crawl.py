@@ -14,10 +14,12 @@ from crawlsched.runtime import get_runtime
 
 def _crawl(batch: dict) -> None:
     # Imported here: the gatekeepers import this module to forward admitted batches.
-    from crawlsched.actors.gatekeepers import send_wake_at, wake_after_release
+    from crawlsched.actors.gatekeepers import first_delivery, send_wake_at, wake_after_release
 
     message = BatchMessage.parse(batch)
-    crawl_batch(get_runtime(), message, send_report, wake_after_release, send_wake_at)
+    crawl_batch(
+        get_runtime(), message, send_report, wake_after_release, send_wake_at, first_delivery()
+    )
 
 
 CRAWL_ACTORS: dict[str, dramatiq.Actor] = {

@@ -28,16 +28,16 @@ SELENIUM_QUEUE = "crawlsched.admit.selenium"
 @dramatiq.actor(actor_name="admit_login", queue_name=LOGIN_QUEUE, throws=(BadMessage,))
 def admit_login(batch: dict) -> None:
     """Batches that need an account (and maybe a node too: then both, all or nothing)."""
-    admit(get_runtime(), BatchMessage.parse(batch), send_crawl, _first_delivery())
+    admit(get_runtime(), BatchMessage.parse(batch), send_crawl, first_delivery())
 
 
 @dramatiq.actor(actor_name="admit_selenium", queue_name=SELENIUM_QUEUE, throws=(BadMessage,))
 def admit_selenium(batch: dict) -> None:
     """Batches that need a Selenium node and no account."""
-    admit(get_runtime(), BatchMessage.parse(batch), send_crawl, _first_delivery())
+    admit(get_runtime(), BatchMessage.parse(batch), send_crawl, first_delivery())
 
 
-def _first_delivery() -> bool:
+def first_delivery() -> bool:
     """Neither redelivered by RabbitMQ (a worker died holding it) nor retried by dramatiq."""
     message = CurrentMessage.get_current_message()
     if message is None:

@@ -27,7 +27,7 @@ from crawlsched.flow.crawl_loop import crawl_jobs
 from crawlsched.flow.crawl_progress import Progress
 from crawlsched.flow.crawl_records import bounds_of, crawl_report, record_part
 from crawlsched.flow.crawl_resources import DispatchLease, Leases, ResourceLost, batch_browser
-from crawlsched.flow.link_flush import LinkFlush
+from crawlsched.flow.link_flush import LinkFlush, requeue_rest_of_parts
 from crawlsched.flow.pausing import hold_batch
 from crawlsched.flow.stopping import StopWatch
 from crawlsched.ids import encode_id
@@ -202,7 +202,11 @@ def crawl_batch(
     report: Callable[[ReportMessage], None],
     wake: Callable[[frozenset[str]], None] = lambda keys: None,
     wake_at: Callable[[frozenset[str], datetime], None] = lambda keys, when: None,
+    first_delivery: bool = True,
 ) -> dict[str, int]:
+    """Crawl a batch message's jobs, record and report them. `first_delivery`: neither
+    redelivered by RabbitMQ nor retried; a message that was, and finds none of its jobs,
+    looks for the rest its parts left behind (`link_flush.requeue_rest_of_parts`)."""
     started = time.perf_counter()
     store = rt.jobs(message.collection)
     written: dict[str, int] = {}  # outcomes this delivery wrote, when it wrote all it crawled
@@ -213,6 +217,8 @@ def crawl_batch(
             # over before (`take_over`); those are not loaded.
             store.begin(message.dispatch_id, message.decoded_job_ids())
         jobs = store.load_claimed(message.dispatch_id, message.decoded_job_ids())
+        if not jobs and not first_delivery:
+            requeue_rest_of_parts(rt, message)
         if len(jobs) > len(message.job_ids):
             # It took jobs over before its worker died: they are its own, listed from now on.
             message = message.model_copy(update={"job_ids": [encode_id(d["_id"]) for d in jobs]})

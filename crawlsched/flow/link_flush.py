@@ -19,18 +19,22 @@ to `PART_WAIT_PERIODS` periods.
 In this order, so that a crash anywhere loses nothing: the part is recorded (its jobs'
 dispatch id cleared), then the rest moved to the new id (the old one now holds nothing: its
 report may be counted), then the report sent. A redelivered message of the old id finds none
-of its jobs and sends that report again; the rest, held by the new id and nobody crawling it,
-expires with its lease and goes back to its run for another try, as any lost batch does.
+of its jobs and sends that report again. The rest is held by the new id, which no message
+names: each part's id follows from the message's and the part's number (`part_dispatch_id`),
+so the redelivery finds the rest under it and puts it back to wait at once
+(`requeue_rest_of_parts`), as the dispatch lease's expiry would only much later.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
+from crawlsched.catalog import MAX_BATCH_JOBS
 from crawlsched.drivers.context import CrawlBounds
+from crawlsched.flow.admission import requeue
 from crawlsched.flow.crawl_progress import Progress
 from crawlsched.flow.crawl_records import crawl_report, record_part
 from crawlsched.flow.crawl_resources import DispatchLease, Leases
@@ -53,6 +57,16 @@ QUEUED_BATCHES_ENOUGH = 2
 # A part kept back that long is handed over all the same: a crash crawls it again, and the
 # run's counts should not lag far behind its crawl.
 PART_WAIT_PERIODS = 10
+# A batch hands over at most this many parts: each is `MIN_PART_PAGES` pages or more, of a
+# message of `MAX_BATCH_JOBS` at most and the pages it took over in its first seconds.
+MAX_PARTS = 2 * MAX_BATCH_JOBS // MIN_PART_PAGES
+PARTS_LOOKED_UP_AT_ONCE = 256  # part ids in one read of a redelivery's look for its rest
+
+
+def part_dispatch_id(dispatch_id: str, part: int) -> str:
+    """The dispatch id the rest of a batch moves to at its `part`th hand-over (from 1): a
+    dispatch id as any (32 hex digits), and one a redelivery of the message can work out."""
+    return hashlib.sha256(f"{dispatch_id}/part/{part}".encode()).hexdigest()[:32]
 
 
 class LinkFlush:
@@ -77,6 +91,7 @@ class LinkFlush:
         self.every_s = every_s
         self.bounds = CrawlBounds()
         self.flushed = 0
+        self.root = message.dispatch_id  # the delivered message's: its parts' ids follow
         self.part_began = time.perf_counter()
         self._looked_at = -float("inf")  # time.perf_counter() of the last look at the queue
         self._short_of_work = True  # what it said
@@ -132,7 +147,7 @@ class LinkFlush:
         rt, message = self.rt, self.message
         store = rt.jobs(message.collection)
         part = record_part(rt, message, progress, self.bounds, self.jobs, self.leases)
-        new_id = uuid.uuid4().hex
+        new_id = part_dispatch_id(self.root, self.flushed + 1)
         rest_ids = [doc["_id"] for doc in rest]
         moved = store.reassign(message.dispatch_id, new_id, rest_ids)
         kept = set(rest_ids) if moved == len(rest_ids) else set(store.claimed_ids(new_id))
@@ -160,3 +175,32 @@ class LinkFlush:
         self.flushed += 1
         self.part_began = time.perf_counter()
         return [doc for doc in rest if doc["_id"] in kept]
+
+
+def requeue_rest_of_parts(rt: Runtime, message: BatchMessage) -> int:
+    """A redelivered message that found none of its jobs: when its worker died after handing
+    parts over, the rest is held by the last part's id, which no message names. Put it back
+    to wait now (`admission.requeue`: open to take-over by the run's running batches, admitted
+    by the next admission pass) instead of after the dispatch lease (15 minutes by default).
+    Returns the jobs put back.
+
+    A message redelivered while its first worker still crawls (a dropped connection) takes the
+    rest from it as well: that worker's later records find their jobs gone and count nothing,
+    as for any reclaimed batch; the pages it crawls meanwhile are crawled again."""
+    store = rt.jobs(message.collection)
+    requeued = 0
+    for first in range(1, MAX_PARTS + 1, PARTS_LOOKED_UP_AT_ONCE):
+        last = min(first + PARTS_LOOKED_UP_AT_ONCE, MAX_PARTS + 1)
+        ids = [part_dispatch_id(message.dispatch_id, part) for part in range(first, last)]
+        for dispatch_id, job_ids in store.running_under(ids).items():
+            rest = message.model_copy(
+                update={
+                    "dispatch_id": dispatch_id,
+                    "job_ids": [encode_id(job_id) for job_id in job_ids],
+                    "lease_ids": [],
+                }
+            )
+            reason = f"its worker died after handing a part over (message {message.dispatch_id})"
+            if requeue(rt, rest, job_ids, reason) is not None:
+                requeued += len(job_ids)
+    return requeued

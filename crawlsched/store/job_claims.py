@@ -162,6 +162,15 @@ class JobClaims:
                 best["oldest_modified_at"] = modified if current is None else min(current, modified)
         return best
 
+    def running_under(self, dispatch_ids: Sequence[str]) -> dict[str, list[Any]]:
+        """The running jobs of any of `dispatch_ids`, by dispatch id (one read, on the
+        `dispatch` index)."""
+        found: dict[str, list[Any]] = {}
+        query = {"dispatch_id": {"$in": list(dispatch_ids)}, "state": int(JobState.RUNNING)}
+        for doc in self._jobs.find(query, {"_id": 1, "dispatch_id": 1}):
+            found.setdefault(doc["dispatch_id"], []).append(doc["_id"])
+        return found
+
     def claimed_ids(self, dispatch_id: str) -> list[Any]:
         return [
             doc["_id"]
