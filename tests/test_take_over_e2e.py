@@ -11,6 +11,7 @@ sites (every page fetched), in the store (every page stored) and by the workers'
 
 from __future__ import annotations
 
+import time
 from contextlib import ExitStack
 from datetime import timedelta
 
@@ -127,6 +128,7 @@ def test_batches_take_over_idle_hosts_pages_and_a_sigkill_loses_none(
             assert _taken_over(address) > 0, f"the run ended with no take-over counted at {address}"
             assert ended_run(rt, run_id) is None, "too fast to kill anything mid-run"
             victim.kill()
+            killed_at = time.monotonic()
             # (the killed group's store writes are over: what it left is as it is now)
             assert _parts_rest(rt) > 0, "the part's rest was crawled before the kill"
             survivor = DramatiqWorkers(env, processes=2, threads=2).start()
@@ -136,6 +138,7 @@ def test_batches_take_over_idle_hosts_pages_and_a_sigkill_loses_none(
             # waits for the dispatch lease: the run ends long before it could run out.
             with Ticks():
                 run = wait_for_end(rt, run_id, survivor)
+            ended_after_s = time.monotonic() - killed_at
             fetched = [{p: n for p, n in s.fetches.items() if p != "/robots.txt"} for s in sites]
     finally:
         for group in (victim, survivor):
@@ -159,4 +162,6 @@ def test_batches_take_over_idle_hosts_pages_and_a_sigkill_loses_none(
         ("running", "pending", "waiting"), 0
     )
     twice = sum(n - 1 for pages in fetched for n in pages.values())
-    print(f"pages fetched twice after the SIGKILL: {twice}")
+    print(
+        f"pages fetched twice after the SIGKILL: {twice}; run ended {ended_after_s:.1f} s after it"
+    )

@@ -198,6 +198,7 @@ def requeue_rest_of_parts(rt: Runtime, message: BatchMessage) -> int:
                     "dispatch_id": dispatch_id,
                     "job_ids": [encode_id(job_id) for job_id in job_ids],
                     "lease_ids": [],
+                    "stages_ms": {},  # (counted with the message's first part)
                 }
             )
             reason = f"its worker died after handing a part over (message {message.dispatch_id})"
