@@ -25,6 +25,7 @@ from tests.support import scratch  # noqa: E402
 from tests.support.fault_distributed import (  # noqa: E402
     CLUSTER_FAULTS,
     FAULTS,
+    TRIAL_ENV,
     Services,
     distributed_trial,
 )
@@ -54,6 +55,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=1, help="graph and fault moments")
     parser.add_argument("--outage", type=float, default=5.0, help="mongo_cut: seconds cut")
     parser.add_argument("--trial-timeout", type=float, default=900, help="seconds per trial")
+    parser.add_argument(
+        "--dispatch-lease",
+        type=float,
+        default=float(TRIAL_ENV["CRAWLSCHED_DISPATCH_LEASE_S"]),
+        help="CRAWLSCHED_DISPATCH_LEASE_S of the distributed trials' workers and clock (900: "
+        "the default, so nothing a trial needs may wait for a lease to run out)",
+    )
     args = parser.parse_args(argv)
     args.faults = [f.strip() for f in args.faults.split(",") if f.strip()]
     unknown = sorted(set(args.faults) - set(KINDS))
@@ -61,6 +69,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--faults: unknown {unknown}; choose from {list(KINDS)}")
     if args.trials < 1 or args.pages < 1 or args.delay < 0:
         parser.error("--trials and --pages must be >= 1, --delay >= 0")
+    if args.dispatch_lease <= 0:
+        parser.error("--dispatch-lease must be > 0")
     return args
 
 
@@ -178,6 +188,7 @@ class Bench:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    TRIAL_ENV["CRAWLSCHED_DISPATCH_LEASE_S"] = f"{args.dispatch_lease:g}"
     graph = layered_graph(
         args.pages, args.seed, dead=max(args.pages // 20, 1), redirects=max(args.pages // 20, 1)
     )
