@@ -100,12 +100,16 @@ def test_a_batch_takes_over_a_queued_batch_whose_message_then_crawls_nothing(rt,
     b = _batch(rt, 4, "b")
     # When A is crawled, its own host's second page waits for its first, and then B's message
     counts_a, reports_a = _crawl(rt, a)
+    rt.counter.boundary.clear()
     counts_b, reports_b = _crawl(rt, b)
+    commands_b = dict(rt.counter.boundary)
     # Then A crawled B's jobs too, each once; B found none of its own left, and reported nothing
     assert counts_a == {"succeeded": 6}
     assert set(CRAWLED) == _targets(rt, a) | _targets(rt, b)
     assert set(CRAWLED.values()) == {1}
     assert (counts_b, reports_b) == ({}, [])
+    # in two store commands: its jobs marked begun (none were left to), and loaded (none)
+    assert commands_b == {"update_many": 1, "find": 1}
     # and A reported them all, recorded under its own dispatch
     assert [r.dispatch_id for r in reports_a] == [a.dispatch_id]
     for doc in rt.db.profiles.find({"_id": {"$in": b.decoded_job_ids()}}):

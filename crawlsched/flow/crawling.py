@@ -261,8 +261,13 @@ def crawl_batch(
     # here is whether this dispatch ended any job. When this delivery wrote every outcome it
     # knows that without a read. Otherwise read back: a redelivery after a crash between
     # recording and reporting must send the same report again (the coordinator drops the
-    # duplicate), and stopped jobs were written by another command.
-    counts = written or store.outcomes_of(message.dispatch_id, PHASE_OUTCOMES["crawl"])
+    # duplicate), and stopped jobs were written by another command. A first delivery that found
+    # none of its jobs (a running batch took them all over) wrote nothing, and no one else
+    # writes a crawl's outcome under its dispatch id: nothing to read back.
+    if first_delivery and not jobs:
+        counts: dict[str, int] = {}
+    else:
+        counts = written or store.outcomes_of(message.dispatch_id, PHASE_OUTCOMES["crawl"])
     if counts:
         report(crawl_report(message, started))
     return counts
