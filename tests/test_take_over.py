@@ -3,7 +3,8 @@
 
 Real crawl code on the embedded store; the driver is a plug-in of this module that records
 what it crawls. Each job is crawled by exactly one batch: the one that took it over (which
-records and reports it) or its own, which marks its jobs begun before loading them.
+records and reports it) or its own, which marks the jobs it read begun (reading them again when
+a taker came between the two).
 """
 
 from __future__ import annotations
@@ -108,8 +109,8 @@ def test_a_batch_takes_over_a_queued_batch_whose_message_then_crawls_nothing(rt,
     assert set(CRAWLED) == _targets(rt, a) | _targets(rt, b)
     assert set(CRAWLED.values()) == {1}
     assert (counts_b, reports_b) == ({}, [])
-    # in two store commands: its jobs marked begun (none were left to), and loaded (none)
-    assert commands_b == {"update_many": 1, "find": 1}
+    # in one store command: the read of its jobs (none left to begin)
+    assert commands_b == {"find": 1}
     # and A reported them all, recorded under its own dispatch
     assert [r.dispatch_id for r in reports_a] == [a.dispatch_id]
     for doc in rt.db.profiles.find({"_id": {"$in": b.decoded_job_ids()}}):
@@ -135,6 +136,38 @@ def test_a_batch_that_has_begun_keeps_its_jobs(rt):
     assert (counts_a, counts_b) == ({"succeeded": 2}, {"succeeded": 3})
     assert [r.dispatch_id for r in reports_b] == [b.dispatch_id]
     assert set(CRAWLED.values()) == {1}
+
+
+def test_a_job_taken_over_between_its_batch_s_read_and_begin_is_crawled_by_the_taker_only(
+    rt, monkeypatch
+):
+    # Given batch B of three, and batch A taking B's first job over just after B read its jobs
+    # (before it marked them begun)
+    a = _batch(rt, 1, "a.test", open_to_take_over=False)
+    b = _batch(rt, 3, "b")
+    store = rt.jobs("profiles")
+    first = b.decoded_job_ids()[:1]
+    reads = []
+    load_claimed = type(store).load_claimed
+
+    def read_then_taken(self, dispatch_id, job_ids):
+        jobs = load_claimed(self, dispatch_id, job_ids)
+        reads.append(len(jobs))
+        if len(reads) == 1:
+            assert store.take_over(first, a.dispatch_id, rt.now() + timedelta(minutes=5))
+        return jobs
+
+    monkeypatch.setattr(type(store), "load_claimed", read_then_taken)
+    # When B begins
+    counts_b, _ = _crawl(rt, b)
+    # Then its write began two of the three it read, so it read again and crawled those two;
+    # the job taken over is A's, and crawled once, by A
+    assert reads[:2] == [3, 2]
+    assert counts_b == {"succeeded": 2}
+    assert set(store.claimed_ids(a.dispatch_id)) == {*a.decoded_job_ids(), *first}
+    counts_a, _ = _crawl(rt, a)
+    assert counts_a == {"succeeded": 2}
+    assert set(CRAWLED.values()) == {1} and len(CRAWLED) == 4
 
 
 def test_a_job_taken_over_first_is_not_loaded_by_its_own_batch(rt):

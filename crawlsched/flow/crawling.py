@@ -196,6 +196,21 @@ def _wait_for_host(
     return set()
 
 
+def _own_jobs(rt: Runtime, message: BatchMessage, first_delivery: bool) -> list[dict[str, Any]]:
+    """The message's jobs, its own from now on: a running batch of the run may have taken some
+    over before (`take_over`); those are not loaded. (A batch that needs an account or a node
+    is never taken from: its jobs are its leases'.) A redelivery that finds none looks for the
+    rest its parts left behind."""
+    store = rt.jobs(message.collection)
+    if message.need_login or message.need_selenium:
+        jobs = store.load_claimed(message.dispatch_id, message.decoded_job_ids())
+    else:
+        jobs = store.load_and_begin(message.dispatch_id, message.decoded_job_ids())
+    if not jobs and not first_delivery:
+        requeue_rest_of_parts(rt, message)
+    return jobs
+
+
 def crawl_batch(
     rt: Runtime,
     message: BatchMessage,
@@ -212,13 +227,7 @@ def crawl_batch(
     written: dict[str, int] = {}  # outcomes this delivery wrote, when it wrote all it crawled
     host_waits: set[str] = set()
     try:
-        if not (message.need_login or message.need_selenium):
-            # Its jobs are its own from now on: a running batch of the run may have taken some
-            # over before (`take_over`); those are not loaded.
-            store.begin(message.dispatch_id, message.decoded_job_ids())
-        jobs = store.load_claimed(message.dispatch_id, message.decoded_job_ids())
-        if not jobs and not first_delivery:
-            requeue_rest_of_parts(rt, message)
+        jobs = _own_jobs(rt, message, first_delivery)
         if len(jobs) > len(message.job_ids):
             # It took jobs over before its worker died: they are its own, listed from now on.
             message = message.model_copy(update={"job_ids": [encode_id(d["_id"]) for d in jobs]})

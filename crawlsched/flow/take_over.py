@@ -4,7 +4,8 @@
 hosts' turns, it crawls pages of other hosts that sit idle, instead of leaving them queued
 behind it for a thread. The jobs move to the batch's dispatch in one conditional write
 (`JobClaims.take_over`), so each job is crawled by exactly one batch: the one that took it, or
-its own, which marks its jobs as begun before it loads them (`JobClaims.begin`). A batch whose
+its own, which marks the jobs it read begun, and reads again when that write began fewer than
+it read (`MongoJobStore.load_and_begin`). A batch whose
 jobs were all taken finds none when its message comes, crawls nothing and reports nothing: the
 batch that took them records and reports them under its own dispatch.
 

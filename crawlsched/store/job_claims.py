@@ -181,11 +181,10 @@ class JobClaims:
 
     # -- taking over the jobs of a batch that has not begun --------------------------------
 
-    def begin(self, dispatch_id: str, job_ids: Sequence[Any]) -> None:
-        """The batch begins: from now on its jobs are its own (none may be taken over). Before
-        its jobs are loaded, so a job is either taken over before this, and not loaded, or
-        loaded and never taken over."""
-        self._jobs.update_many(
+    def begin(self, dispatch_id: str, job_ids: Sequence[Any]) -> int:
+        """The batch begins: from now on its jobs are its own (none may be taken over). How
+        many of `job_ids` it began (the others were taken over, or had begun)."""
+        return self._jobs.update_many(
             {
                 "_id": {"$in": list(job_ids)},
                 "dispatch_id": dispatch_id,
@@ -193,7 +192,7 @@ class JobClaims:
                 UNSTARTED: True,
             },
             {"$unset": {UNSTARTED: ""}},
-        )
+        ).modified_count
 
     def open_to_take_over(
         self, run_id: str, task: str, media_name: str, not_of: str, limit: int

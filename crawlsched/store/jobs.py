@@ -23,7 +23,7 @@ from crawlsched.planning.problems import Problem, ReferenceIndex
 from crawlsched.store.children import MARKER_FILTER
 from crawlsched.store.counting import CountingDatabase
 from crawlsched.store.dispatch_reports import DispatchReport, tally_dispatch
-from crawlsched.store.job_claims import REDO_FIELDS, JobClaims
+from crawlsched.store.job_claims import REDO_FIELDS, UNSTARTED, JobClaims
 from crawlsched.store.job_indexes import JOB_INDEXES
 from crawlsched.store.pipeline import (
     AUDIT_FIELDS,
@@ -172,6 +172,20 @@ class MongoJobStore(JobClaims):
         found = {doc["_id"]: doc for doc in held}
         listed = [found.pop(job_id) for job_id in job_ids if job_id in found]
         return listed + list(found.values())
+
+    def load_and_begin(self, dispatch_id: str, job_ids: Sequence[Any]) -> list[dict[str, Any]]:
+        """The jobs the dispatch holds (`load_claimed`), begun: each is then either its own and
+        never taken over, or taken over before and not returned. Read first, then marked begun:
+        when the write began fewer than the read found unbegun, a running batch took some over
+        between the two, and the jobs are read again. A batch whose jobs were all taken over
+        (most often, in a crawl paced by its hosts) costs the one read."""
+        jobs = self.load_claimed(dispatch_id, job_ids)
+        unstarted = [doc["_id"] for doc in jobs if doc.get(UNSTARTED)]
+        if unstarted and self.begin(dispatch_id, unstarted) < len(unstarted):
+            jobs = self.load_claimed(dispatch_id, job_ids)
+        for doc in jobs:
+            doc.pop(UNSTARTED, None)  # (begun: the read is older than the write)
+        return jobs
 
     def record(
         self,
