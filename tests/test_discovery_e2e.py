@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 
 from tests.support import end_probe
 from tests.support.graph_run import (
+    announced_end,
     ended_run,
     start_graph_run,
     stored_paths,
@@ -67,7 +68,7 @@ def test_discovered_graph_on_cli_workers(graph_env, graph):
         with GraphSite(graph) as site:
             run_id = start_graph_run(rt, site.base_url, f"cli-graph-{next(RUN_NUMBERS)}")
             try:
-                run = wait_for(lambda: ended_run(rt, run_id), 120, "the run to end")
+                run = wait_for(lambda: announced_end(rt, run_id), 120, "the run to end")
             except AssertionError:
                 print(workers.output()[-5000:])
                 raise
@@ -133,7 +134,7 @@ def test_a_batch_that_crawls_longer_than_its_dispatch_lease_keeps_it(graph_env):
     with DramatiqWorkers(env, processes=1, threads=2) as workers, Ticks():
         with GraphSite(graph, delay_s=0.5) as site:
             run_id = start_graph_run(rt, site.base_url, "lease-outlived")
-            run = wait_for(lambda: ended_run(rt, run_id), 180, "the run to end")
+            run = wait_for(lambda: announced_end(rt, run_id), 180, "the run to end")
             fetched = {p: n for p, n in site.fetches.items() if p != "/robots.txt"}
         output = workers.output()
     # Then no live batch was reclaimed: every page fetched once, the run succeeded, once
@@ -166,7 +167,7 @@ def test_a_stuck_worker_s_batch_is_reclaimed_and_its_pages_crawled_again(graph_e
             # gives up on its connection, minutes later: kill it so they come back now.)
             stuck.kill()
             run = wait_for(
-                lambda: ended_run(rt, run_id), 180, "the run to end without the stuck one"
+                lambda: announced_end(rt, run_id), 180, "the run to end without the stuck one"
             )
             fetched = {p: n for p, n in site.fetches.items() if p != "/robots.txt"}
     finally:

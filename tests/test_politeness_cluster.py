@@ -16,7 +16,7 @@ import pytest
 from crawlsched.planning.run_names import FINISHED
 from crawlsched.runtime import Runtime
 from crawlsched.settings import Settings
-from tests.support.graph_run import ended_run, prepare, start_graph_run
+from tests.support.graph_run import announced_end, prepare, start_graph_run
 from tests.support.link_graph import GraphSite, LinkGraph, layered_graph
 from tests.support.waiting import wait_for
 from tests.support.workers import TEST_SECRET_KEY, DramatiqWorkers, crawlsched_env
@@ -76,7 +76,7 @@ def test_two_worker_groups_keep_one_delay_per_host_and_read_robots_txt_once(clus
     with GraphSite(graph) as site:
         # When one run crawls the whole site
         run_id = start_graph_run(rt, site.base_url, "polite-two-groups")
-        run = wait_for(lambda: ended_run(rt, run_id), 180, "the run to end")
+        run = wait_for(lambda: announced_end(rt, run_id), 180, "the run to end")
 
     # Then every page was fetched once, by both groups' processes
     fetched = {p: n for p, n in site.fetches.items() if p != "/robots.txt"}
@@ -135,7 +135,7 @@ def test_a_429_stops_every_worker_and_a_killed_holder_frees_the_host(cluster):
         os.kill(int(holder.split(":")[1]), signal.SIGKILL)
         killed_at = rt.now()
         graph._release.set()
-        run = wait_for(lambda: ended_run(rt, run_id), 240, "the run to end after the kill")
+        run = wait_for(lambda: announced_end(rt, run_id), 240, "the run to end after the kill")
 
     # Then nobody sent anything to the host until the Retry-After had passed
     log = sorted(site.access_log)

@@ -17,7 +17,12 @@ import pytest
 from crawlsched.planning.outcomes import Outcome
 from crawlsched.planning.run_names import FINISHED
 from tests.support import end_probe
-from tests.support.graph_run import ended_run, start_graph_run, stored_paths, worker_graph_env
+from tests.support.graph_run import (
+    announced_end,
+    start_graph_run,
+    stored_paths,
+    worker_graph_env,
+)
 from tests.support.link_graph import GraphSite, LinkGraph, layered_graph
 from tests.support.waiting import wait_for
 from tests.support.workers import DramatiqWorkers
@@ -91,7 +96,7 @@ def test_paused_run_fetches_nothing_then_resumes_and_ends_once(graph_env):
             resumed = _cli(env, "run", "resume", run_id, "--json")
             assert resumed.returncode == 0, resumed.stderr
             assert json.loads(resumed.stdout)["resumed"] == [run_id]
-            run = wait_for(lambda: ended_run(rt, run_id), 120, "the run to end")
+            run = wait_for(lambda: announced_end(rt, run_id), 120, "the run to end")
         except AssertionError:
             print(workers.output()[-5000:])
             raise
@@ -131,11 +136,10 @@ def test_retry_failed_crawls_exactly_the_failed_pages_again_in_the_same_run(grap
     with GraphSite(FlakyGraph(graph, flaky)) as site, DramatiqWorkers(env, 2, 2) as workers:
         try:
             run_id = start_graph_run(rt, site.base_url, "retry-graph")
-            first = wait_for(lambda: ended_run(rt, run_id), 120, "the first end")
+            first = wait_for(lambda: announced_end(rt, run_id), 120, "the first end")
             # (A discovered page's own failure is final for its run: it is counted exhausted.)
             assert first["counts"] == {Outcome.SUCCEEDED: 17, Outcome.EXHAUSTED: 3}
             assert _pages_fetched(site) == dict.fromkeys(expected, 1)
-            wait_for(lambda: not rt.runs.get(run_id).get("announce"), 60, "the end announced")
 
             # When the failed pages are retried with the CLI
             retried = _cli(env, "run", "retry-failed", run_id, "--json")
@@ -145,7 +149,7 @@ def test_retry_failed_crawls_exactly_the_failed_pages_again_in_the_same_run(grap
 
             # Then the same run crawls exactly those pages again and ends once more
             second = wait_for(
-                lambda: (r := ended_run(rt, run_id)) and r.get("ends") == 2 and r,
+                lambda: (r := announced_end(rt, run_id)) and r.get("ends") == 2 and r,
                 120,
                 "the second end",
             )

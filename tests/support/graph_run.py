@@ -88,11 +88,21 @@ def ended_run(rt: Runtime, run_id: str) -> dict | None:
     return run if run and run["state"] == FINISHED else None
 
 
+def announced_end(rt: Runtime, run_id: str) -> dict | None:
+    """The run once it has ended and its end was announced (its event emitted: the end probe
+    has its row), else None. What a test waits for before it stops the workers: the run's
+    state changes a moment before the worker that ended it announces it, and a worker stopped
+    in between leaves the announcement to the ticker's relay, which no test here runs."""
+    run = ended_run(rt, run_id)
+    return run if run and not run.get("announce") else None
+
+
 def wait_for_end(rt: Runtime, run_id: str, workers, timeout: float = 180.0) -> dict:
-    """The run once it has ended, waited for up to `timeout`; on a timeout the workers' last
-    output is printed first, to say what they were doing."""
+    """The run once it has ended and its end was announced (`announced_end`), waited for up to
+    `timeout`; on a timeout the workers' last output is printed first, to say what they were
+    doing."""
     try:
-        return wait_for(lambda: ended_run(rt, run_id), timeout, "the run to end")
+        return wait_for(lambda: announced_end(rt, run_id), timeout, "the run to end")
     except AssertionError:
         print(workers.output()[-4000:])
         raise
