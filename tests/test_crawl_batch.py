@@ -26,6 +26,7 @@ from crawlsched.drivers.base import Account
 from crawlsched.drivers.context import CrawlBounds
 from crawlsched.flow import crawl_records, crawl_resources, crawling, link_flush, stopping
 from crawlsched.flow.admission import admit, admit_waiting, keys_of
+from crawlsched.flow.coordination import record_report
 from crawlsched.flow.crawling import crawl_batch
 from crawlsched.flow.ticking import reclaim_expired
 from crawlsched.messages import DISPATCH_ID_PATTERN, BatchMessage, ReportMessage
@@ -904,7 +905,9 @@ def test_a_redelivery_finds_the_rest_after_hundreds_of_parts_and_only_its_own(rt
     early = link_flush.part_dispatch_id(other.dispatch_id, 1)
     store.reassign(other.dispatch_id, early, other.decoded_job_ids())
     # When the first batch's message is redelivered
-    assert link_flush.requeue_rest_of_parts(rt, first) == 3
+    reports: list[ReportMessage] = []
+    recovered = link_flush.recover_parts(rt, first, reports.append)
+    assert recovered == link_flush.PartsRecovered(requeued=3, reports=0) and reports == []
     # Then its three jobs wait again, under one dispatch; the other batch's rest is not touched
     (waiting,) = rt.waiting.all()
     assert waiting["jobs"] == 3
@@ -912,4 +915,46 @@ def test_a_redelivery_finds_the_rest_after_hundreds_of_parts_and_only_its_own(rt
         store.claimed_ids(waiting["_id"])
     ) == sorted(first.decoded_job_ids())
     assert sorted(store.claimed_ids(early)) == sorted(other.decoded_job_ids())
-    assert link_flush.requeue_rest_of_parts(rt, first) == 0  # (a second redelivery: nothing)
+    again = link_flush.recover_parts(rt, first, reports.append)  # (a second redelivery)
+    assert again == link_flush.PartsRecovered(requeued=0, reports=0)
+
+
+def test_a_crash_between_a_later_part_s_record_and_its_report_has_the_report_sent_again(
+    rt, clock
+):
+    # Given a batch of twenty whose pages each find a page, and a worker that dies when it
+    # reports its second part (recorded under the first part's id, the rest moved on)
+    _discovering(rt, clock)
+
+    def step(index, job, context):
+        clock.advance(1)
+        context.discover(f"https://twitter.test/{job.target}/p", task="friend")
+
+    SCRIPT["step"] = step
+    message = _admitted(rt, 20, login=False)
+    rt.db.runs.update_one({"_id": RUN}, {"$set": {"planning": False, "outstanding": 20}})
+    sent: list[ReportMessage] = []
+
+    def dies_at_the_second(report: ReportMessage) -> None:
+        if sent:
+            raise SystemExit("worker killed")
+        sent.append(report)
+
+    with pytest.raises(SystemExit):
+        crawl_batch(rt, message, report=dies_at_the_second)
+    first_part = link_flush.part_dispatch_id(message.dispatch_id, 1)
+    assert [r.dispatch_id for r in sent] == [message.dispatch_id]
+    assert rt.db.profiles.count_documents({"last_dispatch_id": first_part}) == 8
+    # When the message is delivered again
+    counts, reports = _crawl(rt, message, first_delivery=False)
+    # Then the second part's report, which no one sent, is sent now (with the first's again:
+    # the coordinator ignores a report it applied), and the rest of four waits again
+    assert sorted(r.dispatch_id for r in reports) == sorted([message.dispatch_id, first_part])
+    for report in reports:
+        record_report(rt, report)
+    run = rt.runs.get(RUN)
+    found = rt.db.profiles.count_documents({"scope_run": RUN, "depth": 1})
+    assert run["counts"] == {"succeeded": 16} and run["discovered"] == found == 3  # (max_pages)
+    assert run["outstanding"] == 20 - 16 + found  # the rest of four and the pages found
+    (waiting,) = rt.waiting.all()
+    assert waiting["jobs"] == 4

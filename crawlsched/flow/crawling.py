@@ -27,7 +27,7 @@ from crawlsched.flow.crawl_loop import crawl_jobs
 from crawlsched.flow.crawl_progress import Progress
 from crawlsched.flow.crawl_records import bounds_of, crawl_report, record_part
 from crawlsched.flow.crawl_resources import DispatchLease, Leases, ResourceLost, batch_browser
-from crawlsched.flow.link_flush import LinkFlush, requeue_rest_of_parts
+from crawlsched.flow.link_flush import LinkFlush, recover_parts
 from crawlsched.flow.pausing import hold_batch
 from crawlsched.flow.stopping import StopWatch
 from crawlsched.ids import encode_id
@@ -196,18 +196,23 @@ def _wait_for_host(
     return set()
 
 
-def _own_jobs(rt: Runtime, message: BatchMessage, first_delivery: bool) -> list[dict[str, Any]]:
+def _own_jobs(
+    rt: Runtime,
+    message: BatchMessage,
+    first_delivery: bool,
+    report: Callable[[ReportMessage], None],
+) -> list[dict[str, Any]]:
     """The message's jobs, its own from now on: a running batch of the run may have taken some
     over before (`take_over`); those are not loaded. (A batch that needs an account or a node
-    is never taken from: its jobs are its leases'.) A redelivery that finds none looks for the
-    rest its parts left behind."""
+    is never taken from: its jobs are its leases'.) A redelivery that finds none looks for
+    what its parts left behind: their rest, and their reports (`link_flush.recover_parts`)."""
     store = rt.jobs(message.collection)
     if message.need_login or message.need_selenium:
         jobs = store.load_claimed(message.dispatch_id, message.decoded_job_ids())
     else:
         jobs = store.load_and_begin(message.dispatch_id, message.decoded_job_ids())
     if not jobs and not first_delivery:
-        requeue_rest_of_parts(rt, message)
+        recover_parts(rt, message, report)
     return jobs
 
 
@@ -221,13 +226,13 @@ def crawl_batch(
 ) -> dict[str, int]:
     """Crawl a batch message's jobs, record and report them. `first_delivery`: neither
     redelivered by RabbitMQ nor retried; a message that was, and finds none of its jobs,
-    looks for the rest its parts left behind (`link_flush.requeue_rest_of_parts`)."""
+    looks for what its parts left behind (`link_flush.recover_parts`)."""
     started = time.perf_counter()
     store = rt.jobs(message.collection)
     written: dict[str, int] = {}  # outcomes this delivery wrote, when it wrote all it crawled
     host_waits: set[str] = set()
     try:
-        jobs = _own_jobs(rt, message, first_delivery)
+        jobs = _own_jobs(rt, message, first_delivery, report)
         if len(jobs) > len(message.job_ids):
             # It took jobs over before its worker died: they are its own, listed from now on.
             message = message.model_copy(update={"job_ids": [encode_id(d["_id"]) for d in jobs]})

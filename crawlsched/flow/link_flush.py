@@ -21,8 +21,9 @@ dispatch id cleared), then the rest moved to the new id (the old one now holds n
 report may be counted), then the report sent. A redelivered message of the old id finds none
 of its jobs and sends that report again. The rest is held by the new id, which no message
 names: each part's id follows from the message's and the part's number (`part_dispatch_id`),
-so the redelivery finds the rest under it and puts it back to wait at once
-(`requeue_rest_of_parts`), as the dispatch lease's expiry would only much later.
+so the redelivery finds the rest under it and puts it back to wait at once, as the dispatch
+lease's expiry would only much later, and sends each part's report again: the worker may
+have died before sending one (`recover_parts`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from crawlsched.catalog import MAX_BATCH_JOBS
@@ -41,6 +43,7 @@ from crawlsched.flow.crawl_resources import DispatchLease, Leases
 from crawlsched.ids import encode_id
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage, ReportMessage
+from crawlsched.planning.outcomes import PHASE_OUTCOMES
 from crawlsched.runtime import Runtime
 
 log = get_logger(__name__)
@@ -177,22 +180,35 @@ class LinkFlush:
         return [doc for doc in rest if doc["_id"] in kept]
 
 
-def requeue_rest_of_parts(rt: Runtime, message: BatchMessage) -> int:
+@dataclass(frozen=True)
+class PartsRecovered:
+    requeued: int  # jobs of the rest put back to wait
+    reports: int  # parts' reports sent again
+
+
+def recover_parts(
+    rt: Runtime, message: BatchMessage, report: Callable[[ReportMessage], None]
+) -> PartsRecovered:
     """A redelivered message that found none of its jobs: when its worker died after handing
     parts over, the rest is held by the last part's id, which no message names. Put it back
     to wait now (`admission.requeue`: open to take-over by the run's running batches, admitted
     by the next admission pass) instead of after the dispatch lease (15 minutes by default).
-    Returns the jobs put back.
+    Then send each part's report again: the worker may have died between recording a part and
+    sending its report, and nothing else would ever count that part on its run (the
+    coordinator ignores a report it applied before).
 
     A message redelivered while its first worker still crawls (a dropped connection) takes the
     rest from it as well: that worker's later records find their jobs gone and count nothing,
     as for any reclaimed batch; the pages it crawls meanwhile are crawled again."""
     store = rt.jobs(message.collection)
-    requeued = 0
+    requeued, ended = 0, []
+    labels = PHASE_OUTCOMES["crawl"]
     for first in range(1, MAX_PARTS + 1, PARTS_LOOKED_UP_AT_ONCE):
         last = min(first + PARTS_LOOKED_UP_AT_ONCE, MAX_PARTS + 1)
         ids = [part_dispatch_id(message.dispatch_id, part) for part in range(first, last)]
-        for dispatch_id, job_ids in store.running_under(ids).items():
+        left = store.left_under(ids, message.run_id, labels)
+        ended += [dispatch_id for dispatch_id in ids if dispatch_id in left.ended]
+        for dispatch_id, job_ids in left.running.items():
             rest = message.model_copy(
                 update={
                     "dispatch_id": dispatch_id,
@@ -204,4 +220,15 @@ def requeue_rest_of_parts(rt: Runtime, message: BatchMessage) -> int:
             reason = f"its worker died after handing a part over (message {message.dispatch_id})"
             if requeue(rt, rest, job_ids, reason) is not None:
                 requeued += len(job_ids)
-    return requeued
+    # After the rests moved: a part whose rest it still held would have its report refused.
+    for dispatch_id in ended:
+        part = message.model_copy(update={"dispatch_id": dispatch_id, "stages_ms": {}})
+        report(crawl_report(part, time.perf_counter()))
+    if requeued or ended:
+        log.warning(
+            "batch_parts_recovered",
+            dispatch_id=message.dispatch_id,
+            requeued=requeued,
+            reports_sent_again=len(ended),
+        )
+    return PartsRecovered(requeued, len(ended))

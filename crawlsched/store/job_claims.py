@@ -4,7 +4,7 @@ message can never change a job that was since handed to someone else."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -21,6 +21,14 @@ REDO_FIELDS = {"redo_run": "", "redo_tries": ""}
 # A claimed job whose batch has not begun: a running batch of the same run, media and task may
 # take it over (`take_over`). Only batches that need no account and no node are open to it.
 UNSTARTED = "unstarted"
+
+
+@dataclass(frozen=True)
+class PartsLeft:
+    """What the dispatches of a batch's parts left behind (`JobClaims.left_under`)."""
+
+    running: dict[str, list[Any]]  # dispatch id -> its running jobs
+    ended: set[str]  # the dispatch ids under which jobs of the run ended
 
 
 @dataclass(frozen=True)
@@ -162,14 +170,40 @@ class JobClaims:
                 best["oldest_modified_at"] = modified if current is None else min(current, modified)
         return best
 
-    def running_under(self, dispatch_ids: Sequence[str]) -> dict[str, list[Any]]:
-        """The running jobs of any of `dispatch_ids`, by dispatch id (one read, on the
-        `dispatch` index)."""
-        found: dict[str, list[Any]] = {}
-        query = {"dispatch_id": {"$in": list(dispatch_ids)}, "state": int(JobState.RUNNING)}
-        for doc in self._jobs.find(query, {"_id": 1, "dispatch_id": 1}):
-            found.setdefault(doc["dispatch_id"], []).append(doc["_id"])
-        return found
+    def left_under(
+        self, dispatch_ids: Sequence[str], run_id: str, labels: Collection[str]
+    ) -> PartsLeft:
+        """What `dispatch_ids` left: the running jobs of each, and those under which a job of
+        the run ended with one of `labels` (one read, on the `dispatch` and `last_dispatch`
+        indexes)."""
+        ids = list(dispatch_ids)
+        running = {"dispatch_id": {"$in": ids}, "state": int(JobState.RUNNING)}
+        ended = {
+            "last_dispatch_id": {"$in": ids},
+            "run_id": run_id,
+            "last_outcome": {"$in": sorted(labels)},
+        }
+        fields = {
+            "_id": 1,
+            "dispatch_id": 1,
+            "state": 1,
+            "last_dispatch_id": 1,
+            "run_id": 1,
+            "last_outcome": 1,
+        }
+        left = PartsLeft({}, set())
+        for doc in self._jobs.find({"$or": [running, ended]}, fields):
+            # Sorted by the same conditions (a document may meet both).
+            if doc.get("dispatch_id") in ids and doc.get("state") == int(JobState.RUNNING):
+                left.running.setdefault(doc["dispatch_id"], []).append(doc["_id"])
+            ended_under = doc.get("last_dispatch_id")
+            if (
+                ended_under in ids
+                and doc.get("run_id") == run_id
+                and doc.get("last_outcome") in labels
+            ):
+                left.ended.add(ended_under)
+        return left
 
     def claimed_ids(self, dispatch_id: str) -> list[Any]:
         return [
