@@ -219,6 +219,7 @@ def page_counts(site: GraphSite) -> dict:
     return {
         "pages": sum(fetched.values()),
         "twice": sum(n > 1 for n in fetched.values()),
+        "twice_paths": sorted(p for p, n in fetched.items() if n > 1),
         "complete": site.graph.reachable() <= set(fetched),
         "robots": site.fetches.get("/robots.txt", 0),
     }
@@ -387,6 +388,9 @@ def run_crawl(crawl: Crawl, rt: Runtime, probe_dir: Path) -> None:
         print(crawl.workers[0].output()[-3000:])
         raise
     crawl.seen_wall_s = time.monotonic() - started
+    if keep := os.environ.get("BENCH_KEEP_WORKER_LOGS"):
+        for n, group in enumerate(crawl.workers):
+            Path(keep, f"workers-{n}.log").write_text(group.output())
     # The crawl's own time, from the run's record, as in (3): planned (created) to finished.
     # The time seen from here adds the `crawlsched run now` process's start and the polling
     # step, neither of which is the crawl.
@@ -454,7 +458,7 @@ def distributed(
         **lanes_env(args),
         CRAWLSCHED_DRIVER_MODULES='["_command_probe"]',
         CRAWLSCHED_CONNECT_TIMEOUT_S="30",
-        CRAWLSCHED_LOG_LEVEL="WARNING",
+        CRAWLSCHED_LOG_LEVEL=os.environ.get("BENCH_WORKER_LOG_LEVEL", "WARNING"),
         BENCH_COMMANDS_DIR=str(probe_dir),
         BENCH_SEND_LOG=str(probe_dir),
         **({"BENCH_TRACE": "1"} if args.trace else {}),
@@ -540,6 +544,11 @@ def phase_bound(services: Services, root: Path, args) -> dict:
         "host_busy_share": round(statistics.median(busy), 2),
         "bound_all_pages_fetched": all(c["complete"] for c in counts),
         "bound_pages_fetched_twice": sum(c["twice"] for c in counts),
+        "bound_fetched_twice": [
+            f"{site.base_url}{path}"
+            for site, c in zip(sites, counts, strict=True)
+            for path in c["twice_paths"]
+        ],
         "politeness_violations_bound": sum(len(v["early"]) + len(v["over_cap"]) for v in bad),
         "starts_over_cap_bound": sum(len(v["over_cap"]) for v in bad),
         "violating_starts_bound": [

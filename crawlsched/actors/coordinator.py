@@ -34,3 +34,10 @@ def _send_plan_children(run_id: str, collection: str) -> None:
 
 def send_report(report: ReportMessage) -> None:
     record_finished.send(report.payload())
+
+
+def apply_report(report: ReportMessage, kept: int) -> None:
+    """Apply a report in this process, not through the queue: the report of a batch's part
+    whose found pages the batch crawls itself must be counted before it crawls them
+    (`link_flush.LinkFlush`); the queue gives no order between two reports."""
+    record_report(get_runtime(), report, send_webhook, _send_plan_children, kept=kept)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dramatiq
 
-from crawlsched.actors.coordinator import send_report
+from crawlsched.actors.coordinator import apply_report, send_report
 from crawlsched.catalog import ALL_TASKS
 from crawlsched.errors import UnknownDriver
 from crawlsched.flow.crawling import crawl_batch
@@ -18,8 +18,9 @@ def _crawl(batch: dict) -> None:
 
     message = BatchMessage.parse(batch)
     crawl_batch(
-        get_runtime(), message, send_report, wake_after_release, send_wake_at, first_delivery()
-    )
+        get_runtime(), message, send_report, wake_after_release, send_wake_at, first_delivery(),
+        apply_report,
+    )  # fmt: skip
 
 
 CRAWL_ACTORS: dict[str, dramatiq.Actor] = {

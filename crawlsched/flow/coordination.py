@@ -147,12 +147,15 @@ def record_report(
     report: ReportMessage,
     notify: Notify = _no_notify,
     plan_children: PlanChildren = _no_children_pass,
+    kept: int = 0,
 ) -> bool:
     """Returns True if this report ended its run; raises ReportRejected for a false one.
 
     The dispatch's discovered children are counted in the same atomic update that counts its
     jobs off, then released and planned: a redelivered report (a crash after the count) does
-    the release and asks for the pass again, both idempotent.
+    the release and asks for the pass again, both idempotent. `kept`: children the batch that
+    found them holds already, to crawl itself (`link_flush`); when they are all of them, no
+    pass is asked for.
     """
     store = rt.jobs(report.collection)
     seen = store.dispatch_report(report.dispatch_id, report.run_id, PHASE_OUTCOMES[report.phase])
@@ -175,7 +178,8 @@ def record_report(
     if seen.discovered and (run is not None or rt.runs.get(report.run_id) is not None):
         children = MongoChildStore(rt.db, report.collection)
         children.release(report.dispatch_id, report.run_id, rt.now())
-        plan_children(report.run_id, report.collection)
+        if seen.discovered > kept:
+            plan_children(report.run_id, report.collection)
     if run is None:
         ended = rt.runs.get(report.run_id)
         if ended is None:

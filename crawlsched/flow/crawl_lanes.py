@@ -51,6 +51,10 @@ class Lanes:
     def busy(self) -> bool:
         return bool(self._running or self._done)
 
+    def in_flight(self) -> list[dict]:
+        """The documents of the jobs started and not yet taken back (`next_done`)."""
+        return [job.doc for job, _ in self._running.values()] + [job.doc for job in self._done]
+
     def start(self, job: Finished, host: str, crawl: Callable[[], None]) -> None:
         """Run `crawl` for `job` (in place with one lane; else in a lane of the pool)."""
         if self.width == 1:

@@ -9,9 +9,11 @@ loop: the jobs not crawled go back to wait for another resource.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -63,10 +65,15 @@ def job_url(job: dict[str, Any], target: str, media: dict[str, Any] | None) -> s
 
 
 class PartFlush(Protocol):
-    """Hands the crawled part of a batch to its run while the batch goes on
-    (`link_flush.LinkFlush`)."""
+    """Hands the crawled part of a batch to its run while the batch goes on, keeping the
+    pages it found of hosts its process holds (`link_flush.LinkFlush`)."""
 
-    def due(self, progress: Progress, rest: list[dict]) -> bool: ...
+    kept: list[dict]  # the pages the last hand-over kept, for the batch to crawl
+    keeping: bool  # whether it may keep any: then hand-overs run beside the crawl
+
+    def due(self, progress: Progress, rest: list[dict], rest_hosts: Collection[str]) -> bool: ...
+
+    def keepable(self, progress: Progress) -> list[tuple[str, str, str]]: ...
 
     def flush(self, progress: Progress, rest: list[dict]) -> list[dict]: ...
 
@@ -142,10 +149,12 @@ class _Batch:
 
 def _crawl_each(b: _Batch, jobs: list[dict]) -> Progress:
     lanes = Lanes(b.width)
+    loop = _Loop(b, jobs, lanes)
     try:
-        return _Loop(b, jobs, lanes).run()
+        return loop.run()
     finally:
         lanes.close()
+        loop.close()
 
 
 class _Loop:
@@ -160,15 +169,31 @@ class _Loop:
         self.not_ready: dict[str, HostNotReady] = {}
         self.asked_again = False
         self.stopped = False
-        self.hand_over = False  # a hand-over is due once the lanes are idle
+        self.hand_over = False  # a hand-over is due (`_hand_over` says when it runs)
         self.interrupted: list[dict] = []  # jobs in flight when the batch was interrupted
+        # Crawled jobs whose host stays until the next hand-over brings the pages they found
+        # of it (`PartFlush.keepable`): done with it only then.
+        self.unsettled: list[dict] = []
+        # A hand-over of a batch that keeps pages runs in a thread of its own while the crawl
+        # goes on (`_hand_over`): its store writes would otherwise stop every host the batch
+        # keeps for as long as they take.
+        self.flushing: Future | None = None
+        self._flusher: ThreadPoolExecutor | None = None
+        self._settle_after: list[dict] = []  # jobs done with their hosts once it is done
 
     def run(self) -> Progress:
         b = self.b
         while True:
+            self._collect_hand_over()
             self._start_what_may_start()
+            if self.hand_over and self.flushing is None and self._beside():
+                self._hand_over()
+                continue
             if self.lanes.busy():
                 self._finished(self.lanes.next_done())
+                continue
+            if self.flushing is not None:
+                self._collect_hand_over(wait=True)  # it may bring pages to crawl
                 continue
             if self.stopped:
                 gone = [d["_id"] for d in self.pending + self.aside]
@@ -189,10 +214,19 @@ class _Loop:
             wait_for_hosts(self.progress, self.aside, self.not_ready)
         return self.progress
 
+    def close(self) -> None:
+        """Wait for a hand-over still running (a batch's records never outlive it)."""
+        if self._flusher is not None:
+            self._flusher.shutdown(wait=True)
+
+    def _beside(self) -> bool:
+        """Whether the hand-over due runs beside the crawl (the batch keeps pages)."""
+        return self.b.flush is not None and self.b.flush.keeping
+
     def _start_what_may_start(self) -> None:
         b = self.b
         while self.lanes.free() and not (
-            self.stopped or self.hand_over or self.progress.interruption
+            self.stopped or (self.hand_over and not self._beside()) or self.progress.interruption
         ):
             if b.stop.stopped():
                 self.stopped = True
@@ -201,7 +235,8 @@ class _Loop:
             # than wait, take over jobs of free hosts. A batch with nothing left ends instead,
             # and its thread takes a whole batch off the queue.
             waiting = self.pending or self.lanes.busy()
-            if b.taker is not None and waiting and not ready_soon(b.rt, self.pending, b.hosts):
+            taking = b.taker is not None and self.flushing is None  # (the part is changing)
+            if taking and waiting and not ready_soon(b.rt, self.pending, b.hosts):
                 self._take_over()
             if not self.pending:
                 return
@@ -258,9 +293,19 @@ class _Loop:
             self.interrupted.append(doc)
             return
         succeeded(b.rt, progress, doc, done.context, done.started_at)
-        self._done_with_host(doc)
-        if b.flush is not None and b.flush.due(progress, self.pending + self.aside):
+        if b.flush is not None and b.hosts[id(doc)] in {
+            h for _, _, h in b.flush.keepable(progress)
+        }:
+            self.unsettled.append(doc)  # its host stays: the part found pages of it to keep
+        else:
+            self._done_with_host(doc)
+        if b.flush is not None and b.flush.due(progress, *self._rest()):
             self.hand_over = True
+
+    def _rest(self) -> tuple[list[dict], set[str]]:
+        """The jobs left to crawl, and their hosts."""
+        rest = self.pending + self.aside
+        return rest, {self.b.hosts[id(d)] for d in rest}
 
     def _done_with_host(self, doc: dict) -> None:
         """`doc` will not ask for its host again. When it was this process's last job for a
@@ -270,7 +315,8 @@ class _Loop:
         going back and being taken by another process for about every page."""
         b = self.b
         host = b.hosts[id(doc)]
-        if b.taker is not None and host and b.rt.pacer.worth_keeping(host):
+        taking = b.taker is not None and self.flushing is None  # (the part is changing)
+        if taking and host and b.rt.pacer.worth_keeping(host):
             self._adopt(b.taker.take_host(host, KEEP_HOST_PAGES))
         b.use.done([doc])
 
@@ -283,17 +329,52 @@ class _Loop:
         self.pending += [doc for doc, _, _ in taken]
 
     def _hand_over(self) -> None:
-        """Hand the crawled part over (`PartFlush`): only with no job in flight, whose
-        outcome would belong to neither part."""
+        """Hand the crawled part over (`PartFlush`). A batch that keeps pages hands it over in
+        a thread of its own while its lanes go on: the jobs in flight move to the next part
+        with the rest, and what they find is the next part's. Others hand it over here, with
+        no job in flight, whose outcome would belong to neither part."""
         b = self.b
         self.hand_over = False
-        rest = self.pending + self.aside
-        if b.flush is None or not b.flush.due(self.progress, rest):
+        rest, hosts = self._rest()
+        if b.flush is None or not b.flush.due(self.progress, rest, hosts):
             return
-        held = {id(d) for d in b.flush.flush(self.progress, rest)}
+        part, self.progress = self.progress, Progress()  # the next part's
+        settled, self.unsettled = self.unsettled, []
+        if not self._beside():
+            self._handed_over(b.flush.flush(part, rest), settled)
+            return
+        if self._flusher is None:
+            self._flusher = ThreadPoolExecutor(1, thread_name_prefix="crawl-hand-over")
+        # (with the batch's bound log context)
+        flush = functools.partial(b.flush.flush, part, rest + self.lanes.in_flight())
+        self.flushing = self._flusher.submit(contextvars.copy_context().run, flush)
+        self._settle_after = settled
+
+    def _collect_hand_over(self, wait: bool = False) -> None:
+        """Take in a hand-over that ran beside the crawl once it is done (`wait`: wait for
+        it); its error is the batch's, as if it had run here."""
+        if self.flushing is None or not (wait or self.flushing.done()):
+            return
+        held, self.flushing = self.flushing.result(), None
+        self._handed_over(held, self._settle_after)
+
+    def _handed_over(self, held_docs: list[dict], settled: list[dict]) -> None:
+        """The rest this batch still holds after a hand-over (a job no longer held is
+        recorded by nobody: its dispatch was reclaimed), the pages the hand-over kept, and
+        the jobs whose hosts waited for them done with their hosts."""
+        b = self.b
+        held = {id(d) for d in held_docs}
         self.pending = [d for d in self.pending if id(d) in held]
         self.aside = [d for d in self.aside if id(d) in held]
-        self.progress = Progress()  # the next part's
+        if b.flush.kept:
+            media = b.rt.media(b.message.media_name)
+            for doc in b.flush.kept:
+                url = job_url(doc, derive_target(doc, b.target_fields), media)
+                b.urls[id(doc)], b.hosts[id(doc)] = url, _host_of(b.rt, url)
+            b.use.again(b.flush.kept)
+            self.pending += b.flush.kept
+        for doc in settled:
+            self._done_with_host(doc)
 
 
 def _crawl_one(b: _Batch, job: CrawlJob, context: CrawlContext) -> None:

@@ -133,6 +133,7 @@ def _run(
     stop: StopWatch,
     report: Callable[[ReportMessage], None],
     wake: Callable[[frozenset[str]], None],
+    apply_report: Callable[[ReportMessage, int], object] | None = None,
 ) -> tuple[Progress, CrawlContext | None, LinkFlush]:
     """The batch's crawl; its last part's progress, and the flush that knows that part's
     message (its dispatch id, once parts were handed over). A host given back mid-batch wakes
@@ -142,7 +143,7 @@ def _run(
         rt, message.collection, message.dispatch_id, min(deadlines) if deadlines else None
     )
     every_s = rt.settings.discovery_flush_s
-    flush = LinkFlush(rt, message, jobs, leases, dispatch, report, every_s)
+    flush = LinkFlush(rt, message, jobs, leases, dispatch, report, every_s, apply_report)
     try:
         leases.keep()
         context = _context(rt, message, leases, dispatch)
@@ -223,10 +224,13 @@ def crawl_batch(
     wake: Callable[[frozenset[str]], None] = lambda keys: None,
     wake_at: Callable[[frozenset[str], datetime], None] = lambda keys, when: None,
     first_delivery: bool = True,
+    apply_report: Callable[[ReportMessage, int], object] | None = None,
 ) -> dict[str, int]:
     """Crawl a batch message's jobs, record and report them. `first_delivery`: neither
     redelivered by RabbitMQ nor retried; a message that was, and finds none of its jobs,
-    looks for what its parts left behind (`link_flush.recover_parts`)."""
+    looks for what its parts left behind (`link_flush.recover_parts`). `apply_report` applies
+    a report here (`coordination.record_report`): with it, a batch crawls the pages it found
+    of hosts its process holds itself (`link_flush.LinkFlush.keepable`)."""
     started = time.perf_counter()
     store = rt.jobs(message.collection)
     written: dict[str, int] = {}  # outcomes this delivery wrote, when it wrote all it crawled
@@ -247,7 +251,9 @@ def crawl_batch(
         elif jobs:
             checked_media(rt, message, jobs)
             leases = Leases(rt, message.lease_ids)
-            progress, context, flush = _run(rt, message, jobs, leases, stop, report, wake)
+            progress, context, flush = _run(
+                rt, message, jobs, leases, stop, report, wake, apply_report
+            )
             # Parts handed over meanwhile were reported: what follows is the last part's.
             message = flush.message
             if flush.flushed:

@@ -252,14 +252,24 @@ class ClusterHostPacer:
         with self._lock:
             if self._expected.get(key, 0) != 1:
                 return False
+        return self.keeps(key, idle=True)
+
+    def keeps(self, key: str, idle: bool = False) -> bool:
+        """Whether pages found of `key` are best crawled by this process (`link_flush`): it
+        holds the host (with `idle`, with no request in flight), nobody else asked for it,
+        its delay sets its pace (else threads do), and its budget for today is not used up
+        (the pages would only wait for tomorrow). Crawled here, they need no planning, no
+        batch of their own and no grant: the host stays with one process while its pages
+        last."""
+        with self._lock:
             host = self._hosts.get(key)
         if host is None:
             return False
         with host.condition:
-            paced = (host.policy or self.default).delay_s > 0  # else threads set the pace
-            held = host.lease_until is not None and host.renewable and not host.active
-            # (with today's budget used, the pages brought here would only wait for tomorrow)
-            return paced and held and host_rules.may_start(host.pages_left, host.pages)
+            paced = (host.policy or self.default).delay_s > 0
+            held = host.lease_until is not None and host.renewable
+            busy = idle and host.active > 0
+            return paced and held and not busy and host_rules.may_start(host.pages_left, host.pages)
 
     def forget(self, keys: Iterable[str]) -> None:
         """Jobs expected here that will not ask after all (their batch ended first)."""

@@ -28,12 +28,14 @@ have died before sending one (`recover_parts`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
+from crawlsched import metrics
 from crawlsched.catalog import MAX_BATCH_JOBS
 from crawlsched.drivers.context import CrawlBounds
 from crawlsched.flow.admission import requeue
@@ -45,6 +47,8 @@ from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage, ReportMessage
 from crawlsched.planning.outcomes import PHASE_OUTCOMES
 from crawlsched.runtime import Runtime
+from crawlsched.store.children import child_id
+from crawlsched.store.job_claims import expiry_deadline
 
 log = get_logger(__name__)
 
@@ -64,6 +68,9 @@ PART_WAIT_PERIODS = 10
 # message of `MAX_BATCH_JOBS` at most and the pages it took over in its first seconds.
 MAX_PARTS = 2 * MAX_BATCH_JOBS // MIN_PART_PAGES
 PARTS_LOOKED_UP_AT_ONCE = 256  # part ids in one read of a redelivery's look for its rest
+# A batch keeps the pages it found of hosts its process holds (`keep`) only while younger than
+# this share of `crawl_time_limit_s`: past its time limit it would be cut off mid-crawl.
+KEEP_FOR_SHARE = 0.5
 
 
 def part_dispatch_id(dispatch_id: str, part: int) -> str:
@@ -84,6 +91,7 @@ class LinkFlush:
         dispatch: DispatchLease,
         report: Callable[[ReportMessage], None],
         every_s: float,
+        apply: Callable[[ReportMessage, int], object] | None = None,
     ) -> None:
         self.rt = rt
         self.message = message
@@ -98,26 +106,79 @@ class LinkFlush:
         self.part_began = time.perf_counter()
         self._looked_at = -float("inf")  # time.perf_counter() of the last look at the queue
         self._short_of_work = True  # what it said
+        # Applies a part's report here, before the pages it kept are crawled (`keep`); None:
+        # the batch keeps nothing.
+        self.apply = apply
+        alone = message.need_login or message.need_selenium  # its jobs are its leases'
+        self.keeping = apply is not None and rt.settings.crawl_keep_found and not alone
+        self.keep_until = self.part_began + KEEP_FOR_SHARE * rt.settings.crawl_time_limit_s
+        self.kept: list[dict[str, Any]] = []  # what the last hand-over kept, for the batch
+        # (task, URL) found -> (child id, URL, host key): worked out once per batch
+        self._located: dict[tuple[str, str], tuple[str, str, str]] = {}
+        self._met: set[str] = set()  # child ids found by the parts handed over
 
-    def due(self, progress: Progress, rest: list[dict[str, Any]]) -> bool:
-        """Found pages, pages left to crawl, the part old and big enough, and the run short
-        of work (or the part kept back `PART_WAIT_PERIODS` already)."""
+    def due(
+        self,
+        progress: Progress,
+        rest: list[dict[str, Any]],
+        rest_hosts: Collection[str] = frozenset(),
+    ) -> bool:
+        """Found pages, and: none left to crawl but some this batch would keep (it goes on
+        with them instead of ending); or a host of `rest_hosts`' process that the batch
+        would keep has no page left here (`rest_hosts`: the hosts of `rest`) and the part is
+        a period old; or pages left to crawl, the part old and big enough, and the run short
+        of work for the pages found that this batch would not keep (or the part kept back
+        `PART_WAIT_PERIODS` already)."""
+        if not (self.every_s > 0 and progress.found):
+            return False
         now = time.perf_counter()
         age = now - self.part_began
-        if not (
-            self.every_s > 0
-            and bool(progress.found)
-            and bool(rest)
-            and len(progress.updates) >= MIN_PART_PAGES
-            and age >= self.every_s
-        ):
+        keep = self.keepable(progress)
+        if not rest:
+            return bool(keep)
+        if age >= self.every_s and any(host not in rest_hosts for _, _, host in keep):
+            return True  # its clock would stop until the batch's next hand-over
+        if not (len(progress.updates) >= MIN_PART_PAGES and age >= self.every_s):
             return False
         if age >= self.every_s * PART_WAIT_PERIODS:
             return True
+        if len(keep) == len(self._fresh(progress)):
+            return False  # every page found stays here: no other thread needs them
         if now - self._looked_at >= self.every_s:
             self._looked_at = now
             self._short_of_work = not self._work_queued(now)
         return self._short_of_work
+
+    def keepable(self, progress: Progress) -> list[tuple[str, str, str]]:
+        """The pages found in this part that the batch would crawl itself, as (child id, URL,
+        host key): not met before by this batch, of its task, of a host its process holds and
+        paces (`ClusterHostPacer.keeps`), while the batch may still take pages in (its age,
+        its parts, a message's size)."""
+        if not self.keeping or time.perf_counter() >= self.keep_until:
+            return []
+        if self.flushed + 1 >= MAX_PARTS:
+            return []  # a redelivery looks for the rest under the first MAX_PARTS parts' ids
+        fresh = [entry for entry in self._fresh(progress).values() if entry[2]]
+        held = {host for _, _, host in fresh if self.rt.pacer.keeps(host)}
+        return [entry for entry in fresh if entry[2] in held]
+
+    def _fresh(self, progress: Progress) -> dict[str, tuple[str, str, str]]:
+        """The pages found in this part that no earlier part of the batch found, by child id:
+        (child id, URL, host key), the key "" for a page of another task or one that has no
+        host a request could go to."""
+        message, fresh = self.message, {}
+        for f in progress.found:
+            d = f.discovery
+            located = self._located.get((d.task, d.url))
+            if located is None:
+                cid, host = child_id(message.run_id, d.task, d.url), ""
+                if d.task == message.task:
+                    with contextlib.suppress(ValueError, OSError):  # (no request can go)
+                        host = self.rt.pacer.key_of(d.url)
+                located = self._located[(d.task, d.url)] = (cid, d.url, host)
+            if located[0] not in self._met:
+                fresh.setdefault(located[0], located)
+        return fresh
 
     def _work_queued(self, now: float) -> bool:
         """Whether the run's batches that have not begun hold work enough for the threads
@@ -146,16 +207,30 @@ class LinkFlush:
 
     def flush(self, progress: Progress, rest: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Record and report the crawled part; the rest of `rest` this batch still holds, now
-        under a new dispatch id (none when the dispatch was reclaimed meanwhile)."""
+        under a new dispatch id (none when the dispatch was reclaimed meanwhile). The pages
+        the part found that the batch keeps (`keepable`) join the new part, in `kept`."""
         rt, message = self.rt, self.message
         store = rt.jobs(message.collection)
+        keep = self.keepable(progress)
+        self._met.update(self._fresh(progress))  # found again later, nothing to keep
         part = record_part(rt, message, progress, self.bounds, self.jobs, self.leases)
         new_id = part_dispatch_id(self.root, self.flushed + 1)
         rest_ids = [doc["_id"] for doc in rest]
         moved = store.reassign(message.dispatch_id, new_id, rest_ids)
         kept = set(rest_ids) if moved == len(rest_ids) else set(store.claimed_ids(new_id))
+        self.kept = []
+        room = MAX_BATCH_JOBS - len(kept)
+        if keep and part.recorded and moved == len(rest_ids) and room > 0:
+            deadline = expiry_deadline(rt.now(), rt.settings.dispatch_lease_s)
+            held = {str(job_id) for job_id in kept}
+            ids = [cid for cid, _, _ in keep if cid not in held][:room]
+            self.kept = store.keep_found(ids, message.dispatch_id, new_id, deadline)
         if part.recorded:
-            self.report(crawl_report(message, self.part_began))
+            report = crawl_report(message, self.part_began)
+            if self.kept:
+                self.kept = self._counted(report, new_id)
+            else:
+                self.report(report)
         log.info(
             "batch_part_handed_over",
             dispatch_id=message.dispatch_id,
@@ -163,21 +238,47 @@ class LinkFlush:
             recorded=part.recorded,
             found=len(progress.found),
             rest=len(kept),
+            kept=len(self.kept),
         )
+        if self.kept:
+            metrics.pages_kept(message.task, message.media_name, len(self.kept))
         pairs = zip(message.job_ids, message.decoded_job_ids(), strict=True)
         # The stages before the crawl (planning, admission) were counted with this report;
         # the next part's counts only its own crawl time.
         self.message = message.model_copy(
             update={
                 "dispatch_id": new_id,
-                "job_ids": [text for text, job_id in pairs if job_id in kept],
+                "job_ids": [text for text, job_id in pairs if job_id in kept]
+                + [encode_id(doc["_id"]) for doc in self.kept],
                 "stages_ms": {},
             }
         )
+        self.jobs.extend(self.kept)
         self.dispatch.dispatch_id = new_id
         self.flushed += 1
         self.part_began = time.perf_counter()
         return [doc for doc in rest if doc["_id"] in kept]
+
+    def _counted(self, report: ReportMessage, new_id: str) -> list[dict[str, Any]]:
+        """Apply the part's report here, so that its run counts the pages the batch kept
+        before any of them is crawled: applied by the coordinator, it might come after the
+        report of the part that crawls them, and the run could end first. Returns the kept
+        pages the batch may crawl: when the report could not be applied here, it goes to the
+        coordinator, and the pages their run does not count yet go back to be planned once it
+        does."""
+        try:
+            self.apply(report, len(self.kept))
+            return self.kept
+        except Exception as e:
+            log.warning(
+                "part_report_sent_instead",
+                dispatch_id=report.dispatch_id,
+                error=f"{type(e).__name__}: {e}"[:300],
+            )
+        self.report(report)
+        store = self.rt.jobs(self.message.collection)
+        held = set(store.give_back_unreleased(new_id, [doc["_id"] for doc in self.kept]))
+        return [doc for doc in self.kept if doc["_id"] in held]
 
 
 @dataclass(frozen=True)
@@ -208,7 +309,12 @@ def recover_parts(
         ids = [part_dispatch_id(message.dispatch_id, part) for part in range(first, last)]
         left = store.left_under(ids, message.run_id, labels)
         ended += [dispatch_id for dispatch_id in ids if dispatch_id in left.ended]
-        for dispatch_id, job_ids in left.running.items():
+        for dispatch_id, running in left.running.items():
+            # Pages a part kept whose finder's report was not applied (the worker died in
+            # between): planned once it is, as if never kept (the report is sent below).
+            job_ids = store.give_back_unreleased(dispatch_id, running)
+            if not job_ids:
+                continue
             rest = message.model_copy(
                 update={
                     "dispatch_id": dispatch_id,

@@ -161,6 +161,11 @@ def jobs_taken_over(task: str, media: str, jobs: int) -> None:
         _active.jobs_taken_over.labels(task, media).inc(jobs)
 
 
+def pages_kept(task: str, media: str, pages: int) -> None:
+    if _active and pages > 0:
+        _active.pages_kept.labels(task, media).inc(pages)
+
+
 def store_command(collection: str, method: str) -> None:
     """One command sent to the store (`store/counting.py` counts each where it is sent)."""
     if _active:

@@ -127,6 +127,12 @@ class FlowMetrics:
             "process holds.",
             ("task", "media"),
         )
+        self.pages_kept = counter(
+            "crawlsched_pages_kept_total",
+            "Pages a batch found of a host its process holds and paces and crawled itself, "
+            "instead of handing them to its run to be planned, batched and granted the host.",
+            ("task", "media"),
+        )
         self.host_blocks = counter(
             "crawlsched_host_blocks_total",
             "Times a host answered 429 or 503 and was blocked for the whole cluster.",

@@ -91,6 +91,13 @@ class CrawlSettings(BaseModel):
         "paced host its process holds takes over that host's queued pages. Off: each batch "
         "crawls only the pages it was planned with.",
     )
+    crawl_keep_found: bool = Field(
+        True,
+        description="A batch (no account, no browser) crawls the pages it found of a host its "
+        "process holds and paces itself, under its next part, once its run counts them, "
+        "instead of handing them to its run to be planned, batched and granted the host anew "
+        "(for half of CRAWLSCHED_CRAWL_TIME_LIMIT_S at most). Off: every page found is planned.",
+    )
     robots_txt: bool = Field(True, description="Honour each site's robots.txt.")
     robots_ttl_s: float = Field(
         3600.0,

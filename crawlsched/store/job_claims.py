@@ -279,6 +279,60 @@ class JobClaims:
         query = {"_id": {"$in": ids}, "dispatch_id": dispatch_id, "state": int(JobState.RUNNING)}
         return [doc["_id"] for doc in self._jobs.find(query, {"_id": 1})]
 
+    def keep_found(
+        self, child_ids: Sequence[Any], found_by: str, dispatch_id: str, lease_deadline: datetime
+    ) -> list[dict[str, Any]]:
+        """Claim, for the running `dispatch_id`, the children of `child_ids` that `found_by`
+        (the part of the same batch just recorded) registered and nothing else took: begun,
+        open to no take-over. Returns them as the store has them now (two commands). Their
+        run counts them only once `found_by`'s report is applied: the caller crawls none
+        before that (`link_flush`)."""
+        ids = list(child_ids)
+        if not ids:
+            return []
+        self._jobs.update_many(
+            {
+                "_id": {"$in": ids},
+                "found_by": found_by,
+                "released": False,
+                "state": int(JobState.PENDING),
+                "dispatch_id": None,
+                "last_outcome": None,
+            },
+            {
+                "$set": {
+                    "state": int(JobState.RUNNING),
+                    "dispatch_id": dispatch_id,
+                    "lease_deadline": lease_deadline,
+                }
+            },
+        )
+        # Only what this claim took: a page found again may be one the dispatch held already.
+        query = {
+            "_id": {"$in": ids},
+            "dispatch_id": dispatch_id,
+            "state": int(JobState.RUNNING),
+            "found_by": found_by,
+        }
+        return list(self._jobs.find(query))
+
+    def give_back_unreleased(self, dispatch_id: str, job_ids: Sequence[Any]) -> list[Any]:
+        """Of `job_ids`, held by `dispatch_id`: the children their run does not count yet
+        (their finder's report not applied) go back to be planned once it is (pending, held by
+        nobody, as they were registered). Returns the ids the dispatch still holds."""
+        ids = list(job_ids)
+        if not ids:
+            return []
+        self._jobs.update_many(
+            {"_id": {"$in": ids}, "dispatch_id": dispatch_id, "released": False},
+            {
+                "$set": {"state": int(JobState.PENDING), "dispatch_id": None},
+                "$unset": {"lease_deadline": ""},
+            },
+        )
+        query = {"_id": {"$in": ids}, "dispatch_id": dispatch_id, "state": int(JobState.RUNNING)}
+        return [doc["_id"] for doc in self._jobs.find(query, {"_id": 1})]
+
     def reassign(
         self,
         dispatch_id: str,
