@@ -30,11 +30,12 @@ from crawlsched.flow.coordination import record_report
 from crawlsched.flow.crawling import crawl_batch
 from crawlsched.flow.ticking import reclaim_expired
 from crawlsched.messages import DISPATCH_ID_PATTERN, BatchMessage, ReportMessage
+from crawlsched.planning.run_names import ENDED
 from crawlsched.resources.rules import DOWN, AccountLimits
 from crawlsched.runtime import Runtime
 from crawlsched.store.children import child_id
 from crawlsched.store.jobs import MongoJobStore
-from crawlsched.store.pipeline import TASKS_COLLECTION
+from crawlsched.store.pipeline import TASKS_COLLECTION, children_filter
 from crawlsched.store.results import Item
 from tests.conftest import settings_for_tests
 from tests.support.claimed import Clock, claimed_batch
@@ -52,7 +53,8 @@ CONTEXTS: list[Any] = []  # the context of every job the driver was called for
 class ScriptedDriver:
     def crawl(self, job, context) -> None:
         CONTEXTS.append(context)
-        index = int(job.target.split("-")[0].removeprefix("job"))
+        # A planned job's index; a discovered page's is -1 (its URL says which it is).
+        index = int(job.target.split("-")[0].removeprefix("job")) if job.target[:3] == "job" else -1
         SCRIPT.get("step", lambda *args: None)(index, job, context)
 
 
@@ -919,9 +921,7 @@ def test_a_redelivery_finds_the_rest_after_hundreds_of_parts_and_only_its_own(rt
     assert again == link_flush.PartsRecovered(requeued=0, reports=0)
 
 
-def test_a_crash_between_a_later_part_s_record_and_its_report_has_the_report_sent_again(
-    rt, clock
-):
+def test_a_crash_between_a_later_part_s_record_and_its_report_has_the_report_sent_again(rt, clock):
     # Given a batch of twenty whose pages each find a page, and a worker that dies when it
     # reports its second part (recorded under the first part's id, the rest moved on)
     _discovering(rt, clock)
@@ -946,7 +946,7 @@ def test_a_crash_between_a_later_part_s_record_and_its_report_has_the_report_sen
     assert [r.dispatch_id for r in sent] == [message.dispatch_id]
     assert rt.db.profiles.count_documents({"last_dispatch_id": first_part}) == 8
     # When the message is delivered again
-    counts, reports = _crawl(rt, message, first_delivery=False)
+    _, reports = _crawl(rt, message, first_delivery=False)
     # Then the second part's report, which no one sent, is sent now (with the first's again:
     # the coordinator ignores a report it applied), and the rest of four waits again
     assert sorted(r.dispatch_id for r in reports) == sorted([message.dispatch_id, first_part])
@@ -958,3 +958,167 @@ def test_a_crash_between_a_later_part_s_record_and_its_report_has_the_report_sen
     assert run["outstanding"] == 20 - 16 + found  # the rest of four and the pages found
     (waiting,) = rt.waiting.all()
     assert waiting["jobs"] == 4
+
+
+# -- a batch keeps the pages it found of hosts its process holds ------------------------------
+
+
+def _keeping(rt, monkeypatch, applied: list, fails: BaseException | None = None):
+    """Parts handed over as soon as they may be; every host held and paced by this process
+    (the driver sends no request: the pacer is told so); twitter's run bounds wide enough.
+    Returns the `apply_report` a crawl worker passes: it records what it was asked, then
+    applies the report as the coordinator would (or raises `fails`)."""
+    rt.settings = rt.settings.model_copy(update={"discovery_flush_s": 1e-6})
+    rt.db.childs_socialmedia.update_one(
+        {"media_name": "twitter"}, {"$set": {"max_depth": 3, "max_pages": 100}}
+    )
+    run = {"planning": False, "outstanding": 2, "created_at": NOW}
+    rt.db.runs.update_one({"_id": RUN}, {"$set": run})
+    monkeypatch.setattr(rt.pacer, "keeps", lambda key, idle=False: True)
+    planned: list = []
+
+    def apply(report: ReportMessage, kept: int) -> None:
+        applied.append((report.dispatch_id, kept))
+        if fails is not None:
+            raise fails
+        record_report(rt, report, plan_children=lambda *args: planned.append(args), kept=kept)
+
+    apply.planned = planned
+    return apply
+
+
+def _finding(rt, found: dict[str, list[str]], crawled: list[str], counted: list[bool]):
+    """A driver step: a page finds the pages `found` lists for its URL's last segment (of its
+    own task); each discovered page crawled notes whether its run counted it by then."""
+
+    def step(index, job, context):
+        crawled.append(job.url)
+        if index < 0:
+            doc = rt.db.profiles.find_one({"_id": job.job_id}, {"released": 1})
+            counted.append(doc.get("released") is True)
+        for path in found.get(job.url.rsplit("/", 1)[-1], []):
+            context.discover(f"https://twitter.test/{path}", task="profile")
+
+    return step
+
+
+def test_a_batch_crawls_the_pages_it_found_of_a_host_its_process_holds_once_its_run_counts_them(
+    rt, clock, monkeypatch, registry
+):
+    # Given a batch of two whose first page finds three pages, each of which finds one more,
+    # all of one host its process holds and paces
+    applied: list = []
+    apply = _keeping(rt, monkeypatch, applied)
+    message = _admitted(rt, 2, login=False, selenium=False)
+    crawled, counted = [], []
+    found = {"job0": ["a1", "a2", "a3"], "a1": ["b1"], "a2": ["b2"], "a3": ["b3"]}
+    SCRIPT["step"] = _finding(rt, found, crawled, counted)
+    # When it is crawled
+    reports: list[ReportMessage] = []
+    counts = crawl_batch(rt, message, report=reports.append, apply_report=apply)
+    # Then the six pages found were crawled by the batch itself, each once, and each only
+    # after the report of the part that found it was applied here (the run counted it)
+    found_pages = [f"https://twitter.test/{x}{n}" for x in "ab" for n in (1, 2, 3)]
+    assert sorted(url for url in crawled if "/job" not in url) == found_pages
+    assert len(crawled) == len(set(crawled)) == 8
+    assert counted == [True] * 6
+    # Two hand-overs kept three pages each, their reports applied here with no planning asked
+    # for; the last part's report goes to the coordinator as any batch's end
+    assert [kept for _, kept in applied] == [3, 3] and apply.planned == []
+    parts = [link_flush.part_dispatch_id(message.dispatch_id, n) for n in (1, 2)]
+    assert [dispatch_id for dispatch_id, _ in applied] == [message.dispatch_id, parts[0]]
+    assert [r.dispatch_id for r in reports] == [parts[1]] and counts == {"succeeded": 3}
+    children = list(rt.db.profiles.find({"scope_run": RUN, "depth": {"$gte": 1}}))
+    assert {c["last_dispatch_id"] for c in children if c["depth"] == 1} == {parts[0]}
+    assert all(c["last_outcome"] == "succeeded" for c in children) and len(children) == 6
+    # And once the last report is applied, the run has counted every page in and off
+    record_report(rt, reports[0])
+    run = rt.runs.get(RUN)
+    assert run["discovered"] == 6 and run["counts"] == {"succeeded": 8}
+    assert run["state"] in ENDED and run["result"] == "succeeded"
+    kept_total = {
+        tuple(s.labels.values()): s.value
+        for family in registry.collect()
+        for s in family.samples
+        if s.name == "crawlsched_pages_kept_total"
+    }
+    assert kept_total == {("profile", "twitter"): 6}
+
+
+def test_a_page_found_again_while_the_batch_holds_it_is_crawled_once(rt, clock, monkeypatch):
+    # Given a batch whose first page finds a1 and a2, and a1 finds a2 again (kept already, not
+    # crawled yet) with a3; a part handed over after each page
+    apply = _keeping(rt, monkeypatch, [])
+    monkeypatch.setattr(link_flush, "MIN_PART_PAGES", 1)
+    message = _admitted(rt, 2, login=False, selenium=False)
+    crawled: list[str] = []
+    found = {"job0": ["a1", "a2"], "a1": ["a2", "a3"]}
+    SCRIPT["step"] = _finding(rt, found, crawled, [])
+    # When it is crawled
+    crawl_batch(rt, message, report=lambda report: None, apply_report=apply)
+    # Then every page was crawled once
+    assert sorted(crawled) == sorted(
+        f"https://twitter.test/{page}" for page in ("job0", "job1", "a1", "a2", "a3")
+    )
+    # (and the store's claim hands back only what it took, never a page the dispatch held)
+    store = rt.jobs("profiles")
+    held = rt.db.profiles.find_one({"url": "https://twitter.test/a3"})
+    assert store.keep_found([held["_id"]], held["found_by"], held["last_dispatch_id"], NOW) == []
+
+
+def test_a_part_s_report_not_applied_here_goes_to_the_coordinator_and_the_pages_wait_for_it(
+    rt, clock, monkeypatch
+):
+    # Given a batch whose first page finds three pages of a host its process holds, and a
+    # store that fails when the part's report is applied in the crawl thread
+    applied: list = []
+    apply = _keeping(rt, monkeypatch, applied, fails=RuntimeError("store unreachable"))
+    message = _admitted(rt, 2, login=False, selenium=False)
+    crawled: list[str] = []
+    SCRIPT["step"] = _finding(rt, {"job0": ["a1", "a2", "a3"]}, crawled, [])
+    # When it is crawled
+    reports: list[ReportMessage] = []
+    crawl_batch(rt, message, report=reports.append, apply_report=apply)
+    # Then the report went to the coordinator instead, and the batch crawled none of the three:
+    # their run does not count them yet, so they went back to be planned once it does
+    assert [r.dispatch_id for r in reports] == [message.dispatch_id] and len(applied) == 1
+    assert sorted(crawled) == ["https://twitter.test/job0", "https://twitter.test/job1"]
+    pages = list(rt.db.profiles.find({"scope_run": RUN, "depth": 1}))
+    assert len(pages) == 3
+    assert all(p["state"] == int(JobState.PENDING) and p.get("dispatch_id") is None for p in pages)
+    assert not any(p["released"] for p in pages)
+    # And the coordinator's count releases them to the run's pass
+    record_report(rt, reports[0])
+    assert rt.db.profiles.count_documents(children_filter(RUN)) == 3
+
+
+def test_a_redelivery_gives_the_pages_a_dead_batch_kept_before_its_run_counted_them_back(
+    rt, clock, monkeypatch
+):
+    # Given a batch of three whose first page finds two pages of a host its process holds, and
+    # a worker killed after the part kept them, before its report was applied
+    apply = _keeping(rt, monkeypatch, [], fails=SystemExit("worker killed"))
+    message = _admitted(rt, 3, login=False, selenium=False)
+    SCRIPT["step"] = _finding(rt, {"job0": ["a1", "a2"]}, [], [])
+    rt.settings = rt.settings.model_copy(update={"discovery_flush_s": 1e-6})
+    monkeypatch.setattr(link_flush, "MIN_PART_PAGES", 1)
+    with pytest.raises(SystemExit):
+        crawl_batch(rt, message, report=lambda report: None, apply_report=apply)
+    part = link_flush.part_dispatch_id(message.dispatch_id, 1)
+    held = list(rt.db.profiles.find({"dispatch_id": part}))
+    assert sorted(d.get("url", d.get("target"))[-2:] for d in held if d.get("depth")) == [
+        "a1",
+        "a2",
+    ]
+    # When its message is delivered again
+    reports: list[ReportMessage] = []
+    crawl_batch(rt, message, report=reports.append, first_delivery=False)
+    # Then the part's report is sent again, the two pages its run does not count yet wait to
+    # be planned once it does (not to be crawled before), and the rest of the batch waits again
+    assert {r.dispatch_id for r in reports} == {message.dispatch_id}
+    pages = list(rt.db.profiles.find({"scope_run": RUN, "depth": 1}))
+    assert all(p["state"] == int(JobState.PENDING) and p.get("dispatch_id") is None for p in pages)
+    (waiting,) = rt.waiting.all()
+    assert waiting["jobs"] == 2  # job1 and job2
+    record_report(rt, reports[0])
+    assert rt.db.profiles.count_documents(children_filter(RUN)) == 2

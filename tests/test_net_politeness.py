@@ -383,6 +383,28 @@ def test_a_host_is_worth_keeping_only_when_held_paced_unasked_and_about_to_go_ba
     assert not budget.worth_keeping(A)  # today's one page is sent: more would wait a day
 
 
+def test_pages_found_of_a_host_are_kept_only_while_it_is_held_paced_unasked_and_in_budget():
+    clock, store = FakeClock(), _store()
+    p1 = _pacer(clock, 1.0, store=store, holder="p1", max_sleep_s=0, slice_s=4.0)
+    p2 = _pacer(clock, 1.0, store=store, holder="p2", max_sleep_s=0)
+    assert not p1.keeps(A)  # not held
+    p1.expect([A, A])
+    _started(p1, clock, A)
+    assert p1.keeps(A)  # held, paced, nobody asked: its pages are best crawled here
+    assert p1.keeps(A, idle=True)  # (no request in flight)
+    with pytest.raises(HostNotReady):
+        _started(p2, clock, A)  # p2 asks for it
+    clock.sleep(2.5)
+    _started(p1, clock, A)  # past half its slice: the renewal is refused, p2 asked
+    assert not p1.keeps(A)  # it goes back at its slice's end: its pages go to the run
+    unpaced = _pacer(clock, 0.0, store=_store(), holder="p3", max_sleep_s=0)
+    _started(unpaced, clock, A)
+    assert not unpaced.keeps(A)  # its threads set the pace: any thread may take its pages
+    budget = _pacer(clock, 1.0, store=_store(), holder="p4", max_sleep_s=0, daily_pages=1)
+    _started(budget, clock, A)
+    assert not budget.keeps(A)  # today's one page is sent: more would wait a day
+
+
 def test_a_dead_holder_blocks_the_host_no_longer_than_its_slice():
     clock, store = FakeClock(), _store()
     dead = _pacer(clock, 0.0, store=store, holder="dead", max_sleep_s=0)
