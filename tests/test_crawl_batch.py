@@ -909,7 +909,9 @@ def test_a_redelivery_finds_the_rest_after_hundreds_of_parts_and_only_its_own(rt
     # When the first batch's message is redelivered
     reports: list[ReportMessage] = []
     recovered = link_flush.recover_parts(rt, first, reports.append)
-    assert recovered == link_flush.PartsRecovered(requeued=3, reports=0) and reports == []
+    assert (recovered.requeued, recovered.reports, reports) == (3, 0, [])
+    # (waiting for its host, and woken for it at once: it may be free already)
+    assert recovered.wake == {"host:https://twitter.test:443"} == set(rt.waiting.all()[0]["needs"])
     # Then its three jobs wait again, under one dispatch; the other batch's rest is not touched
     (waiting,) = rt.waiting.all()
     assert waiting["jobs"] == 3

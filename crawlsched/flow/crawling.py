@@ -202,19 +202,20 @@ def _own_jobs(
     message: BatchMessage,
     first_delivery: bool,
     report: Callable[[ReportMessage], None],
-) -> list[dict[str, Any]]:
+) -> tuple[list[dict[str, Any]], frozenset[str]]:
     """The message's jobs, its own from now on: a running batch of the run may have taken some
     over before (`take_over`); those are not loaded. (A batch that needs an account or a node
     is never taken from: its jobs are its leases'.) A redelivery that finds none looks for
-    what its parts left behind: their rest, and their reports (`link_flush.recover_parts`)."""
+    what its parts left behind: their rest, and their reports (`link_flush.recover_parts`);
+    with the keys to wake for that rest."""
     store = rt.jobs(message.collection)
     if message.need_login or message.need_selenium:
         jobs = store.load_claimed(message.dispatch_id, message.decoded_job_ids())
     else:
         jobs = store.load_and_begin(message.dispatch_id, message.decoded_job_ids())
     if not jobs and not first_delivery:
-        recover_parts(rt, message, report)
-    return jobs
+        return jobs, recover_parts(rt, message, report).wake
+    return jobs, frozenset()
 
 
 def crawl_batch(
@@ -234,9 +235,10 @@ def crawl_batch(
     started = time.perf_counter()
     store = rt.jobs(message.collection)
     written: dict[str, int] = {}  # outcomes this delivery wrote, when it wrote all it crawled
-    host_waits: set[str] = set()
+    host_waits: set[str] = set()  # keys to wake: what a rest put back to wait waits for
     try:
-        jobs = _own_jobs(rt, message, first_delivery, report)
+        jobs, host_waits = _own_jobs(rt, message, first_delivery, report)
+        host_waits = set(host_waits)
         if len(jobs) > len(message.job_ids):
             # It took jobs over before its worker died: they are its own, listed from now on.
             message = message.model_copy(update={"job_ids": [encode_id(d["_id"]) for d in jobs]})
@@ -267,7 +269,7 @@ def crawl_batch(
                 stopped = len(progress.stopped)
                 log.info("batch_stopped", dispatch_id=message.dispatch_id, jobs=stopped)
             if progress.interruption:
-                host_waits = _wait_for_host(rt, message, progress, wake_at)
+                host_waits |= _wait_for_host(rt, message, progress, wake_at)
     finally:
         # The hosts this batch held and nobody else here uses go to whoever waits for them;
         # the batches waiting for a host given back here are woken.

@@ -39,13 +39,16 @@ from crawlsched import metrics
 from crawlsched.catalog import MAX_BATCH_JOBS
 from crawlsched.drivers.context import CrawlBounds
 from crawlsched.flow.admission import requeue
+from crawlsched.flow.crawl_loop import job_url
 from crawlsched.flow.crawl_progress import Progress
 from crawlsched.flow.crawl_records import crawl_report, record_part
 from crawlsched.flow.crawl_resources import DispatchLease, Leases
 from crawlsched.ids import encode_id
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage, ReportMessage
+from crawlsched.planning.due import derive_target
 from crawlsched.planning.outcomes import PHASE_OUTCOMES
+from crawlsched.resources.queueing import host_wait_key
 from crawlsched.runtime import Runtime
 from crawlsched.store.children import child_id
 from crawlsched.store.job_claims import expiry_deadline
@@ -285,6 +288,9 @@ class LinkFlush:
 class PartsRecovered:
     requeued: int  # jobs of the rest put back to wait
     reports: int  # parts' reports sent again
+    # What the rest waits for (its hosts, which the dead worker may hold until its slices
+    # end): the caller wakes it at once, so a host already free is crawled without a tick.
+    wake: frozenset[str] = frozenset()
 
 
 def recover_parts(
@@ -302,7 +308,7 @@ def recover_parts(
     rest from it as well: that worker's later records find their jobs gone and count nothing,
     as for any reclaimed batch; the pages it crawls meanwhile are crawled again."""
     store = rt.jobs(message.collection)
-    requeued, ended = 0, []
+    requeued, ended, wake = 0, [], set()
     labels = PHASE_OUTCOMES["crawl"]
     for first in range(1, MAX_PARTS + 1, PARTS_LOOKED_UP_AT_ONCE):
         last = min(first + PARTS_LOOKED_UP_AT_ONCE, MAX_PARTS + 1)
@@ -324,8 +330,10 @@ def recover_parts(
                 }
             )
             reason = f"its worker died after handing a part over (message {message.dispatch_id})"
-            if requeue(rt, rest, job_ids, reason) is not None:
+            hosts = _hosts_of(rt, message, store.load_claimed(dispatch_id, job_ids))
+            if requeue(rt, rest, job_ids, reason, also_needs=hosts) is not None:
                 requeued += len(job_ids)
+                wake |= hosts
     # After the rests moved: a part whose rest it still held would have its report refused.
     for dispatch_id in ended:
         part = message.model_copy(update={"dispatch_id": dispatch_id, "stages_ms": {}})
@@ -337,4 +345,17 @@ def recover_parts(
             requeued=requeued,
             reports_sent_again=len(ended),
         )
-    return PartsRecovered(requeued, len(ended))
+    return PartsRecovered(requeued, len(ended), frozenset(wake))
+
+
+def _hosts_of(rt: Runtime, message: BatchMessage, docs: list[dict[str, Any]]) -> frozenset[str]:
+    """What jobs of `message`'s kind wait for when their hosts are not ready: their hosts'
+    wait keys (`queueing.host_wait_key`)."""
+    media = rt.media(message.media_name)
+    fields = ("target", *rt.target_fields(message.collection))
+    keys = set()
+    for doc in docs:
+        with contextlib.suppress(ValueError, OSError):
+            host = rt.pacer.key_of(job_url(doc, derive_target(doc, fields), media))
+            keys.add(host_wait_key(host))
+    return frozenset(keys)
