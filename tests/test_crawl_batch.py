@@ -1124,3 +1124,34 @@ def test_a_redelivery_gives_the_pages_a_dead_batch_kept_before_its_run_counted_t
     assert waiting["jobs"] == 2  # job1 and job2
     record_report(rt, reports[0])
     assert rt.db.profiles.count_documents(children_filter(RUN)) == 2
+
+
+@pytest.mark.parametrize("paused", [False, True])
+def test_a_batch_keeps_a_minute_of_each_host_s_pages_and_none_once_its_run_is_paused(
+    rt, clock, monkeypatch, paused
+):
+    # Given a batch whose first page finds five pages of a host paced at 20 s, so that a
+    # minute of it is three pages (and, in the second case, a run paused meanwhile)
+    apply = _keeping(rt, monkeypatch, [])
+    monkeypatch.setattr(rt.pacer, "delay_of", lambda key: 20.0)
+    message = _admitted(rt, 2, login=False, selenium=False)
+    crawled: list[str] = []
+    step = _finding(rt, {"job0": [f"a{n}" for n in range(1, 6)]}, crawled, [])
+
+    def then_pause(index, job, context):
+        step(index, job, context)
+        if paused and index == 1:
+            rt.db.runs.update_one({"_id": RUN}, {"$set": {"paused": True}})
+            clock.advance(rt.settings.stop_check_s)  # (the stop watch reads again)
+
+    SCRIPT["step"] = then_pause
+    # When it is crawled
+    reports: list[ReportMessage] = []
+    crawl_batch(rt, message, report=reports.append, apply_report=apply)
+    # Then it crawled three of them itself, and the other two went to the run to be planned
+    # (all five, when the run was paused: they wait with it)
+    kept = [url for url in crawled if "/a" in url]
+    assert len(kept) == (0 if paused else 3)
+    for report in reports:
+        record_report(rt, report)
+    assert rt.db.profiles.count_documents(children_filter(RUN)) == 5 - len(kept)

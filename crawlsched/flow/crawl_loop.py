@@ -12,7 +12,8 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import functools
-from collections.abc import Callable, Collection
+from collections import Counter
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -71,11 +72,15 @@ class PartFlush(Protocol):
     kept: list[dict]  # the pages the last hand-over kept, for the batch to crawl
     keeping: bool  # whether it may keep any: then hand-overs run beside the crawl
 
-    def due(self, progress: Progress, rest: list[dict], rest_hosts: Collection[str]) -> bool: ...
+    def due(self, progress: Progress, rest: list[dict], rest_hosts: Mapping[str, int]) -> bool: ...
 
-    def keepable(self, progress: Progress) -> list[tuple[str, str, str]]: ...
+    def keepable(
+        self, progress: Progress, ahead: Mapping[str, int] | None = None
+    ) -> list[tuple[str, str, str]]: ...
 
-    def flush(self, progress: Progress, rest: list[dict]) -> list[dict]: ...
+    def flush(
+        self, progress: Progress, rest: list[dict], rest_hosts: Mapping[str, int] | None = None
+    ) -> list[dict]: ...
 
 
 def crawl_jobs(
@@ -293,19 +298,20 @@ class _Loop:
             self.interrupted.append(doc)
             return
         succeeded(b.rt, progress, doc, done.context, done.started_at)
+        rest, hosts = self._rest()
         if b.flush is not None and b.hosts[id(doc)] in {
-            h for _, _, h in b.flush.keepable(progress)
+            host for _, _, host in b.flush.keepable(progress, hosts)
         }:
             self.unsettled.append(doc)  # its host stays: the part found pages of it to keep
         else:
             self._done_with_host(doc)
-        if b.flush is not None and b.flush.due(progress, *self._rest()):
+        if b.flush is not None and b.flush.due(progress, rest, hosts):
             self.hand_over = True
 
-    def _rest(self) -> tuple[list[dict], set[str]]:
-        """The jobs left to crawl, and their hosts."""
-        rest = self.pending + self.aside
-        return rest, {self.b.hosts[id(d)] for d in rest}
+    def _rest(self, in_flight: bool = False) -> tuple[list[dict], Counter]:
+        """The jobs left to crawl (with those in flight), and how many of them each host has."""
+        rest = self.pending + self.aside + (self.lanes.in_flight() if in_flight else [])
+        return rest, Counter(self.b.hosts[id(d)] for d in rest)
 
     def _done_with_host(self, doc: dict) -> None:
         """`doc` will not ask for its host again. When it was this process's last job for a
@@ -341,12 +347,12 @@ class _Loop:
         part, self.progress = self.progress, Progress()  # the next part's
         settled, self.unsettled = self.unsettled, []
         if not self._beside():
-            self._handed_over(b.flush.flush(part, rest), settled)
+            self._handed_over(b.flush.flush(part, rest, hosts), settled)
             return
         if self._flusher is None:
             self._flusher = ThreadPoolExecutor(1, thread_name_prefix="crawl-hand-over")
         # (with the batch's bound log context)
-        flush = functools.partial(b.flush.flush, part, rest + self.lanes.in_flight())
+        flush = functools.partial(b.flush.flush, part, *self._rest(in_flight=True))
         self.flushing = self._flusher.submit(contextvars.copy_context().run, flush)
         self._settle_after = settled
 

@@ -143,7 +143,7 @@ def _run(
         rt, message.collection, message.dispatch_id, min(deadlines) if deadlines else None
     )
     every_s = rt.settings.discovery_flush_s
-    flush = LinkFlush(rt, message, jobs, leases, dispatch, report, every_s, apply_report)
+    flush = LinkFlush(rt, message, jobs, leases, dispatch, report, every_s, apply_report, stop)
     try:
         leases.keep()
         context = _context(rt, message, leases, dispatch)

@@ -271,6 +271,13 @@ class ClusterHostPacer:
             busy = idle and host.active > 0
             return paced and held and not busy and host_rules.may_start(host.pages_left, host.pages)
 
+    def delay_of(self, key: str) -> float:
+        """The delay between starts this process keeps for the host (its own limits once it
+        was granted, else the default)."""
+        with self._lock:
+            host = self._hosts.get(key)
+        return ((host.policy if host is not None else None) or self.default).delay_s
+
     def forget(self, keys: Iterable[str]) -> None:
         """Jobs expected here that will not ask after all (their batch ended first)."""
         with self._lock:

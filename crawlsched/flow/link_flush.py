@@ -24,6 +24,18 @@ names: each part's id follows from the message's and the part's number (`part_di
 so the redelivery finds the rest under it and puts it back to wait at once, as the dispatch
 lease's expiry would only much later, and sends each part's report again: the worker may
 have died before sending one (`recover_parts`).
+
+A batch keeps the pages it found of hosts its process holds and paces (`keepable`): they are
+the pages its host's clock waits for, and handed to the run they would be planned, batched,
+queued for any thread, most often one of another process, which would ask for the host. At
+the hand-over the part's found pages are registered as always, then the batch claims the kept
+ones for its next part (`JobClaims.keep_found`) and applies the part's report itself (`apply`,
+the coordinator's code) before it crawls any: the run counts a page in before anyone can count
+it off, which the queue, giving no order between two reports, would not promise. A report that
+cannot be applied here goes to the coordinator, and the kept pages go back to be planned once
+it is applied; a redelivery gives back those a dead worker kept before its report was applied.
+Such a batch hands over when a host it keeps has no page left in it, when it would end, or
+after `PART_WAIT_PERIODS`; and its hand-overs run beside its crawl (`crawl_loop`).
 """
 
 from __future__ import annotations
@@ -31,7 +43,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +55,7 @@ from crawlsched.flow.crawl_loop import job_url
 from crawlsched.flow.crawl_progress import Progress
 from crawlsched.flow.crawl_records import crawl_report, record_part
 from crawlsched.flow.crawl_resources import DispatchLease, Leases
+from crawlsched.flow.stopping import StopWatch
 from crawlsched.ids import encode_id
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage, ReportMessage
@@ -74,6 +87,9 @@ PARTS_LOOKED_UP_AT_ONCE = 256  # part ids in one read of a redelivery's look for
 # A batch keeps the pages it found of hosts its process holds (`keep`) only while younger than
 # this share of `crawl_time_limit_s`: past its time limit it would be cut off mid-crawl.
 KEEP_FOR_SHARE = 0.5
+# ... and only this many seconds' worth of each host's pages at its delay: what it holds then
+# is crawled well within its time limit, and the rest of the host's pages go to the run.
+KEEP_AHEAD_S = 60.0
 
 
 def part_dispatch_id(dispatch_id: str, part: int) -> str:
@@ -95,8 +111,10 @@ class LinkFlush:
         report: Callable[[ReportMessage], None],
         every_s: float,
         apply: Callable[[ReportMessage, int], object] | None = None,
+        stop: StopWatch | None = None,
     ) -> None:
         self.rt = rt
+        self.stop = stop  # a stopped or paused run's batch keeps nothing
         self.message = message
         self.jobs = jobs
         self.leases = leases
@@ -124,19 +142,20 @@ class LinkFlush:
         self,
         progress: Progress,
         rest: list[dict[str, Any]],
-        rest_hosts: Collection[str] = frozenset(),
+        rest_hosts: Mapping[str, int] | None = None,
     ) -> bool:
         """Found pages, and: none left to crawl but some this batch would keep (it goes on
-        with them instead of ending); or a host of `rest_hosts`' process that the batch
-        would keep has no page left here (`rest_hosts`: the hosts of `rest`) and the part is
-        a period old; or pages left to crawl, the part old and big enough, and the run short
-        of work for the pages found that this batch would not keep (or the part kept back
+        with them instead of ending); or a host the batch would keep pages of has no page
+        left here (`rest_hosts`: the pages of `rest` by host) and the part is a period old;
+        or pages left to crawl, the part old and big enough, and the run short of work for
+        the pages found that this batch would not keep (or the part kept back
         `PART_WAIT_PERIODS` already)."""
         if not (self.every_s > 0 and progress.found):
             return False
         now = time.perf_counter()
         age = now - self.part_began
-        keep = self.keepable(progress)
+        rest_hosts = rest_hosts or {}
+        keep = self.keepable(progress, rest_hosts)
         if not rest:
             return bool(keep)
         if age >= self.every_s and any(host not in rest_hosts for _, _, host in keep):
@@ -152,18 +171,32 @@ class LinkFlush:
             self._short_of_work = not self._work_queued(now)
         return self._short_of_work
 
-    def keepable(self, progress: Progress) -> list[tuple[str, str, str]]:
+    def keepable(
+        self, progress: Progress, ahead: Mapping[str, int] | None = None
+    ) -> list[tuple[str, str, str]]:
         """The pages found in this part that the batch would crawl itself, as (child id, URL,
         host key): not met before by this batch, of its task, of a host its process holds and
-        paces (`ClusterHostPacer.keeps`), while the batch may still take pages in (its age,
-        its parts, a message's size)."""
+        paces (`ClusterHostPacer.keeps`), `KEEP_AHEAD_S` of each host's pages at most with
+        the `ahead` it holds already (by host), while the batch may still take pages in (its
+        age, its parts, a message's size) and its run is neither stopped nor paused."""
         if not self.keeping or time.perf_counter() >= self.keep_until:
             return []
         if self.flushed + 1 >= MAX_PARTS:
             return []  # a redelivery looks for the rest under the first MAX_PARTS parts' ids
-        fresh = [entry for entry in self._fresh(progress).values() if entry[2]]
-        held = {host for _, _, host in fresh if self.rt.pacer.keeps(host)}
-        return [entry for entry in fresh if entry[2] in held]
+        if self.stop is not None and (self.stop.stopped() or self.stop.paused()):
+            return []  # what it found waits in the run, with the run
+        pacer, ahead, fresh = self.rt.pacer, ahead or {}, self._fresh(progress).values()
+        room: dict[str, int] = {}  # pages of each host it holds that it may keep
+        for host in {host for _, _, host in fresh if host}:
+            if pacer.keeps(host):  # (paced: its delay is above 0)
+                pages = int(KEEP_AHEAD_S / max(pacer.delay_of(host), 1e-3))
+                room[host] = pages - ahead.get(host, 0)
+        kept = []
+        for entry in fresh:
+            if room.get(entry[2], 0) > 0:
+                room[entry[2]] -= 1
+                kept.append(entry)
+        return kept
 
     def _fresh(self, progress: Progress) -> dict[str, tuple[str, str, str]]:
         """The pages found in this part that no earlier part of the batch found, by child id:
@@ -208,13 +241,19 @@ class LinkFlush:
         taken = [encode_id(doc["_id"]) for doc in docs]
         self.message = self.message.model_copy(update={"job_ids": [*self.message.job_ids, *taken]})
 
-    def flush(self, progress: Progress, rest: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def flush(
+        self,
+        progress: Progress,
+        rest: list[dict[str, Any]],
+        rest_hosts: Mapping[str, int] | None = None,
+    ) -> list[dict[str, Any]]:
         """Record and report the crawled part; the rest of `rest` this batch still holds, now
         under a new dispatch id (none when the dispatch was reclaimed meanwhile). The pages
-        the part found that the batch keeps (`keepable`) join the new part, in `kept`."""
+        the part found that the batch keeps (`keepable`, with `rest_hosts` the pages of `rest`
+        by host) join the new part, in `kept`."""
         rt, message = self.rt, self.message
         store = rt.jobs(message.collection)
-        keep = self.keepable(progress)
+        keep = self.keepable(progress, rest_hosts)
         self._met.update(self._fresh(progress))  # found again later, nothing to keep
         part = record_part(rt, message, progress, self.bounds, self.jobs, self.leases)
         new_id = part_dispatch_id(self.root, self.flushed + 1)
