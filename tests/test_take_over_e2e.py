@@ -45,7 +45,14 @@ SITES = 8
 # take anything over; a later timeout at 30 was the workers' exporter unable to bind its port,
 # taken by an outgoing connection (`tests/support/ports.py`), which may have been the cause.
 GRAPHS = [layered_graph(30, seed=70 + i, fan_out=3) for i in range(SITES)]
-POLITENESS = {"CRAWLSCHED_HOST_DELAY_S": "0.5", "CRAWLSCHED_HOST_CONCURRENCY": "1"}
+POLITENESS = {
+    "CRAWLSCHED_HOST_DELAY_S": "0.5",
+    "CRAWLSCHED_HOST_CONCURRENCY": "1",
+    # Found pages go to the run, to be planned into batches that can be taken over: a batch
+    # that kept the pages of the hosts it holds would leave nothing queued to take over
+    # (`test_politeness_cluster` SIGKILLs a holder that keeps them).
+    "CRAWLSCHED_CRAWL_KEEP_FOUND": "false",
+}
 
 
 def _start_run(rt, base_urls: list[str], schedule_id: str) -> str:
