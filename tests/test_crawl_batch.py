@@ -1127,13 +1127,16 @@ def test_a_redelivery_gives_the_pages_a_dead_batch_kept_before_its_run_counted_t
 
 
 @pytest.mark.parametrize("paused", [False, True])
-def test_a_batch_keeps_a_minute_of_each_host_s_pages_and_none_once_its_run_is_paused(
+def test_a_batch_keeps_what_it_can_crawl_in_its_time_and_nothing_once_its_run_is_paused(
     rt, clock, monkeypatch, paused
 ):
-    # Given a batch whose first page finds five pages of a host paced at 20 s, so that a
-    # minute of it is three pages (and, in the second case, a run paused meanwhile)
+    # Given a batch whose first page finds five pages of a host paced at 160 s, so that what
+    # its time limit of 600 s lets it crawl well before it is three pages (and, in the second
+    # case, a run paused meanwhile)
     apply = _keeping(rt, monkeypatch, [])
-    monkeypatch.setattr(rt.pacer, "delay_of", lambda key: 20.0)
+    monkeypatch.setattr(rt.pacer, "delay_of", lambda key: 160.0)
+    monkeypatch.setattr(link_flush, "time", types.SimpleNamespace(perf_counter=clock.monotonic))
+    assert rt.settings.crawl_time_limit_s == 600
     message = _admitted(rt, 2, login=False, selenium=False)
     crawled: list[str] = []
     step = _finding(rt, {"job0": [f"a{n}" for n in range(1, 6)]}, crawled, [])

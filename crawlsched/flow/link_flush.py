@@ -87,9 +87,9 @@ PARTS_LOOKED_UP_AT_ONCE = 256  # part ids in one read of a redelivery's look for
 # A batch keeps the pages it found of hosts its process holds (`keep`) only while younger than
 # this share of `crawl_time_limit_s`: past its time limit it would be cut off mid-crawl.
 KEEP_FOR_SHARE = 0.5
-# ... and only this many seconds' worth of each host's pages at its delay: what it holds then
-# is crawled well within its time limit, and the rest of the host's pages go to the run.
-KEEP_AHEAD_S = 60.0
+# ... and of each host only as many pages as its delay lets it crawl in this share of the time
+# left to its time limit: what it holds is crawled well before it, and the rest go to the run.
+KEEP_AHEAD_SHARE = 0.8
 
 
 def part_dispatch_id(dispatch_id: str, part: int) -> str:
@@ -132,6 +132,7 @@ class LinkFlush:
         self.apply = apply
         alone = message.need_login or message.need_selenium  # its jobs are its leases'
         self.keeping = apply is not None and rt.settings.crawl_keep_found and not alone
+        self.time_limit_at = self.part_began + rt.settings.crawl_time_limit_s
         self.keep_until = self.part_began + KEEP_FOR_SHARE * rt.settings.crawl_time_limit_s
         self.kept: list[dict[str, Any]] = []  # what the last hand-over kept, for the batch
         # (task, URL) found -> (child id, URL, host key): worked out once per batch
@@ -176,8 +177,9 @@ class LinkFlush:
     ) -> list[tuple[str, str, str]]:
         """The pages found in this part that the batch would crawl itself, as (child id, URL,
         host key): not met before by this batch, of its task, of a host its process holds and
-        paces (`ClusterHostPacer.keeps`), `KEEP_AHEAD_S` of each host's pages at most with
-        the `ahead` it holds already (by host), while the batch may still take pages in (its
+        paces (`ClusterHostPacer.keeps`), as many of each host's pages, with the `ahead` it
+        holds already (by host), as its delay lets it crawl well before its time limit
+        (`KEEP_AHEAD_SHARE`), while the batch may still take pages in (its
         age, its parts, a message's size) and its run is neither stopped nor paused."""
         if not self.keeping or time.perf_counter() >= self.keep_until:
             return []
@@ -186,10 +188,11 @@ class LinkFlush:
         if self.stop is not None and (self.stop.stopped() or self.stop.paused()):
             return []  # what it found waits in the run, with the run
         pacer, ahead, fresh = self.rt.pacer, ahead or {}, self._fresh(progress).values()
+        time_left_s = KEEP_AHEAD_SHARE * (self.time_limit_at - time.perf_counter())
         room: dict[str, int] = {}  # pages of each host it holds that it may keep
         for host in {host for _, _, host in fresh if host}:
             if pacer.keeps(host):  # (paced: its delay is above 0)
-                pages = int(KEEP_AHEAD_S / max(pacer.delay_of(host), 1e-3))
+                pages = int(time_left_s / max(pacer.delay_of(host), 1e-3))
                 room[host] = pages - ahead.get(host, 0)
         kept = []
         for entry in fresh:
