@@ -31,6 +31,7 @@ from typing import Any
 import pika
 import pymongo
 
+from crawlsched.catalog import JobState
 from crawlsched.events import EXCHANGE
 from crawlsched.runtime import Runtime
 from crawlsched.schedules.spec import NOTIFY_EVENTS
@@ -230,7 +231,12 @@ def distributed_trial(
                         proxy.cut()
                         time.sleep(outage_s)
                         proxy.start()  # the same port again
-            wait_for(lambda: _ended(rt, run_id), end_within_s, f"run {run_id} to end", 0.5)
+            try:
+                wait_for(lambda: _ended(rt, run_id), end_within_s, f"run {run_id} to end", 0.5)
+            except AssertionError as e:
+                raise AssertionError(
+                    f"{e}; {_left_open(rt, run_id)}; queues {_queue_depths(services.broker_url)}"
+                ) from None
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
                 delivered = any(p["body"].get("run_id") == run_id for p in hook.delivered())
@@ -259,6 +265,67 @@ def distributed_trial(
             pymongo.MongoClient(services.mongo_url, serverSelectionTimeoutMS=10_000) as client,
         ):
             client.drop_database(db_name)
+
+
+def _left_open(rt: Runtime, run_id: str) -> str:
+    """What keeps a run open, for a trial that timed out: its outstanding count, the jobs
+    still running by dispatch (how many, and how long their lease has left), the batches
+    waiting, and the pending pages."""
+    now = rt.now()
+    running: dict[str, list] = {}
+    for doc in rt.db.websites.find({"run_id": run_id, "state": int(JobState.RUNNING)}):
+        running.setdefault(doc.get("dispatch_id"), []).append(doc.get("lease_deadline"))
+
+    def left_s(deadlines: list) -> int | None:
+        try:
+            return round((min(deadlines) - now).total_seconds())
+        except TypeError:  # (no deadline, or one without a time zone)
+            return None
+
+    leases = {str(d)[:8]: (len(v), left_s(v)) for d, v in running.items()}
+    unstarted = rt.db.websites.count_documents(
+        {"run_id": run_id, "state": int(JobState.RUNNING), "unstarted": True}
+    )
+    leases["unstarted"] = unstarted
+    waiting = [(w["_id"][:8], w.get("jobs"), w.get("needs")) for w in rt.db.waiting_batches.find()]
+    pending = rt.db.websites.count_documents({"run_id": run_id, "state": int(JobState.PENDING)})
+    unreleased = rt.db.websites.count_documents({"scope_run": run_id, "released": False})
+    run = rt.runs.get(run_id) or {}
+    return (
+        f"outstanding {run.get('outstanding')}, running by dispatch (jobs, lease left s) "
+        f"{leases}, waiting {waiting}, pending {pending}, unreleased {unreleased}"
+    )
+
+
+def _queue_depths(broker_url: str) -> dict[str, tuple[int, int]]:
+    """Ready and unacknowledged messages of each queue of the trial's virtual host, that
+    has any (rabbitmqctl; empty when it cannot be asked)."""
+    vhost = broker_url.rsplit("/", 1)[-1].split("?", maxsplit=1)[0]
+    try:
+        out = subprocess.run(
+            [
+                "rabbitmqctl",
+                "-q",
+                "list_queues",
+                "-p",
+                vhost,
+                "name",
+                "messages_ready",
+                "messages_unacknowledged",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    depths = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1].isdigit() and (int(parts[1]) or int(parts[2])):
+            depths[parts[0]] = (int(parts[1]), int(parts[2]))
+    return depths
 
 
 def _crawl_queue_leader(cluster: RabbitCluster):
