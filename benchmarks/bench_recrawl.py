@@ -80,14 +80,16 @@ class Tally:
 
 
 def pages(
-    n: int, spread: float, fastest_s: float, month_s: float, seed: int
+    n: int, spread: float, fastest_s: float, month_s: float, seed: int, rates: str = "log-uniform"
 ) -> tuple[list[float], list[list[float]]]:
     """Each page's mean time between changes, and its change times in the month (a Poisson
-    process of its own rate)."""
+    process of its own rate). `rates`: the means log-uniform over the spread, or at its two
+    ends (`ends`: half the pages as fast as the fastest, half as slow as the slowest)."""
     rng = random.Random(seed)
     means, changes = [], []
     for _ in range(n):
-        mean = fastest_s * spread ** rng.random()
+        at = rng.random()
+        mean = fastest_s * spread ** (at if rates == "log-uniform" else float(at >= 0.5))
         t, times = rng.expovariate(1 / mean), []
         while t < month_s:
             times.append(t)
@@ -204,6 +206,12 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=1000)
     parser.add_argument("--days", type=float, default=30)
     parser.add_argument("--spread", type=float, default=100)
+    parser.add_argument(
+        "--rates",
+        choices=("log-uniform", "ends"),
+        default="log-uniform",
+        help="pages' mean times between changes: log-uniform over the spread, or at its ends",
+    )
     parser.add_argument("--fastest-h", type=float, default=2)
     parser.add_argument("--start-h", type=float, default=24)
     parser.add_argument("--seed", type=int, default=1)
@@ -229,7 +237,9 @@ def main() -> None:
         interval_per_mean=args.interval_per_mean or settings.recrawl_interval_per_mean,
         memory=args.memory or settings.recrawl_memory,
     )
-    means, changes = pages(args.pages, args.spread, args.fastest_h * HOUR, month_s, args.seed)
+    means, changes = pages(
+        args.pages, args.spread, args.fastest_h * HOUR, month_s, args.seed, args.rates
+    )
     adaptive = tally(
         changes,
         adaptive_fetches(changes, policy, args.start_h * HOUR, month_s, args.seed),
@@ -249,7 +259,7 @@ def main() -> None:
     wait_ratio = adaptive.mean_wait_h / fixed.mean_wait_h
     print(
         f"{args.pages} pages over {args.days:g} days, mean time between changes "
-        f"{args.fastest_h:g} h to {args.fastest_h * args.spread:g} h (log-uniform, Poisson); "
+        f"{args.fastest_h:g} h to {args.fastest_h * args.spread:g} h ({args.rates}, Poisson); "
         f"{sum(map(len, changes))} changes"
     )
     rule = (
@@ -279,6 +289,7 @@ def main() -> None:
                 "pages": args.pages,
                 "days": args.days,
                 "spread": args.spread,
+                "rates": args.rates,
                 "method": policy.method,
                 "changes": sum(map(len, changes)),
                 "fetches_adaptive": adaptive.fetches,
