@@ -1,7 +1,8 @@
 """Adaptive vs fixed recrawl intervals over a simulated month, at the same number of fetches.
 
 N pages (default 1,000) change as Poisson processes whose mean times between changes are spread
-log-uniformly over `--spread` (default 100x: from `--fastest-h` 2 h to 200 h). Pure simulation,
+log-uniformly over `--spread` (default 100x: from `--fastest-h` 2 h to 200 h), or put at its two
+ends (`--rates ends`: half as fast as the fastest, half as slow as the slowest). Pure simulation,
 no store: the clock is a number, and the adaptive side runs the real rule
 (`crawlsched.planning.recrawl.revisit`, with the settings' default method, its parameters and
 jitter, and the packaged `web` media's bounds: 1 h to 30 days), every page starting at
@@ -27,6 +28,7 @@ jitter, and the packaged `web` media's bounds: 1 h to 30 days), every page start
                       until its end, on both sides
 
     .venv/bin/python benchmarks/bench_recrawl.py [--pages 1000] [--days 30] [--spread 100]
+                                                 [--rates log-uniform|ends]
                                                  [--fastest-h 2] [--start-h 24] [--seed 1]
                                                  [--method estimate|steps]
                                                  [--interval-per-mean C] [--memory M]
