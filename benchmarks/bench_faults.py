@@ -4,6 +4,7 @@ exact. See benchmarks/README.md (bench_faults.py) for what each figure means.
 
     .venv/bin/python benchmarks/bench_faults.py [--faults standalone,worker,clock,rabbit_node,rabbit_stop,mongo_cut]
         [--trials 5] [--standalone-trials N] [--pages 300] [--delay 0.1] [--seed 1]
+        [--dispatch-lease S] [--host-delay S] [--trial-timeout S]
 """
 
 from __future__ import annotations
@@ -61,6 +62,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=float(TRIAL_ENV["CRAWLSCHED_DISPATCH_LEASE_S"]),
         help="CRAWLSCHED_DISPATCH_LEASE_S of the distributed trials' workers and clock (900: "
         "the default, so nothing a trial needs may wait for a lease to run out)",
+    )
+    parser.add_argument(
+        "--host-delay",
+        type=float,
+        default=0.0,
+        help="CRAWLSCHED_HOST_DELAY_S of the distributed trials (0: the site is not paced; "
+        "above 0, a batch keeps the pages it finds of the host its process holds, and a kill "
+        "finds kept pages)",
     )
     args = parser.parse_args(argv)
     args.faults = [f.strip() for f in args.faults.split(",") if f.strip()]
@@ -189,6 +198,7 @@ class Bench:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     TRIAL_ENV["CRAWLSCHED_DISPATCH_LEASE_S"] = f"{args.dispatch_lease:g}"
+    TRIAL_ENV["CRAWLSCHED_HOST_DELAY_S"] = f"{args.host_delay:g}"
     graph = layered_graph(
         args.pages, args.seed, dead=max(args.pages // 20, 1), redirects=max(args.pages // 20, 1)
     )
