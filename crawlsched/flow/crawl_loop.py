@@ -327,7 +327,8 @@ class _Loop:
         b.use.done([doc])
 
     def _adopt(self, taken: list[tuple[dict, str, str]]) -> None:
-        """Jobs taken over from batches that have not begun join the pending ones."""
+        """Jobs taken over from batches that have not begun, or kept by a hand-over, join the
+        pending ones (each with its URL and host key)."""
         b = self.b
         for doc, url, host in taken:
             b.urls[id(doc)], b.hosts[id(doc)] = url, host
@@ -374,11 +375,15 @@ class _Loop:
         self.aside = [d for d in self.aside if id(d) in held]
         if b.flush.kept:
             media = b.rt.media(b.message.media_name)
-            for doc in b.flush.kept:
-                url = job_url(doc, derive_target(doc, b.target_fields), media)
-                b.urls[id(doc)], b.hosts[id(doc)] = url, _host_of(b.rt, url)
-            b.use.again(b.flush.kept)
-            self.pending += b.flush.kept
+            urls = [
+                job_url(doc, derive_target(doc, b.target_fields), media) for doc in b.flush.kept
+            ]
+            self._adopt(
+                [
+                    (doc, url, _host_of(b.rt, url))
+                    for doc, url in zip(b.flush.kept, urls, strict=True)
+                ]
+            )
         for doc in settled:
             self._done_with_host(doc)
 
