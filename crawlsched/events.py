@@ -19,13 +19,10 @@ import threading
 import time
 import uuid
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from crawlsched.logs import get_logger
-from crawlsched.planning.retention import EXPIRE_AT
-
-if TYPE_CHECKING:
-    from crawlsched.runtime import Runtime
+from crawlsched.planning.retention import EXPIRE_AT, Retention
 
 log = get_logger(__name__)
 
@@ -43,6 +40,17 @@ RELAY_BATCH = 200
 PUBLISH_CLAIM_S = 30.0
 RELAY_BACKOFF_MAX_S = 300.0
 _WORD = re.compile(r"[A-Z][a-z0-9]*")
+
+
+class Runtime(Protocol):
+    """What events need of the process's runtime (`crawlsched.runtime.Runtime`, which builds
+    on this module: it emits `HostBlocked`)."""
+
+    settings: Any
+    db: Any
+    retention: Retention
+
+    def now(self) -> datetime: ...
 
 
 def routing_key(name: str) -> str:

@@ -159,7 +159,7 @@ def test_admission_order_follows_priority_not_arrival(stub_pipeline, monkeypatch
     wait_for(lambda: len(rt.waiting.all()) == 2, 30, "the second run's batch to wait")
 
     # And the account is released (its release wakes the waiting batches)
-    from crawlsched.actors.gatekeepers import send_wake
+    from crawlsched.actors.sends import send_wake
 
     rt.pools.release(held.leases, rt.now())
     send_wake({"account:twitter"})

@@ -69,7 +69,7 @@ def _seeded(mongo_url: str, jobs: int):
 
 def test_a_batch_rabbitmq_refuses_is_not_dispatched(vhost, embedded_mongo_url):
     # Given 120 due website jobs and a broker with publisher confirms (the default)
-    from crawlsched.actors.planner import dispatch
+    from crawlsched.actors.sends import send_batch as dispatch
 
     broker = _broker(vhost, embedded_mongo_url)
     assert broker.confirm_delivery is True

@@ -78,7 +78,7 @@ def _two_dispatches(rt):
 
 
 def _crawl_and_report(rt, run_id, dispatch_id, job_ids):
-    from crawlsched.actors.coordinator import send_report
+    from crawlsched.actors.sends import send_report
     from crawlsched.messages import ReportMessage
 
     done = [after_success(job_id, None, rt.now()) for job_id in job_ids]
@@ -91,7 +91,7 @@ def _crawl_and_report(rt, run_id, dispatch_id, job_ids):
 def test_a_reclaimed_dispatch_gives_its_jobs_back_to_the_run_and_the_run_crawls_them_again(
     rt, stub_broker, stub_worker
 ):
-    from crawlsched.actors.coordinator import send_report
+    from crawlsched.actors.sends import send_report
     from crawlsched.flow.children import plan_discovered
 
     ids, run_id, gone, alive = _two_dispatches(rt)
@@ -151,7 +151,7 @@ def test_a_reclaimed_dispatch_gives_its_jobs_back_to_the_run_and_the_run_crawls_
 def test_a_job_the_machinery_fails_on_every_try_is_given_up_and_the_run_ends_incomplete(
     rt, stub_broker, stub_worker
 ):
-    from crawlsched.actors.coordinator import send_report
+    from crawlsched.actors.sends import send_report
 
     # Given a run that allows one try per page
     rt.__dict__["redo_policy"] = RedoPolicy(tries_per_run=1)
@@ -187,7 +187,7 @@ class PlannerCrash(Exception):
 
 def test_planner_send_that_fails_gives_its_batches_back_at_once(rt, stub_broker, stub_worker):
     # Given 120 due website jobs: batches of 50, 50 and 20 (web's batch limit is 50)
-    from crawlsched.actors.coordinator import send_report
+    from crawlsched.actors.sends import send_report
     from crawlsched.messages import ReportMessage
 
     ids = _websites(rt, 120)
@@ -264,7 +264,7 @@ def test_planner_send_that_fails_gives_its_batches_back_at_once(rt, stub_broker,
 def test_a_run_counts_machinery_tries_per_job_and_gives_up_after_the_last(
     rt, stub_broker, stub_worker
 ):
-    from crawlsched.actors.coordinator import send_report
+    from crawlsched.actors.sends import send_report
     from crawlsched.flow.children import plan_discovered
 
     # Given a run that allows two tries per page, and a dispatch whose worker died

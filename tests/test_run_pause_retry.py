@@ -34,7 +34,7 @@ def _the_run(rt: Runtime) -> dict:
 
 
 def _send_pass(run_id: str, collection: str) -> None:
-    from crawlsched.actors.planner import send_plan_children
+    from crawlsched.actors.sends import send_plan_children
 
     send_plan_children(run_id, collection)
 

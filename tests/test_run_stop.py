@@ -253,7 +253,7 @@ def test_history_and_stop_checks_cost_a_few_commands_per_batch_not_per_job(
     # Given two sweeps of 200 jobs each (8 batches): the first with task history
     # and stop checks switched off (the baseline), the second as built
     from crawlsched.flow import crawl_records
-    from crawlsched.flow.stopping import StopWatch
+    from crawlsched.flow.stop_watch import StopWatch
 
     monkeypatch.setenv("CRAWLSCHED_TEST_SLOW_DRIVER_S", "0")
     stub_pipeline(threads=1, **SLOW)  # one thread: both sweeps run the same commands

@@ -8,7 +8,7 @@ import dramatiq
 from dramatiq.middleware import CurrentMessage
 
 from crawlsched import metrics
-from crawlsched.actors.notifier import send_webhook
+from crawlsched.actors.sends import send_plan_children, send_webhook
 from crawlsched.errors import ReportRejected
 from crawlsched.flow.coordination import record_report
 from crawlsched.messages import BadMessage, ReportMessage
@@ -22,22 +22,11 @@ def record_finished(report: dict) -> None:
     parsed = ReportMessage.parse(report)
     if message := CurrentMessage.get_current_message():
         metrics.report_received(time.time() - message.message_timestamp / 1000)
-    record_report(get_runtime(), parsed, send_webhook, _send_plan_children)
-
-
-def _send_plan_children(run_id: str, collection: str) -> None:
-    # Imported here: the planner's module imports the crawl actors, which import this one.
-    from crawlsched.actors.planner import send_plan_children
-
-    send_plan_children(run_id, collection)
-
-
-def send_report(report: ReportMessage) -> None:
-    record_finished.send(report.payload())
+    record_report(get_runtime(), parsed, send_webhook, send_plan_children)
 
 
 def apply_report(report: ReportMessage, kept: int) -> None:
     """Apply a report in this process, not through the queue: the report of a batch's part
     whose found pages the batch crawls itself must be counted before it crawls them
     (`link_flush.LinkFlush`); the queue gives no order between two reports."""
-    record_report(get_runtime(), report, send_webhook, _send_plan_children, kept=kept)
+    record_report(get_runtime(), report, send_webhook, send_plan_children, kept=kept)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dramatiq
 
-from crawlsched.actors.coordinator import apply_report, send_report
+from crawlsched.actors.coordinator import apply_report
+from crawlsched.actors.gatekeepers import first_delivery, wake_after_release
+from crawlsched.actors.sends import send_report, send_wake_at
 from crawlsched.catalog import ALL_TASKS
 from crawlsched.errors import UnknownDriver
 from crawlsched.flow.crawling import crawl_batch
@@ -13,9 +15,6 @@ from crawlsched.runtime import get_runtime
 
 
 def _crawl(batch: dict) -> None:
-    # Imported here: the gatekeepers import this module to forward admitted batches.
-    from crawlsched.actors.gatekeepers import first_delivery, send_wake_at, wake_after_release
-
     message = BatchMessage.parse(batch)
     crawl_batch(
         get_runtime(), message, send_report, wake_after_release, send_wake_at, first_delivery(),
@@ -38,7 +37,3 @@ CRAWL_ACTORS: dict[str, dramatiq.Actor] = {
     )
     for task in ALL_TASKS
 }
-
-
-def send_crawl(message: BatchMessage) -> None:
-    CRAWL_ACTORS[message.task].send(message.payload())

@@ -8,12 +8,11 @@ its pool's queue, so the RabbitMQ management UI shows one queue per pool.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
 
 import dramatiq
 from dramatiq.middleware import CurrentMessage
 
-from crawlsched.actors.crawl import send_crawl
+from crawlsched.actors.sends import send_crawl, send_wake
 from crawlsched.flow.admission import admit, admit_waiting
 from crawlsched.logs import get_logger
 from crawlsched.messages import BadMessage, BatchMessage, WakeMessage
@@ -69,22 +68,3 @@ def wake_after_release(keys: Iterable[str]) -> None:
     except Exception as e:
         log.warning("wake_pass_failed", error=f"{type(e).__name__}: {e}"[:300])
         send_wake(keys)
-
-
-WAKE_KEYS_PER_MESSAGE = 8  # a wake message names at most this many keys
-
-
-def send_wake(keys: Iterable[str], delay_ms: int = 0) -> None:
-    keys = sorted(keys)
-    for at in range(0, len(keys), WAKE_KEYS_PER_MESSAGE):
-        chunk = keys[at : at + WAKE_KEYS_PER_MESSAGE]
-        actor = wake_login if any(k.startswith("account:") for k in chunk) else wake_selenium
-        payload = WakeMessage(pool_keys=chunk).payload()
-        actor.send_with_options(args=(payload,), delay=delay_ms or None)
-
-
-def send_wake_at(keys: Iterable[str], when: datetime) -> None:
-    """A wake-up for `keys` at `when` (a host's block or its dead holder's slice ends then):
-    a delayed message, so no clock tick is needed for it."""
-    seconds = (when - get_runtime().now()).total_seconds()
-    send_wake(keys, delay_ms=max(1, int(seconds * 1000) + 50))

@@ -21,7 +21,3 @@ QUEUE = "crawlsched.notify"
 def deliver_webhook(delivery_id: str) -> None:
     rt = get_runtime()
     deliver(rt, delivery_id, rt.http)
-
-
-def send_webhook(delivery_id: str) -> None:
-    deliver_webhook.send(delivery_id)

@@ -7,24 +7,12 @@ from datetime import datetime
 
 import dramatiq
 
-from crawlsched.actors.crawl import send_crawl
-from crawlsched.actors.gatekeepers import admit_login, admit_selenium
-from crawlsched.actors.notifier import send_webhook
+from crawlsched.actors.sends import send_batch, send_webhook
 from crawlsched.catalog import JOB_COLLECTIONS
 from crawlsched.flow.children import plan_discovered
 from crawlsched.flow.planning import plan_run
-from crawlsched.messages import BadMessage, BatchMessage, admission_route
+from crawlsched.messages import BadMessage
 from crawlsched.runtime import get_runtime
-
-
-def dispatch(message: BatchMessage) -> None:
-    route = admission_route(message.category)
-    if route == "admit_login":
-        admit_login.send(message.payload())
-    elif route == "admit_selenium":
-        admit_selenium.send(message.payload())
-    else:
-        send_crawl(message)
 
 
 @dramatiq.actor(actor_name="plan_crawls", queue_name="crawlsched.plan", throws=(BadMessage,))
@@ -37,7 +25,7 @@ def plan_crawls(schedule_id: str, fire_at: str) -> None:
         raise BadMessage(f"fire_at is not an ISO date: {str(fire_at)[:50]!r}") from e
     if when.tzinfo is None:
         raise BadMessage(f"fire_at must carry a time zone: {fire_at[:50]!r}")
-    plan_run(get_runtime(), schedule_id, when, dispatch, send_webhook)
+    plan_run(get_runtime(), schedule_id, when, send_batch, send_webhook)
 
 
 @dramatiq.actor(actor_name="plan_children", queue_name="crawlsched.plan", throws=(BadMessage,))
@@ -46,8 +34,4 @@ def plan_children(run_id: str, collection: str) -> None:
         raise BadMessage("run_id must be a string of 1 to 200 characters")
     if collection not in JOB_COLLECTIONS:
         raise BadMessage(f"unknown job collection {str(collection)[:100]!r}")
-    plan_discovered(get_runtime(), run_id, collection, dispatch, send_webhook)
-
-
-def send_plan_children(run_id: str, collection: str) -> None:
-    plan_children.send(run_id, collection)
+    plan_discovered(get_runtime(), run_id, collection, send_batch, send_webhook)

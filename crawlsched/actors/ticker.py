@@ -4,16 +4,18 @@
 from __future__ import annotations
 
 import time
-from datetime import datetime
 
 import dramatiq
 
 from crawlsched import metrics
-from crawlsched.actors.coordinator import send_report
-from crawlsched.actors.crawl import send_crawl
-from crawlsched.actors.gatekeepers import send_wake
-from crawlsched.actors.notifier import send_webhook
-from crawlsched.actors.planner import plan_crawls, send_plan_children
+from crawlsched.actors.sends import (
+    send_crawl,
+    send_plan,
+    send_plan_children,
+    send_report,
+    send_wake,
+    send_webhook,
+)
 from crawlsched.events import relay_events
 from crawlsched.flow.admission import admit_waiting, starve_overdue
 from crawlsched.flow.children import sweep_waiting_children
@@ -25,16 +27,12 @@ from crawlsched.resources.node_probe import probe_node
 from crawlsched.runtime import get_runtime
 
 
-def _send_plan(schedule_id: str, fire_at: datetime) -> None:
-    plan_crawls.send(schedule_id, fire_at.isoformat())
-
-
 # A tick is worthless once the next one is out: never retry it, never let it queue up for long.
 @dramatiq.actor(actor_name="tick", queue_name="crawlsched.ticks", max_retries=0, max_age=60_000)
 def tick() -> None:
     started = time.perf_counter()
     runtime = get_runtime()
-    fire_due(runtime, _send_plan)
+    fire_due(runtime, send_plan)
     reclaim_expired(runtime, send_report)
     probe_nodes(runtime, lambda url: probe_node(url, runtime.probe_http), send_wake)
     starve_overdue(runtime, send_report)

@@ -32,7 +32,7 @@ def _plan_pass(rt: Runtime) -> tuple[PlanPass, bool]:
             log.info("run_pass_left_to_ticker", run_id=run_id, collection=collection)
 
         return by_the_ticker, False
-    from crawlsched.actors.planner import send_plan_children
+    from crawlsched.actors.sends import send_plan_children
 
     return send_plan_children, True
 
@@ -76,7 +76,7 @@ def resume(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Resume a paused run: what waited is planned and dispatched again."""
-    from crawlsched.actors.notifier import send_webhook
+    from crawlsched.actors.sends import send_webhook
     from crawlsched.flow.pausing import resume_run
 
     with cli_runtime() as rt:

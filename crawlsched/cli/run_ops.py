@@ -31,7 +31,7 @@ OUTCOMES = all_outcomes()
 def _with_broker() -> Any:
     """Set the broker up (messages leave this process) and return the webhook sender."""
     ensure_broker()
-    from crawlsched.actors.notifier import send_webhook
+    from crawlsched.actors.sends import send_webhook
 
     return send_webhook
 

@@ -14,10 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
-
-if TYPE_CHECKING:
-    from crawlsched.drivers.context import CrawlContext
+from typing import Any, Protocol
 
 
 class DriverError(Exception):
@@ -50,7 +47,9 @@ class Account:
     secret: str = field(repr=False)
 
 
-TaskMethod = Callable[[CrawlJob, "CrawlContext"], None]
+# A task method takes the job and its `context.CrawlContext` (typed loosely here: the context
+# module builds on this one, not the other way round).
+TaskMethod = Callable[[CrawlJob, Any], None]
 
 
 class Driver(Protocol):

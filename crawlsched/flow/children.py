@@ -20,7 +20,7 @@ from collections.abc import Callable
 from crawlsched.catalog import JOB_COLLECTIONS
 from crawlsched.flow.coordination import Notify, finish_if_done
 from crawlsched.flow.planning import claim_and_dispatch
-from crawlsched.flow.stopping import StoppedRunGuard
+from crawlsched.flow.stop_watch import StoppedRunGuard
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage
 from crawlsched.planning.batching import Batch, BatchCutter

@@ -41,7 +41,7 @@ from crawlsched.flow.crawl_resources import DispatchLease, Leases, ResourceLost,
 from crawlsched.flow.host_pacing import HostNotReady
 from crawlsched.flow.host_use import HostUse
 from crawlsched.flow.resource_events import ban_account_by_lease
-from crawlsched.flow.stopping import StopWatch
+from crawlsched.flow.stop_watch import StopWatch
 from crawlsched.flow.take_over import Adopting, TakeOver
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage

@@ -29,7 +29,7 @@ from crawlsched.flow.crawl_records import bounds_of, crawl_report, record_part
 from crawlsched.flow.crawl_resources import DispatchLease, Leases, ResourceLost, batch_browser
 from crawlsched.flow.link_flush import LinkFlush, recover_parts
 from crawlsched.flow.pausing import hold_batch
-from crawlsched.flow.stopping import StopWatch
+from crawlsched.flow.stop_watch import StopWatch
 from crawlsched.ids import encode_id
 from crawlsched.logs import get_logger
 from crawlsched.messages import BadMessage, BatchMessage, ReportMessage

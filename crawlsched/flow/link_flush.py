@@ -55,7 +55,7 @@ from crawlsched.flow.crawl_loop import job_url
 from crawlsched.flow.crawl_progress import Progress
 from crawlsched.flow.crawl_records import crawl_report, record_part
 from crawlsched.flow.crawl_resources import DispatchLease, Leases
-from crawlsched.flow.stopping import StopWatch
+from crawlsched.flow.stop_watch import StopWatch
 from crawlsched.ids import encode_id
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage, ReportMessage

@@ -14,7 +14,7 @@ from crawlsched import metrics
 from crawlsched.errors import BadJobDocument
 from crawlsched.events import emit
 from crawlsched.flow.coordination import Notify, finish_if_done
-from crawlsched.flow.stopping import StoppedRunGuard
+from crawlsched.flow.stop_watch import StoppedRunGuard
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage
 from crawlsched.planning.batching import Batch, BatchCutter

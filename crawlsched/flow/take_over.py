@@ -36,7 +36,7 @@ from typing import Any, Protocol
 from crawlsched import metrics
 from crawlsched.catalog import MAX_BATCH_JOBS
 from crawlsched.flow.batch_hosts import READY_SLACK
-from crawlsched.flow.stopping import StopWatch
+from crawlsched.flow.stop_watch import StopWatch
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage
 from crawlsched.planning.take_over import pick

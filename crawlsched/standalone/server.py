@@ -125,7 +125,7 @@ class StandaloneServer:
         if state["clean"]:
             restored = self.broker.restore(state["messages"])
         else:
-            from crawlsched.actors.coordinator import send_report
+            from crawlsched.actors.sends import send_report
             from crawlsched.flow.restart import recover_lost_messages
 
             recovered = recover_lost_messages(

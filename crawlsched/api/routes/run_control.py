@@ -27,8 +27,7 @@ def _senders(request: Request) -> tuple[Any, Any]:
         raise ApiProblem(
             503, "this server has no broker its workers read: it cannot plan a run's pages"
         )
-    from crawlsched.actors.notifier import send_webhook
-    from crawlsched.actors.planner import send_plan_children
+    from crawlsched.actors.sends import send_plan_children, send_webhook
 
     return send_plan_children, send_webhook
 

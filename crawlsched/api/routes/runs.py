@@ -48,8 +48,8 @@ def _sender(request: Request) -> Any:
         raise ApiProblem(
             503, "this server has no broker its workers read: it cannot start or stop runs"
         )
-    from crawlsched.actors.notifier import send_webhook
     from crawlsched.actors.planner import plan_crawls
+    from crawlsched.actors.sends import send_webhook
 
     return plan_crawls, send_webhook
 
