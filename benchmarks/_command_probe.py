@@ -101,7 +101,7 @@ def _log_sends(folder: str) -> None:
     import httpx
 
     from crawlsched.drivers.fetching import PoliteHttp
-    from crawlsched.flow.host_pacing import ClusterHostPacer
+    from crawlsched.politeness.pacer import ClusterHostPacer
 
     local = threading.local()
     log = (Path(folder) / f"{os.getpid()}.sends").open("a", buffering=1)
@@ -138,7 +138,7 @@ def _trace(folder: str) -> None:
     from crawlsched.actors import gatekeepers
     from crawlsched.actors import planner as planner_actor
     from crawlsched.flow import crawl_loop, crawling
-    from crawlsched.flow.host_pacing import ClusterHostPacer, HostNotReady
+    from crawlsched.politeness.pacer import ClusterHostPacer, HostNotReady
     from crawlsched.store.hosts import MongoHostStore
 
     out = (Path(folder) / f"{os.getpid()}.trace").open("a", buffering=1)

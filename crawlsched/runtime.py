@@ -22,12 +22,12 @@ from crawlsched.drivers.browser_proxy import FilteringProxy
 from crawlsched.drivers.fetching import PoliteHttp
 from crawlsched.drivers.net import guarded_client
 from crawlsched.drivers.targets import CachingResolver, Resolver, parse_networks, resolve
-from crawlsched.flow.host_pacing import ClusterHostPacer
-from crawlsched.flow.shared_robots import SharedRobots
 from crawlsched.logs import get_logger
 from crawlsched.planning.outcomes import RedoPolicy, RetryPolicy
 from crawlsched.planning.recrawl import RecrawlPolicy, policy_of
 from crawlsched.planning.retention import EXPIRE_AT, Retention
+from crawlsched.politeness.pacer import ClusterHostPacer
+from crawlsched.politeness.robots import SharedRobots
 from crawlsched.reference_cache import ReferenceCache
 from crawlsched.resources.backends.mongo import MongoLeaseBackend
 from crawlsched.resources.host_grouping import first_address

@@ -17,7 +17,7 @@ from crawlsched.drivers.browser_session import navigate, open_browser
 from crawlsched.drivers.fetching import PoliteHttp, RobotsDisallowed
 from crawlsched.drivers.robots import RobotsCache
 from crawlsched.drivers.targets import parse_networks
-from crawlsched.flow.host_pacing import ClusterHostPacer, HostNotReady
+from crawlsched.politeness.pacer import ClusterHostPacer, HostNotReady
 from crawlsched.resources.host_rules import HostPolicy
 from crawlsched.store.hosts import MongoHostStore
 from tests.support.serving import running, send_html

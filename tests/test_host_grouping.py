@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from crawlsched.drivers.fetching import PoliteHttp
 from crawlsched.drivers.targets import CachingResolver
 from crawlsched.errors import UnsafeTarget
-from crawlsched.flow.shared_robots import SharedRobots
 from crawlsched.messages import WakeMessage
+from crawlsched.politeness.robots import SharedRobots
 from crawlsched.resources.host_grouping import (
     first_address,
     is_pacing_key,

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawlsched.flow.host_pacing import HostNotReady
 from crawlsched.metrics import host_wait_reason, readings
 from crawlsched.metrics.store_gauges import StoreCollector
+from crawlsched.politeness.pacer import HostNotReady
 from crawlsched.resources.host_rules import HostPolicy
 from crawlsched.store.counting import CommandCounter, CountingDatabase
 from crawlsched.store.hosts import MongoHostStore

@@ -26,8 +26,8 @@ from crawlsched.drivers.robots import RobotsCache
 from crawlsched.drivers.social import DemoSocialDriver
 from crawlsched.drivers.targets import parse_networks
 from crawlsched.drivers.website import WebsiteDriver
-from crawlsched.flow.host_pacing import LATE_START_GRACE, ClusterHostPacer, HostNotReady
-from crawlsched.flow.shared_robots import SharedRobots
+from crawlsched.politeness.pacer import LATE_START_GRACE, ClusterHostPacer, HostNotReady
+from crawlsched.politeness.robots import SharedRobots
 from crawlsched.resources.host_rules import HostPolicy
 from crawlsched.store.hosts import MongoHostStore
 from tests.support.serving import running

@@ -10,9 +10,9 @@ import pytest
 
 from crawlsched.errors import NodeUnreachable
 from crawlsched.flow.crawl_resources import node_lost
-from crawlsched.flow.host_pacing import HostNotReady
 from crawlsched.flow.nodes import probe_nodes
 from crawlsched.flow.resource_events import ban_account_by_lease, set_account_status
+from crawlsched.politeness.pacer import HostNotReady
 from crawlsched.resources.node_status import CHROMEDRIVER, NodeStatus
 from crawlsched.resources.rules import AccountLimits
 from crawlsched.runtime import Runtime

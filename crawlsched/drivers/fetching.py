@@ -43,7 +43,7 @@ class FetchFailed(DriverError):
 
 
 class Pacer(Protocol):
-    """Paces requests per host (`flow.host_pacing.ClusterHostPacer`): `slot` returns at the
+    """Paces requests per host (`politeness.pacer.ClusterHostPacer`): `slot` returns at the
     request's start time; `observe` hears each answer (a 429 or 503 blocks the host)."""
 
     def slot(

@@ -14,7 +14,7 @@ from datetime import timedelta
 
 from crawlsched import metrics
 from crawlsched.flow.crawl_progress import Progress
-from crawlsched.flow.host_pacing import HostNotReady
+from crawlsched.politeness.pacer import HostNotReady
 from crawlsched.runtime import Runtime
 
 # A host this process could start a request to this soon counts as ready now.

@@ -38,7 +38,6 @@ from crawlsched.flow.batch_hosts import (
 from crawlsched.flow.crawl_lanes import Finished, Lanes
 from crawlsched.flow.crawl_progress import Progress, failed, succeeded
 from crawlsched.flow.crawl_resources import DispatchLease, Leases, ResourceLost, node_lost
-from crawlsched.flow.host_pacing import HostNotReady
 from crawlsched.flow.host_use import HostUse
 from crawlsched.flow.resource_events import ban_account_by_lease
 from crawlsched.flow.stop_watch import StopWatch
@@ -46,6 +45,7 @@ from crawlsched.flow.take_over import Adopting, TakeOver
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage
 from crawlsched.planning.due import derive_target
+from crawlsched.politeness.pacer import HostNotReady
 from crawlsched.resources.rules import ACCOUNT_POOL, SELENIUM_POOL
 from crawlsched.runtime import Runtime
 

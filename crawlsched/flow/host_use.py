@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from crawlsched.flow.host_pacing import ClusterHostPacer
+from crawlsched.politeness.pacer import ClusterHostPacer
 
 
 class HostUse:

@@ -1,4 +1,4 @@
-"""What a worker process keeps per host while it paces it (`host_pacing.ClusterHostPacer`),
+"""What a worker process keeps per host while it paces it (`pacer.ClusterHostPacer`),
 and how a thread is told a host will not be ready in time (`HostNotReady`)."""
 
 from __future__ import annotations

@@ -37,8 +37,8 @@ from datetime import datetime, timedelta
 
 from crawlsched import metrics
 from crawlsched.drivers.targets import resolve as resolve_addresses
-from crawlsched.flow.held_hosts import HeldHost, HostNotReady, holder_name, slice_for
 from crawlsched.logs import get_logger
+from crawlsched.politeness.held_hosts import HeldHost, HostNotReady, holder_name, slice_for
 from crawlsched.resources import host_rules
 from crawlsched.resources.host_grouping import (
     GROUPINGS,
