@@ -36,10 +36,13 @@ from crawlsched.resources.inventory import MongoPoolInventory
 from crawlsched.resources.pools import ResourcePools
 from crawlsched.resources.secrets import SecretBox
 from crawlsched.settings import Settings
+from crawlsched.store.activity import MongoActivityStore
 from crawlsched.store.assignments import MongoAssignmentStore
+from crawlsched.store.children import MongoChildStore
 from crawlsched.store.client import open_database
 from crawlsched.store.counting import CommandCounter, CountingDatabase
 from crawlsched.store.deliveries import MongoDeliveryStore
+from crawlsched.store.held_jobs import MongoHeldJobStore
 from crawlsched.store.history import MongoHistoryStore
 from crawlsched.store.hosts import MongoHostStore
 from crawlsched.store.idempotency import MongoIdempotencyStore
@@ -94,6 +97,22 @@ class Runtime(ReferenceCache):
         if collection not in JOB_COLLECTIONS:
             raise ValueError(f"unknown job collection {collection!r}; known: {JOB_COLLECTIONS}")
         return MongoJobStore(self.db, collection)
+
+    def children(self, collection: str) -> MongoChildStore:
+        """The discovered children of a job collection's runs."""
+        if collection not in JOB_COLLECTIONS:
+            raise ValueError(f"unknown job collection {collection!r}; known: {JOB_COLLECTIONS}")
+        return MongoChildStore(self.db, collection)
+
+    def held_jobs(self, collection: str) -> MongoHeldJobStore:
+        """Jobs of a collection that wait in their run (paused, or tagged for retry-failed)."""
+        if collection not in JOB_COLLECTIONS:
+            raise ValueError(f"unknown job collection {collection!r}; known: {JOB_COLLECTIONS}")
+        return MongoHeldJobStore(self.db, collection)
+
+    @cached_property
+    def activity(self) -> MongoActivityStore:
+        return MongoActivityStore(self.db)
 
     @cached_property
     def runs(self) -> MongoRunStore:

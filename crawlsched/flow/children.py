@@ -28,7 +28,6 @@ from crawlsched.planning.due import parse_due_job
 from crawlsched.planning.host_spread import origin_of, spread_over_hosts
 from crawlsched.planning.run_names import ENDED, is_stopping
 from crawlsched.runtime import Runtime
-from crawlsched.store.children import MongoChildStore
 from crawlsched.store.job_claims import expiry_deadline
 from crawlsched.store.pipeline import run_work_filter
 
@@ -87,7 +86,7 @@ def sweep_waiting_children(rt: Runtime, send: Callable[[str, str], None]) -> int
     sent = 0
     now = rt.now()
     for collection in JOB_COLLECTIONS:
-        children = MongoChildStore(rt.db, collection)
+        children = rt.children(collection)
         waiting = children.runs_left_waiting(now, SWEEP_AFTER_S)
         for run_id in sorted({*waiting, *rt.jobs(collection).redo_runs_due(now)}):
             send(run_id, collection)

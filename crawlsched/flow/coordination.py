@@ -33,7 +33,6 @@ from crawlsched.planning.run_control import end_event_id
 from crawlsched.planning.run_end import run_end
 from crawlsched.planning.run_names import ENDED, is_done
 from crawlsched.runtime import Runtime
-from crawlsched.store.children import MongoChildStore
 
 log = get_logger(__name__)
 
@@ -117,7 +116,7 @@ def _let_pages_expire(rt: Runtime, run: dict[str, Any]) -> None:
     never stamped. Repeated by the relay with the same date, so harmless twice."""
     until = rt.retention.discovered_until(run["finished_at"])
     for collection in JOB_COLLECTIONS:
-        MongoChildStore(rt.db, collection).expire_with_run(run["_id"], until)
+        rt.children(collection).expire_with_run(run["_id"], until)
 
 
 def relay_announcements(rt: Runtime, notify: Notify = _no_notify) -> int:
@@ -176,7 +175,7 @@ def record_report(
         cut=seen.cut,
     )
     if seen.discovered and (run is not None or rt.runs.get(report.run_id) is not None):
-        children = MongoChildStore(rt.db, report.collection)
+        children = rt.children(report.collection)
         children.release(report.dispatch_id, report.run_id, rt.now())
         if seen.discovered > kept:
             plan_children(report.run_id, report.collection)

@@ -25,7 +25,7 @@ from crawlsched.planning.recrawl import after_crawl
 from crawlsched.planning.run_names import schedule_id_of
 from crawlsched.resources.rules import ACCOUNT_POOL, SELENIUM_POOL
 from crawlsched.runtime import Runtime
-from crawlsched.store.children import MongoChildStore, Registered
+from crawlsched.store.children import Registered
 
 
 @dataclass
@@ -122,7 +122,7 @@ def keep_results(
     }
     items = rt.results.save(progress.items, rt.model_ids(), tags, now) if progress.items else {}
     media = rt.media(message.media_name) or {}
-    children = MongoChildStore(rt.db, message.collection)
+    children = rt.children(message.collection)
     seeds = [(message.task, url) for url in progress.seed_urls]
     markers = []
     if progress.found:

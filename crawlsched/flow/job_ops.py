@@ -16,7 +16,7 @@ from typing import Any
 import bson
 import bson.errors
 
-from crawlsched.catalog import JOB_COLLECTIONS, STATE_NAMES, TARGET_KINDS, JobState
+from crawlsched.catalog import JOB_COLLECTIONS, STATE_NAMES, TARGET_KINDS
 from crawlsched.errors import BadJobInput, JobNotFound
 from crawlsched.ids import decode_id, encode_id
 from crawlsched.jobs_input import build_job_docs, job_input_from_row
@@ -77,14 +77,8 @@ def add_target(rt: Runtime, fields: Mapping[str, Any]) -> AddedJobs:
     collection = TARGET_KINDS[job.kind].collection
     inserted, skipped = rt.jobs(collection).insert_new(docs)
     # What is stored now (with its _id), whether this call inserted it or it was there.
-    stored = list(
-        rt.db[collection].find(
-            {
-                "media_name_id": docs[0]["media_name_id"],
-                "target": docs[0]["target"],
-                "task": {"$in": [d["task"] for d in docs]},
-            }
-        )
+    stored = rt.jobs(collection).of_target(
+        docs[0]["media_name_id"], docs[0]["target"], [d["task"] for d in docs]
     )
     disabled = [
         task_rows[d["task"]]["name"] for d in docs if task_rows[d["task"]].get("enabled") is False
@@ -114,7 +108,7 @@ def _job_id(job_id: str) -> Any:
 
 def get_job(rt: Runtime, collection: str, job_id: str) -> dict[str, Any]:
     """One job as callers see it, with how often it is crawled again (`recrawl_view`)."""
-    doc = rt.db[_collection(collection)].find_one({"_id": _job_id(job_id)})
+    doc = rt.jobs(_collection(collection)).get(_job_id(job_id))
     if doc is None:
         raise JobNotFound(job_id, collection)
     return {**public_job(collection, doc), "recrawl": recrawl_view(rt, doc)}
@@ -189,19 +183,18 @@ def find_jobs(
         query["target"] = target
     if ids:
         query["_id"] = {"$in": [_job_id(i) for i in ids]}
-    cursor = rt.db[_collection(collection)].find(query).sort("_id", 1).skip(skip).limit(limit)
-    return [public_job(collection, doc) for doc in cursor]
+    docs = rt.jobs(_collection(collection)).page(query, skip, limit)
+    return [public_job(collection, doc) for doc in docs]
 
 
 def remove_job(rt: Runtime, collection: str, job_id: str) -> dict[str, Any]:
     """Delete a job that no crawl holds; the job as it was. A job being crawled is refused
     (its run would wait for a report about it): stop its run, or wait for the crawl."""
-    jobs = rt.db[_collection(collection)]
-    doc = jobs.find_one({"_id": _job_id(job_id)})
+    jobs = rt.jobs(_collection(collection))
+    doc = jobs.get(_job_id(job_id))
     if doc is None:
         raise JobNotFound(job_id, collection)
-    idle = {"_id": doc["_id"], "dispatch_id": None, "state": {"$ne": int(JobState.RUNNING)}}
-    if jobs.delete_one(idle).deleted_count == 0:
+    if not jobs.remove_idle(doc["_id"]):
         raise BadJobInput(
             f"job {job_id!r} is being crawled (run {doc.get('run_id') or '?'}): "
             "stop its run or wait for the crawl to end"
@@ -233,7 +226,6 @@ def update_meta(
         update["$set"] = to_set
     if to_unset:
         update["$unset"] = to_unset
-    result = rt.db[_collection(collection)].update_one({"_id": _job_id(job_id)}, update)
-    if result.matched_count == 0:
+    if not rt.jobs(_collection(collection)).change(_job_id(job_id), update):
         raise JobNotFound(job_id, collection)
     return get_job(rt, collection, job_id)

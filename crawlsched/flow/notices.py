@@ -17,7 +17,6 @@ from crawlsched.drivers.targets import check_addresses
 from crawlsched.planning.run_end import RunEnd
 from crawlsched.runtime import Runtime
 from crawlsched.schedules.notice_urls import parse_notice_url, scrub
-from crawlsched.store.deliveries import MongoDeliveryStore
 
 NOTICE = "notice"
 # How long a sender holds a notice's delivery record; Apprise is given less, so no second
@@ -50,7 +49,7 @@ def plan_notices(
 ) -> list[str]:
     """Create one delivery per notice target of the schedule; their ids."""
     title, body = notice_text(run, end, given_up)
-    store, ids = MongoDeliveryStore(rt.db), []
+    store, ids = rt.deliveries, []
     for position, target in enumerate(notify.get("notices") or [], start=1):
         if not isinstance(target, dict) or not isinstance(target.get("secret"), str):
             continue

@@ -27,7 +27,6 @@ from crawlsched.messages import BatchMessage
 from crawlsched.planning.run_control import pause_refusal, resume_refusal
 from crawlsched.planning.run_names import ENDED
 from crawlsched.runtime import Runtime
-from crawlsched.store.held_jobs import MongoHeldJobStore
 
 log = get_logger(__name__)
 
@@ -36,7 +35,7 @@ PlanPass = Callable[[str, str], None]  # asks for the run's own pass of (run, co
 
 def hold_batch(rt: Runtime, message: BatchMessage) -> int:
     """Give a batch of a paused run back to wait in its run; how many jobs it held."""
-    held = MongoHeldJobStore(rt.db, message.collection).hold(message.dispatch_id, message.run_id)
+    held = rt.held_jobs(message.collection).hold(message.dispatch_id, message.run_id)
     log.info("batch_held_paused", dispatch_id=message.dispatch_id, run_id=message.run_id, jobs=held)
     return held
 
@@ -90,7 +89,7 @@ def resume_run(
     summary.already = not summary.runs
     for resumed in summary.runs:
         for collection in JOB_COLLECTIONS:
-            summary.held_jobs += MongoHeldJobStore(rt.db, collection).held(resumed)
+            summary.held_jobs += rt.held_jobs(collection).held(resumed)
             plan_pass(resumed, collection)
     end = {"notify": notify} if notify else {}
     for resumed in reversed(summary.runs):  # children first: a child's end may end its parent

@@ -20,11 +20,9 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from crawlsched.catalog import JOB_COLLECTIONS, JobState
+from crawlsched.catalog import JOB_COLLECTIONS
 from crawlsched.messages import ReportMessage
 from crawlsched.planning.outcomes import Outcome
-from crawlsched.planning.run_names import ENDED
-from crawlsched.resources.backends.mongo import POOL_COLLECTIONS
 from crawlsched.runtime import Runtime
 
 # Which report phase wrote an outcome. `stopped` alone says nothing: a stop releases waiting
@@ -45,25 +43,10 @@ def recover_lost_messages(
 ) -> dict[str, Any]:
     now = rt.now()
     ended = now - timedelta(microseconds=1)
-    batches = sum(
-        rt.db[c]
-        .update_many({"state": int(JobState.RUNNING)}, {"$set": {"lease_deadline": ended}})
-        .modified_count
-        for c in JOB_COLLECTIONS
-    )
-    leases = sum(
-        rt.db[c]
-        .update_many(
-            {"leases.0": {"$exists": True}}, {"$set": {"leases": []}, "$inc": {"version": 1}}
-        )
-        .modified_count
-        for c in POOL_COLLECTIONS.values()
-    )
+    batches = sum(rt.jobs(c).expire_all_running(ended) for c in JOB_COLLECTIONS)
+    leases = rt.leases.drop_all()
     replanned = []
-    for run in rt.db.runs.find(
-        {"planning": True, "state": {"$nin": list(ENDED)}, "parent_id": None},
-        {"schedule_id": 1, "fire_at": 1},
-    ):
+    for run in rt.runs.planning_open():
         if run.get("schedule_id") and run.get("fire_at"):
             send_plan(run["schedule_id"], run["fire_at"])
             replanned.append(run["_id"])
@@ -77,15 +60,13 @@ def recover_lost_messages(
 
 
 def resend_reports(rt: Runtime, send_report: Callable[[ReportMessage], None]) -> int:
-    open_runs = [r["_id"] for r in rt.db.runs.find({"state": {"$nin": list(ENDED)}}, {"_id": 1})]
+    open_runs = rt.runs.unfinished_ids()
     if not open_runs:
         return 0
     sent = 0
     for collection in JOB_COLLECTIONS:
         seen: set[tuple[str, str, str]] = set()
-        query = {"run_id": {"$in": open_runs}, "last_dispatch_id": {"$ne": None}}
-        fields = {"run_id": 1, "last_dispatch_id": 1, "last_outcome": 1}
-        for job in rt.db[collection].find(query, fields):
+        for job in rt.jobs(collection).ended_dispatches(open_runs):
             phase = REPORTED_BY.get(job.get("last_outcome"))
             if phase is None:
                 continue

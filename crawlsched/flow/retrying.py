@@ -25,8 +25,6 @@ from crawlsched.logs import get_logger
 from crawlsched.planning.run_control import RETRYABLE, moved_counts, retry_refusal
 from crawlsched.planning.run_names import FINISHED
 from crawlsched.runtime import Runtime
-from crawlsched.store.children import MongoChildStore
-from crawlsched.store.held_jobs import MongoHeldJobStore
 
 log = get_logger(__name__)
 
@@ -43,7 +41,7 @@ def _finish_cut_short(rt: Runtime, run_id: str, plan_pass: PlanPass) -> None:
     release them now, so the run is not left waiting for them."""
     applied = {k for k in rt.runs.applied_reports(run_id) if k.startswith("retry:")}
     for collection in JOB_COLLECTIONS:
-        store = MongoHeldJobStore(rt.db, collection)
+        store = rt.held_jobs(collection)
         if store.release_tagged(store.tagged_keys(run_id) & applied, rt.now()):
             plan_pass(run_id, collection)
 
@@ -62,7 +60,7 @@ def retry_failed(rt: Runtime, run_id: str, plan_pass: PlanPass) -> RetrySummary:
     summary = RetrySummary(run_id, reopened=run["state"] == "finished")
     tagged: list[str] = []
     for collection in JOB_COLLECTIONS:
-        store = MongoHeldJobStore(rt.db, collection)
+        store = rt.held_jobs(collection)
         pages = store.failed_pages(run_id, RETRYABLE, reported)
         if not pages:
             continue
@@ -73,14 +71,14 @@ def retry_failed(rt: Runtime, run_id: str, plan_pass: PlanPass) -> RetrySummary:
         raise RunRefused(f"run {run_id!r} has no page that failed on its own to retry")
     if rt.runs.take_back(run_id, key, moved_counts(summary.pages), rt.now()) is None:
         for collection in tagged:
-            MongoHeldJobStore(rt.db, collection).untag(key)
+            rt.held_jobs(collection).untag(key)
         fresh = rt.runs.get(run_id) or run
         raise RunRefused(retry_refusal(fresh) or f"run {run_id!r} changed meanwhile: try again")
     for collection in JOB_COLLECTIONS:
         # The run goes on again: its pages are kept until its next end (dedup reads them).
-        MongoChildStore(rt.db, collection).keep_with_run(run_id)
+        rt.children(collection).keep_with_run(run_id)
     for collection in tagged:
-        MongoHeldJobStore(rt.db, collection).release_tagged([key], rt.now())
+        rt.held_jobs(collection).release_tagged([key], rt.now())
         plan_pass(run_id, collection)
     emit(
         rt,

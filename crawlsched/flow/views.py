@@ -10,15 +10,11 @@ import time
 from datetime import datetime
 from typing import Any
 
-from pymongo import DESCENDING
-
 from crawlsched.catalog import JOB_COLLECTIONS, STATE_NAMES, by_state_name
 from crawlsched.ids import encode_id
-from crawlsched.planning.outcomes import Outcome
 from crawlsched.resources import host_rules, rules
 from crawlsched.resources.queueing import describe_keys
 from crawlsched.runtime import Runtime
-from crawlsched.store.children import MongoChildStore
 from crawlsched.store.host_docs import effective_policy
 
 
@@ -91,23 +87,18 @@ def pools_overview(rt: Runtime) -> dict[str, Any]:
     }
 
 
-def _counts(rt: Runtime, collection: str, field: str) -> dict[str, int]:
-    rows = rt.db[collection].aggregate([{"$group": {"_id": f"${field}", "n": {"$sum": 1}}}])
-    return {str(row["_id"]): row["n"] for row in rows}
-
-
 def gather_stats(rt: Runtime) -> dict[str, Any]:
     """Counts across the system, as `crawlsched store stats --json` and `GET /v1/stats` give them
     (`api.models.StatsView`): jobs by state name, seed markers apart as pages seen."""
     return {
-        "runs_by_state": _counts(rt, "runs", "state"),
-        "runs_by_result": _counts(rt, "runs", "result"),
+        "runs_by_state": rt.runs.counts_by("state"),
+        "runs_by_result": rt.runs.counts_by("result"),
         "jobs_by_state": {c: by_state_name(rt.jobs(c).summary()) for c in JOB_COLLECTIONS},
         "pages_seen": {c: rt.jobs(c).pages_seen() for c in JOB_COLLECTIONS},
         "executions_by_outcome": rt.history.outcome_totals(),
         "waiting_batches": len(rt.waiting.all()),
-        "webhooks_by_state": _counts(rt, "webhook_deliveries", "state"),
-        "events_by_name": _counts(rt, "activity", "event"),
+        "webhooks_by_state": rt.deliveries.counts_by_state(),
+        "events_by_name": rt.activity.counts_by_event(),
     }
 
 
@@ -115,9 +106,7 @@ def activity(
     rt: Runtime, run_id: str | None = None, limit: int = 50, skip: int = 0
 ) -> list[dict[str, Any]]:
     """Run, schedule, account, node and host events, newest first."""
-    query = {"run_id": run_id} if run_id else {}
-    cursor = rt.db.activity.find(query).sort([("at", DESCENDING), ("_id", DESCENDING)])
-    return list(cursor.skip(skip).limit(limit))
+    return rt.activity.recent(run_id, limit, skip)
 
 
 # A running run's pages per depth are a count over every page it discovered: a page refreshed
@@ -151,7 +140,7 @@ def _children_by_depth(rt: Runtime, run: dict[str, Any], fresh: bool) -> dict[in
         return {depth: dict(row) for depth, row in kept[1][1].items()}
     rows: dict[int, dict[str, int]] = {}
     for collection in JOB_COLLECTIONS:
-        for row in MongoChildStore(rt.db, collection).by_depth(run["_id"]):
+        for row in rt.children(collection).by_depth(run["_id"]):
             into = rows.setdefault(row["depth"], dict.fromkeys(("discovered", "outstanding"), 0))
             into["discovered"] += row["discovered"]
             into["outstanding"] += row["outstanding"]
@@ -164,7 +153,7 @@ def _children_by_depth(rt: Runtime, run: dict[str, Any], fresh: bool) -> dict[in
 def children_rows(rt: Runtime, run_id: str, limit: int, skip: int) -> list[dict[str, Any]]:
     rows = []
     for collection in JOB_COLLECTIONS:
-        for doc in MongoChildStore(rt.db, collection).of_run(run_id, limit + skip):
+        for doc in rt.children(collection).of_run(run_id, limit + skip):
             rows.append(
                 {
                     "job_id": encode_id(doc["_id"]),
@@ -210,9 +199,7 @@ def given_up_of(rt: Runtime, run: dict[str, Any]) -> list[dict[str, Any]]:
     """The pages the machinery failed on every try of this run, with why (the first few)."""
     rows: list[dict[str, Any]] = []
     for collection in JOB_COLLECTIONS:
-        query = {"run_id": run["_id"], "last_outcome": Outcome.EXPIRED}
-        fields = {"url": 1, "target": 1, "task": 1, "last_error": 1}
-        for doc in rt.db[collection].find(query, fields).limit(GIVEN_UP_NAMED - len(rows)):
+        for doc in rt.jobs(collection).given_up(run["_id"], GIVEN_UP_NAMED - len(rows)):
             rows.append(
                 {
                     "job_id": encode_id(doc["_id"]),

@@ -104,3 +104,7 @@ class MongoDeliveryStore:
             "$or": [{"sending_until": None}, {"sending_until": {"$lte": now}}],
         }
         return [d["_id"] for d in self._deliveries.find(query, {"_id": 1}).limit(limit)]
+
+    def counts_by_state(self) -> dict[str, int]:
+        rows = self._deliveries.aggregate([{"$group": {"_id": "$state", "n": {"$sum": 1}}}])
+        return {str(row["_id"]): row["n"] for row in rows}

@@ -23,6 +23,7 @@ from crawlsched.planning.problems import Problem, ReferenceIndex
 from crawlsched.store.children import MARKER_FILTER
 from crawlsched.store.counting import CountingDatabase
 from crawlsched.store.dispatch_reports import DispatchReport, tally_dispatch
+from crawlsched.store.job_admin import JobAdmin
 from crawlsched.store.job_claims import REDO_FIELDS, UNSTARTED, JobClaims
 from crawlsched.store.job_indexes import JOB_INDEXES
 from crawlsched.store.pipeline import (
@@ -51,7 +52,7 @@ class ExpiredDispatch:
     jobs: list[dict[str, Any]]
 
 
-class MongoJobStore(JobClaims):
+class MongoJobStore(JobClaims, JobAdmin):
     def __init__(self, db: CountingDatabase, collection: str) -> None:
         self._db = db
         self.collection_name = collection

@@ -88,6 +88,18 @@ class RunReads:
         query = {"state": {"$nin": list(ENDED)}}
         return list(self._runs.find(query, {"reports": 0, REVISION: 0}))
 
+    def unfinished_ids(self) -> list[str]:
+        return [r["_id"] for r in self._runs.find({"state": {"$nin": list(ENDED)}}, {"_id": 1})]
+
+    def planning_open(self) -> list[dict]:
+        """Top-level runs not ended whose planning never closed (a planner died mid-pass)."""
+        query = {"planning": True, "state": {"$nin": list(ENDED)}, "parent_id": None}
+        return list(self._runs.find(query, {"schedule_id": 1, "fire_at": 1}))
+
+    def counts_by(self, field: str) -> dict[str, int]:
+        rows = self._runs.aggregate([{"$group": {"_id": f"${field}", "n": {"$sum": 1}}}])
+        return {str(row["_id"]): row["n"] for row in rows}
+
 
 def page_query(state: str | None, schedule_id: str | None, empty: bool) -> dict[str, Any]:
     query: dict[str, Any] = {}

@@ -143,6 +143,18 @@ class MongoLeaseBackend:
                         released += self.release(lease["id"], now)
         return released
 
+    def drop_all(self) -> int:
+        """Forget every lease of every pool (a standalone restarted after a crash: none of the
+        last life's holders is alive). How many resources held any."""
+        return sum(
+            self.collection(pool)
+            .update_many(
+                {"leases.0": {"$exists": True}}, {"$set": {"leases": []}, "$inc": {"version": 1}}
+            )
+            .modified_count
+            for pool in POOL_COLLECTIONS
+        )
+
     def resource_of(self, lease_id: str, now: datetime) -> dict | None:
         """The resource a live lease holds (without its secret), or None."""
         doc = self.collection(rules.pool_of(lease_id)).find_one(
