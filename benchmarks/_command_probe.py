@@ -101,14 +101,14 @@ def _log_sends(folder: str) -> None:
     import httpx
 
     from crawlsched.drivers.fetching import PoliteHttp
-    from crawlsched.politeness.pacer import ClusterHostPacer
+    from crawlsched.politeness.reservations import Reservations
 
     local = threading.local()
     log = (Path(folder) / f"{os.getpid()}.sends").open("a", buffering=1)
-    reserve, read, send = ClusterHostPacer._reserve, PoliteHttp._read, httpx.Client.send
+    reserve, read, send = Reservations._reserve, PoliteHttp._read, httpx.Client.send
 
-    def timed_reserve(self, key, host, policy):
-        start = reserve(self, key, host, policy)
+    def timed_reserve(self, key, host, policy, patience):
+        start = reserve(self, key, host, policy, patience)
         local.planned, local.reserved = start.timestamp(), time.time()
         return start
 
@@ -121,7 +121,7 @@ def _log_sends(folder: str) -> None:
             log.write(json.dumps([local.url, local.planned, time.time(), local.reserved]) + "\n")
         return send(self, request, **kw)
 
-    ClusterHostPacer._reserve = timed_reserve
+    Reservations._reserve = timed_reserve
     PoliteHttp._read = timed_read
     httpx.Client.send = timed_send
 
@@ -137,8 +137,9 @@ def _trace(folder: str) -> None:
     from crawlsched.actors import crawl as crawl_actor
     from crawlsched.actors import gatekeepers
     from crawlsched.actors import planner as planner_actor
-    from crawlsched.flow import crawl_loop, crawling
-    from crawlsched.politeness.pacer import ClusterHostPacer, HostNotReady
+    from crawlsched.crawl import frontier, loop
+    from crawlsched.politeness.held_hosts import HostNotReady
+    from crawlsched.politeness.reservations import Reservations
     from crawlsched.store.hosts import MongoHostStore
 
     out = (Path(folder) / f"{os.getpid()}.trace").open("a", buffering=1)
@@ -163,35 +164,35 @@ def _trace(folder: str) -> None:
     # a batch: its message taken (batch0/batch1), its crawl loop (each0 with its hosts, each1)
     around(crawl_actor, "crawl_batch", lambda rt, m, *a: put("batch0", m.dispatch_id),
            lambda r, rt, m, *a: put("batch1", m.dispatch_id))  # fmt: skip
-    around(crawl_loop, "_crawl_each",
-           lambda b, jobs: put("each0", b.message.dispatch_id, sorted(set(b.hosts.values())),
-                               len(jobs)),
-           lambda r, b, jobs: put("each1", b.message.dispatch_id))  # fmt: skip
+    around(loop.Loop, "run",
+           lambda self: put("each0", self.c.frontier.message.dispatch_id,
+                            sorted({p.host for p in self.pending}), len(self.pending)),
+           lambda r, self: put("each1", self.c.frontier.message.dispatch_id))  # fmt: skip
     around(planner_actor, "plan_discovered", lambda *a: put("plan0"),
            lambda n, *a: put("plan1", n))  # fmt: skip
     around(MongoHostStore, "acquire", lambda *a: None,
            lambda got, store, key, *a: put("acquire", key, type(got[0]).__name__,
                                            getattr(got[0], "why", "")))  # fmt: skip
     around(MongoHostStore, "release", lambda store, key, *a: put("release", key))
-    around(crawling, "requeue", lambda *a: None,
+    around(frontier, "requeue", lambda *a: None,
            lambda rest, rt, m, *a: put("requeued", m.dispatch_id, rest and rest.dispatch_id))  # fmt: skip
     around(gatekeepers, "admit_waiting", lambda *a: None,
            lambda n, rt, keys, *a: put("admitted", sorted(keys), n))  # fmt: skip
     around(gatekeepers, "send_crawl", lambda m, *a: put("resent", m.dispatch_id))
-    around(gatekeepers, "send_wake_at", lambda keys, when: put("wake_at", sorted(keys), when))
-    reserve = ClusterHostPacer._reserve
+    around(crawl_actor, "send_wake_at", lambda keys, when: put("wake_at", sorted(keys), when))
+    reserve = Reservations._reserve
 
-    def traced_reserve(self, key, host, policy):
+    def traced_reserve(self, key, host, policy, patience):
         try:
-            return reserve(self, key, host, policy)
+            return reserve(self, key, host, policy, patience)
         except HostNotReady as e:  # why a thread set a page aside
             put("not_ready", key, e.why, e.until, e.on_release, e.held_elsewhere)
             raise
 
-    ClusterHostPacer._reserve = traced_reserve
-    around(crawling, "_wait_for_host",
-           lambda rt, m, progress, *a: put("park", m.dispatch_id, sorted(progress.host_waits),
-                                           len(progress.unfinished)))  # fmt: skip
+    Reservations._reserve = traced_reserve
+    around(frontier, "wait_for_hosts",
+           lambda rt, m, ids, why, hosts, *a: put("park", m.dispatch_id, sorted(hosts),
+                                                  len(ids)))  # fmt: skip
 
 
 # Workers only (`dramatiq crawlsched.actors`): `run now` never crawls.

@@ -22,6 +22,7 @@ from crawlsched.drivers.browser_proxy import FilteringProxy
 from crawlsched.drivers.fetching import PoliteHttp
 from crawlsched.drivers.net import guarded_client
 from crawlsched.drivers.targets import CachingResolver, Resolver, parse_networks, resolve
+from crawlsched.environment import SYSTEM, Environment
 from crawlsched.logs import get_logger
 from crawlsched.planning.outcomes import RedoPolicy, RetryPolicy
 from crawlsched.planning.recrawl import RecrawlPolicy, policy_of
@@ -54,6 +55,7 @@ from crawlsched.store.runs import MongoRunStore
 from crawlsched.store.schedules import MongoScheduleStore
 from crawlsched.store.tokens import MongoTokenStore
 from crawlsched.store.waiting import MongoWaitingStore
+from crawlsched.view_cache import ViewCache
 
 # How long a batch waits for a resource when neither the settings nor its schedule say.
 FALLBACK_WAIT_S = 300.0
@@ -68,15 +70,19 @@ class Runtime(ReferenceCache):
         self,
         settings: Settings,
         counter: CommandCounter | None = None,
-        clock: Callable[[], datetime] = utc_now,
+        clock: Callable[[], datetime] | None = None,
+        env: Environment = SYSTEM,
     ) -> None:
         self.settings = settings
         self.counter = counter or CommandCounter()
-        self.now = clock
+        # Time, sleep, locks and threads of the crawl core (`environment`): the system's, or a
+        # simulation's. `clock` alone replaces the wall clock (tests).
+        self.env = env
+        self.now = clock or env.now
         ReferenceCache.__init__(self)
         self._wait_by_schedule: dict[str | None, float] = {}
         # Views worth reusing for a moment (flow/views.py: a running run's pages per depth).
-        self.view_cache: dict[tuple, tuple[float, Any]] = {}
+        self.view_cache = ViewCache(env)
         registry.load_plugins(settings.driver_modules)
 
     @property
@@ -220,6 +226,7 @@ class Runtime(ReferenceCache):
             max_sleep_s=min(s.host_max_sleep_s, s.dispatch_lease_s / 3),
             clock=self.now,
             on_blocked=self._host_blocked,
+            env=self.env,
             grouping=s.host_grouping,
             resolve=first_address(self.resolver),
         )
@@ -239,6 +246,8 @@ class Runtime(ReferenceCache):
             self.settings.robots_ttl_s,
             self.now,
             group_of=self.pacer.key_of,
+            on_crawl_delay=self.pacer.raise_delay,
+            env=self.env,
         )
 
     def browser_options(self) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The crawl of one batch (`flow.crawling`): what the driver is given, what is kept of what it
+"""The crawl of one batch (`crawl.batch`): what the driver is given, what is kept of what it
 found, and what the batch records, reports and gives back.
 
 Real crawl code on the embedded store, one thread, the test's clock; the driver is a plug-in
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import types
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -21,15 +20,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crawlsched.catalog import MODEL_COLLECTIONS, JobState
+from crawlsched.crawl import frontier, recovery, resources
+from crawlsched.crawl import parts as batch_parts
+from crawlsched.crawl.batch import crawl_batch
 from crawlsched.demo.seed import demo_reference
 from crawlsched.drivers.base import Account
 from crawlsched.drivers.context import CrawlBounds
-from crawlsched.flow import crawl_records, crawl_resources, crawling, link_flush, stopping
 from crawlsched.flow.admission import admit, admit_waiting, keys_of
 from crawlsched.flow.coordination import record_report
-from crawlsched.flow.crawling import crawl_batch
 from crawlsched.flow.ticking import reclaim_expired
 from crawlsched.messages import DISPATCH_ID_PATTERN, BatchMessage, ReportMessage
+from crawlsched.planning import frontier_rules
 from crawlsched.planning.run_names import ENDED
 from crawlsched.resources.rules import DOWN, AccountLimits
 from crawlsched.runtime import Runtime
@@ -62,12 +63,10 @@ DRIVERS = {"crawl-batch": ScriptedDriver}
 
 
 @pytest.fixture
-def clock(monkeypatch):
+def clock():
+    # The runtime's environment runs on it: the lease keeper and the stop check throttle on
+    # its monotonic clock too.
     clock = Clock(NOW)
-    # The lease keeper and the stop check throttle on the monotonic clock: they follow it too.
-    monotonic = types.SimpleNamespace(monotonic=clock.monotonic)
-    monkeypatch.setattr(crawl_resources, "time", monotonic)
-    monkeypatch.setattr(stopping, "time", monotonic)
     yield clock
     SCRIPT.clear()
     CONTEXTS.clear()
@@ -80,7 +79,7 @@ def rt(embedded_mongo_url, clock):
         broker_url="stub://",
         driver_modules=["tests.test_crawl_batch"],
     )
-    rt = Runtime(settings, clock=clock.now)
+    rt = Runtime(settings, env=clock.env())
     rt.create_indexes()
     rt.reference.load(demo_reference("http://127.0.0.1:9"))
     # Twitter's own bounds and credential host, each unlike the settings' defaults
@@ -190,7 +189,7 @@ def test_a_node_that_cannot_open_a_browser_is_marked_down_and_the_batch_waits_ag
         raise ConnectionRefusedError(f"nothing listens at {url}")
         yield
 
-    monkeypatch.setattr(crawl_resources, "open_browser", refuse)
+    monkeypatch.setattr(resources, "open_browser", refuse)
     SCRIPT["step"] = lambda index, job, context: context.browser
     message = _admitted(rt, 2)
 
@@ -294,12 +293,9 @@ def test_a_batch_that_found_nothing_still_marks_its_pages_in_the_run(rt, clock):
 # -- what the batch records, reports and gives back ------------------------------------------
 
 
-def test_the_report_names_the_dispatch_and_adds_the_crawl_time_to_the_stages(rt, monkeypatch):
+def test_the_report_names_the_dispatch_and_adds_the_crawl_time_to_the_stages(rt, clock):
     # The crawl takes 0.23456 s on its own clock: 234.6 ms, to a tenth
-    ticks = iter([100.0, 100.23456])
-    clock = types.SimpleNamespace(perf_counter=lambda: next(ticks))
-    monkeypatch.setattr(crawling, "time", clock)  # the crawl's start
-    monkeypatch.setattr(crawl_records, "time", clock)  # its report's end
+    SCRIPT["step"] = lambda index, job, context: clock.advance(0.11728)
     message = _admitted(rt, 2, stages_ms={"plan": 12.5})
     woken: list[frozenset[str]] = []
 
@@ -606,7 +602,6 @@ def test_a_new_sites_robots_txt_is_read_first_and_its_page_waits_while_other_hos
     from crawlsched.resources.host_rules import HostPolicy, host_key
 
     rt.pacer.default = HostPolicy(1.0, 1, 0)
-    monkeypatch.setattr(rt.pacer, "_sleep", clock.advance)
     message = _admitted(rt, 4, login=False, selenium=False)
     jobs = _jobs(rt, message)
     for name, host in (("job0", "a"), ("job1", "a"), ("job2", "b"), ("job3", "c")):
@@ -657,7 +652,6 @@ def test_a_host_the_batch_is_done_with_is_given_back_and_its_waiters_woken_at_on
     from crawlsched.resources.host_rules import HostPolicy, host_key
 
     rt.pacer.default = HostPolicy(1.0, 1, 0)
-    monkeypatch.setattr(rt.pacer, "_sleep", clock.advance)
     monkeypatch.setattr(PoliteHttp, "robots_first", lambda self, url: False)
     message = _admitted(rt, 3, login=False, selenium=False)
     jobs = _jobs(rt, message)
@@ -692,21 +686,19 @@ def test_a_host_the_batch_is_done_with_is_given_back_and_its_waiters_woken_at_on
 
 def test_a_batch_parking_for_a_held_host_marks_it_wanted_in_one_write(rt, monkeypatch):
     # Given a host held by another worker process, and a batch whose rest waits for it
-    from crawlsched.flow.crawl_progress import Progress
     from crawlsched.store.counting import CommandCounter, CountingCollection
 
     key = "https://a.test:443"
     held_by_other, _ = rt.hosts.acquire(key, "other", rt.host_policy, NOW, 30)
-    monkeypatch.setattr(crawling, "requeue", lambda *args, **kwargs: None)  # jobs aside
+    monkeypatch.setattr(frontier, "requeue", lambda *args, **kwargs: None)  # jobs aside
     host_commands = CommandCounter()
     monkeypatch.setattr(rt.hosts, "_hosts", CountingCollection(rt.db.hosts.raw, host_commands))
-    progress = Progress(unfinished=["job0"], interruption="host not ready", host_waits={key})
     woken_at = []
 
     # When it parks
-    wake_now = crawling._wait_for_host(
-        rt, _admitted(rt, 1, login=False, selenium=False), progress,
-        lambda keys, when: woken_at.append((keys, when)),
+    wake_now = frontier.wait_for_hosts(
+        rt, _admitted(rt, 1, login=False, selenium=False), ["job0"], "host not ready", {key},
+        None, lambda keys, when: woken_at.append((keys, when)),
     )  # fmt: skip
 
     # Then it is woken at the holder's slice end at the latest, learned in one write that
@@ -761,7 +753,7 @@ def test_jobs_of_a_host_given_back_while_the_batch_crawled_the_others_are_crawle
 
 def _discovering(rt, clock):
     """Job 0 finds two pages; every job takes a second; parts handed over as soon as they are
-    big enough (8 pages, `link_flush.MIN_PART_PAGES`)."""
+    big enough (8 pages, `frontier_rules.MIN_PART_PAGES`)."""
     rt.settings = rt.settings.model_copy(update={"discovery_flush_s": 1e-6})
 
     def step(index, job, context):
@@ -799,7 +791,6 @@ def _queued_work(rt, clock, monkeypatch, jobs: int) -> None:
     """Hand-overs due every second of the test's clock; the profile task's batches hold 4
     pages (work enough queued: `QUEUED_BATCHES_ENOUGH` of them, 8 pages); and a batch of the
     run with `jobs` pages that has not begun."""
-    monkeypatch.setattr(link_flush, "time", types.SimpleNamespace(perf_counter=clock.monotonic))
     claimed_batch(
         rt, jobs, run_id=RUN, driver_class="crawl-batch", login=False, selenium=False,
         open_to_take_over=True,
@@ -861,7 +852,7 @@ def test_a_crash_after_a_hand_over_loses_nothing_and_waits_for_no_lease(rt, cloc
 
     with pytest.raises(SystemExit):
         crawl_batch(rt, message, report=dies)
-    part = link_flush.part_dispatch_id(message.dispatch_id, 1)
+    part = batch_parts.part_dispatch_id(message.dispatch_id, 1)
     running = rt.db.profiles.find({"state": int(JobState.RUNNING)})
     assert {doc["dispatch_id"] for doc in running} == {part}
     # When the message is delivered again (the broker never saw it acknowledged)
@@ -890,10 +881,10 @@ def test_a_crash_after_a_hand_over_loses_nothing_and_waits_for_no_lease(rt, cloc
 @settings(max_examples=200)
 @given(st.text(alphabet="0123456789abcdef", min_size=32, max_size=32), st.integers(1, 10**6))
 def test_a_part_s_dispatch_id_is_a_dispatch_id_worked_out_from_its_message_s(root, part):
-    made = link_flush.part_dispatch_id(root, part)
+    made = batch_parts.part_dispatch_id(root, part)
     assert re.fullmatch(DISPATCH_ID_PATTERN, made)
-    assert made == link_flush.part_dispatch_id(root, part) != root
-    assert made not in {link_flush.part_dispatch_id(root, part + 1), root}
+    assert made == batch_parts.part_dispatch_id(root, part) != root
+    assert made not in {batch_parts.part_dispatch_id(root, part + 1), root}
 
 
 def test_a_redelivery_finds_the_rest_after_hundreds_of_parts_and_only_its_own(rt, clock):
@@ -902,13 +893,13 @@ def test_a_redelivery_finds_the_rest_after_hundreds_of_parts_and_only_its_own(rt
     first = _admitted(rt, 3, login=False, selenium=False)
     other = _admitted(rt, 2, login=False, selenium=False)
     store = rt.jobs(first.collection)
-    late = link_flush.part_dispatch_id(first.dispatch_id, 300)
+    late = batch_parts.part_dispatch_id(first.dispatch_id, 300)
     store.reassign(first.dispatch_id, late, first.decoded_job_ids())
-    early = link_flush.part_dispatch_id(other.dispatch_id, 1)
+    early = batch_parts.part_dispatch_id(other.dispatch_id, 1)
     store.reassign(other.dispatch_id, early, other.decoded_job_ids())
     # When the first batch's message is redelivered
     reports: list[ReportMessage] = []
-    recovered = link_flush.recover_parts(rt, first, reports.append)
+    recovered = recovery.recover_parts(rt, first, reports.append)
     assert (recovered.requeued, recovered.reports, reports) == (3, 0, [])
     # (waiting for its host, and woken for it at once: it may be free already)
     assert recovered.wake == {"host:https://twitter.test:443"} == set(rt.waiting.all()[0]["needs"])
@@ -919,8 +910,8 @@ def test_a_redelivery_finds_the_rest_after_hundreds_of_parts_and_only_its_own(rt
         store.claimed_ids(waiting["_id"])
     ) == sorted(first.decoded_job_ids())
     assert sorted(store.claimed_ids(early)) == sorted(other.decoded_job_ids())
-    again = link_flush.recover_parts(rt, first, reports.append)  # (a second redelivery)
-    assert again == link_flush.PartsRecovered(requeued=0, reports=0)
+    again = recovery.recover_parts(rt, first, reports.append)  # (a second redelivery)
+    assert again == recovery.PartsRecovered(requeued=0, reports=0)
 
 
 def test_a_crash_between_a_later_part_s_record_and_its_report_has_the_report_sent_again(rt, clock):
@@ -944,7 +935,7 @@ def test_a_crash_between_a_later_part_s_record_and_its_report_has_the_report_sen
 
     with pytest.raises(SystemExit):
         crawl_batch(rt, message, report=dies_at_the_second)
-    first_part = link_flush.part_dispatch_id(message.dispatch_id, 1)
+    first_part = batch_parts.part_dispatch_id(message.dispatch_id, 1)
     assert [r.dispatch_id for r in sent] == [message.dispatch_id]
     assert rt.db.profiles.count_documents({"last_dispatch_id": first_part}) == 8
     # When the message is delivered again
@@ -994,6 +985,7 @@ def _finding(rt, found: dict[str, list[str]], crawled: list[str], counted: list[
     own task); each discovered page crawled notes whether its run counted it by then."""
 
     def step(index, job, context):
+        rt.env.sleep(1e-3)  # a page takes its time: a part is a period old after one
         crawled.append(job.url)
         if index < 0:
             doc = rt.db.profiles.find_one({"_id": job.job_id}, {"released": 1})
@@ -1027,7 +1019,7 @@ def test_a_batch_crawls_the_pages_it_found_of_a_host_its_process_holds_once_its_
     # Two hand-overs kept three pages each, their reports applied here with no planning asked
     # for; the last part's report goes to the coordinator as any batch's end
     assert [kept for _, kept in applied] == [3, 3] and apply.planned == []
-    parts = [link_flush.part_dispatch_id(message.dispatch_id, n) for n in (1, 2)]
+    parts = [batch_parts.part_dispatch_id(message.dispatch_id, n) for n in (1, 2)]
     assert [dispatch_id for dispatch_id, _ in applied] == [message.dispatch_id, parts[0]]
     assert [r.dispatch_id for r in reports] == [parts[1]] and counts == {"succeeded": 3}
     children = list(rt.db.profiles.find({"scope_run": RUN, "depth": {"$gte": 1}}))
@@ -1051,7 +1043,7 @@ def test_a_page_found_again_while_the_batch_holds_it_is_crawled_once(rt, clock, 
     # Given a batch whose first page finds a1 and a2, and a1 finds a2 again (kept already, not
     # crawled yet) with a3; a part handed over after each page
     apply = _keeping(rt, monkeypatch, [])
-    monkeypatch.setattr(link_flush, "MIN_PART_PAGES", 1)
+    monkeypatch.setattr(frontier_rules, "MIN_PART_PAGES", 1)
     message = _admitted(rt, 2, login=False, selenium=False)
     crawled: list[str] = []
     found = {"job0": ["a1", "a2"], "a1": ["a2", "a3"]}
@@ -1103,10 +1095,10 @@ def test_a_redelivery_gives_the_pages_a_dead_batch_kept_before_its_run_counted_t
     message = _admitted(rt, 3, login=False, selenium=False)
     SCRIPT["step"] = _finding(rt, {"job0": ["a1", "a2"]}, [], [])
     rt.settings = rt.settings.model_copy(update={"discovery_flush_s": 1e-6})
-    monkeypatch.setattr(link_flush, "MIN_PART_PAGES", 1)
+    monkeypatch.setattr(frontier_rules, "MIN_PART_PAGES", 1)
     with pytest.raises(SystemExit):
         crawl_batch(rt, message, report=lambda report: None, apply_report=apply)
-    part = link_flush.part_dispatch_id(message.dispatch_id, 1)
+    part = batch_parts.part_dispatch_id(message.dispatch_id, 1)
     held = list(rt.db.profiles.find({"dispatch_id": part}))
     assert sorted(d.get("url", d.get("target"))[-2:] for d in held if d.get("depth")) == [
         "a1",
@@ -1130,12 +1122,11 @@ def test_a_redelivery_gives_the_pages_a_dead_batch_kept_before_its_run_counted_t
 def test_a_batch_keeps_what_it_can_crawl_in_its_time_and_nothing_once_its_run_is_paused(
     rt, clock, monkeypatch, paused
 ):
-    # Given a batch whose first page finds five pages of a host paced at 160 s, so that what
+    # Given a batch whose first page finds five pages of a host paced at 159 s, so that what
     # its time limit of 600 s lets it crawl well before it is three pages (and, in the second
     # case, a run paused meanwhile)
     apply = _keeping(rt, monkeypatch, [])
-    monkeypatch.setattr(rt.pacer, "delay_of", lambda key: 160.0)
-    monkeypatch.setattr(link_flush, "time", types.SimpleNamespace(perf_counter=clock.monotonic))
+    monkeypatch.setattr(rt.pacer, "delay_of", lambda key: 159.0)
     assert rt.settings.crawl_time_limit_s == 600
     message = _admitted(rt, 2, login=False, selenium=False)
     crawled: list[str] = []

@@ -1,4 +1,4 @@
-"""Several jobs of a batch crawled at once (`flow.crawl_lanes`, `CRAWLSCHED_CRAWL_LANES`).
+"""Several jobs of a batch crawled at once (`crawl.lanes`, `CRAWLSCHED_CRAWL_LANES`).
 
 Real crawl code on the embedded store and real lane threads; the driver is a plug-in of this
 module that runs the test's script. Only a driver that says so (`jobs_at_once = True`), in a
@@ -14,11 +14,11 @@ from collections.abc import Callable
 import pytest
 
 from crawlsched.catalog import MODEL_COLLECTIONS
+from crawlsched.crawl.batch import crawl_batch
 from crawlsched.demo.seed import demo_reference
 from crawlsched.drivers.base import DriverError
-from crawlsched.flow.crawling import crawl_batch
-from crawlsched.flow.link_flush import MIN_PART_PAGES
 from crawlsched.messages import BatchMessage, ReportMessage
+from crawlsched.planning.frontier_rules import MIN_PART_PAGES
 from crawlsched.resources.rules import AccountLimits
 from crawlsched.runtime import Runtime
 from tests.conftest import settings_for_tests

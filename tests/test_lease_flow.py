@@ -1,7 +1,7 @@
 """Leases across the flow: grant, renewal while a batch runs, loss mid-batch, release, cooldown,
 the starvation bound across re-parks, and the order in which waiting batches are admitted.
 
-Real admission and crawl code (`flow.admission`, `flow.crawling`) on the embedded store, one
+Real admission and crawl code (`flow.admission`, `crawl.batch`) on the embedded store, one
 thread, with an injected clock: the runtime's clock and the monotonic clock the lease keeper
 reads both follow the test's `Clock`, which only the test (or the test's driver) moves. The
 driver is a plug-in of this module (`DRIVERS`), scripted per test.
@@ -9,7 +9,6 @@ driver is a plug-in of this module (`DRIVERS`), scripted per test.
 
 from __future__ import annotations
 
-import types
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -17,10 +16,11 @@ import pytest
 import structlog
 
 from crawlsched.catalog import JobState
+from crawlsched.crawl.batch import crawl_batch
+from crawlsched.crawl.records import bounds_of
 from crawlsched.demo.seed import demo_reference
 from crawlsched.drivers.base import LoginRejected, RateLimited
 from crawlsched.drivers.context import CrawlBounds
-from crawlsched.flow import crawl_resources
 from crawlsched.flow.admission import (
     admit,
     admit_waiting,
@@ -30,8 +30,6 @@ from crawlsched.flow.admission import (
     starve,
     starve_overdue,
 )
-from crawlsched.flow.crawl_records import bounds_of
-from crawlsched.flow.crawling import crawl_batch
 from crawlsched.messages import BatchMessage
 from crawlsched.resources import rules
 from crawlsched.resources.backends.mongo import MongoLeaseBackend
@@ -69,7 +67,6 @@ DRIVERS = {"lease-flow": ScriptedDriver}
 def clock(monkeypatch):
     clock = Clock(NOW)
     # The lease keeper throttles renewals on the monotonic clock: it follows the test's clock.
-    monkeypatch.setattr(crawl_resources, "time", types.SimpleNamespace(monotonic=clock.monotonic))
     yield clock
     SCRIPT.clear()
 
@@ -83,7 +80,7 @@ def rt(embedded_mongo_url, clock):
         admission_wait_s=WAIT_S,
         driver_modules=["tests.test_lease_flow"],
     )
-    rt = Runtime(settings, clock=clock.now)
+    rt = Runtime(settings, env=clock.env())
     rt.create_indexes()
     rt.reference.load(demo_reference("http://127.0.0.1:9"))
     rt.inventory.add_account("twitter", "acct", "secret", AccountLimits(), clock.now())
@@ -556,10 +553,7 @@ def test_a_redelivered_admission_frees_what_an_earlier_attempt_leased(rt, clock)
 def test_a_batch_stopped_mid_way_answers_with_what_it_crawled_and_what_it_gave_back(
     rt, clock, monkeypatch
 ):
-    # The stop check between jobs follows the test's clock too
-    from crawlsched.flow import stopping
-
-    monkeypatch.setattr(stopping, "time", types.SimpleNamespace(monotonic=clock.monotonic))
+    # (The stop check between jobs follows the test's clock: the runtime's environment.)
     rt.db.runs.insert_one({"_id": RUN, "state": "running"})
     message = _admitted(rt, _batch(rt, 4, selenium=False))
 

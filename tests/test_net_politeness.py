@@ -645,7 +645,7 @@ def test_two_processes_fetch_a_sites_robots_txt_once(site):
 
 def test_robots_txt_can_be_read_as_a_step_of_its_own_before_the_page(site):
     # A batch over many hosts reads a new site's robots.txt on its own, then crawls other
-    # hosts while this one's delay runs (crawl_loop): True once a request went out, then
+    # hosts while this one's delay runs (crawl/loop.py): True once a request went out, then
     # False for the rest of the process's local period; the page does not read it again.
     store = _store()
     now = lambda: datetime.now(UTC)  # noqa: E731

@@ -7,7 +7,6 @@ pages hold at each visit (one that never changes, one that changes each time).""
 from __future__ import annotations
 
 import json
-import types
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
@@ -18,9 +17,8 @@ from typer.testing import CliRunner
 
 from crawlsched.cli import run
 from crawlsched.cli.common import run_inside
+from crawlsched.crawl.batch import crawl_batch
 from crawlsched.demo.seed import demo_reference
-from crawlsched.flow import crawl_resources, stopping
-from crawlsched.flow.crawling import crawl_batch
 from crawlsched.ids import encode_id
 from crawlsched.messages import BatchMessage
 from crawlsched.planning import change_rate
@@ -51,11 +49,8 @@ DRIVERS = {"recrawl-pages": PagesDriver}
 
 
 @pytest.fixture
-def clock(monkeypatch):
-    clock = Clock(NOW)
-    monotonic = types.SimpleNamespace(monotonic=clock.monotonic)
-    monkeypatch.setattr(crawl_resources, "time", monotonic)
-    monkeypatch.setattr(stopping, "time", monotonic)
+def clock():
+    clock = Clock(NOW)  # the runtime's environment: its monotonic clock too
     yield clock
     VISITS.clear()
 
@@ -65,7 +60,7 @@ def rt(embedded_mongo_url, clock):
     settings = settings_for_tests(
         mongo_url=embedded_mongo_url, broker_url="stub://", driver_modules=[__name__]
     )
-    rt = Runtime(settings, clock=clock.now)
+    rt = Runtime(settings, env=clock.env())
     rt.create_indexes()
     rt.reference.load(demo_reference("http://127.0.0.1:9"))
     rt.db.runs.insert_one({"_id": RUN, "state": "running"})

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from crawlsched.crawl.resources import node_lost
 from crawlsched.errors import NodeUnreachable
-from crawlsched.flow.crawl_resources import node_lost
 from crawlsched.flow.nodes import probe_nodes
 from crawlsched.flow.resource_events import ban_account_by_lease, set_account_status
 from crawlsched.politeness.pacer import HostNotReady

@@ -252,7 +252,7 @@ def test_history_and_stop_checks_cost_a_few_commands_per_batch_not_per_job(
 ):
     # Given two sweeps of 200 jobs each (8 batches): the first with task history
     # and stop checks switched off (the baseline), the second as built
-    from crawlsched.flow import crawl_records
+    from crawlsched.crawl import records as crawl_records
     from crawlsched.flow.stop_watch import StopWatch
 
     monkeypatch.setenv("CRAWLSCHED_TEST_SLOW_DRIVER_S", "0")

@@ -7,7 +7,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from crawlsched.flow import stop_watch
 from crawlsched.flow.stop_watch import StopWatch
 from crawlsched.planning.run_names import run_id_for
 from crawlsched.runtime import get_runtime
@@ -21,7 +20,7 @@ def watched(stub_broker, monkeypatch):
     run_id = run_id_for("sweep-websites", now)
     rt.runs.open(run_id, "sweep-websites", now, now)
     clock = SimpleNamespace(now=100.0)
-    monkeypatch.setattr(stop_watch, "time", SimpleNamespace(monotonic=lambda: clock.now))
+    monkeypatch.setattr(rt.env, "monotonic", lambda: clock.now)
     reads: list[str] = []
     real = rt.runs.hold_state
 

@@ -1,5 +1,5 @@
 """A running batch takes over the jobs of its run's batches that have not begun
-(`flow/take_over.py`, `JobClaims.take_over`).
+(`crawl/taking.py`, `JobClaims.take_over`).
 
 Real crawl code on the embedded store; the driver is a plug-in of this module that records
 what it crawls. Each job is crawled by exactly one batch: the one that took it over (which
@@ -15,8 +15,8 @@ from datetime import timedelta
 
 import pytest
 
+from crawlsched.crawl.batch import crawl_batch
 from crawlsched.demo.seed import demo_reference
-from crawlsched.flow.crawling import crawl_batch
 from crawlsched.messages import BatchMessage, ReportMessage
 from crawlsched.resources.host_grouping import origin_url_pattern
 from crawlsched.runtime import Runtime
@@ -259,7 +259,7 @@ def test_a_page_of_a_host_another_process_holds_or_a_block_stops_is_left_queued(
 
 
 def test_a_batch_takes_over_only_in_its_first_seconds_so_it_ends_and_reports(rt, monkeypatch):
-    from crawlsched.flow import take_over
+    from crawlsched.crawl import taking as take_over
 
     monkeypatch.setattr(take_over, "TAKE_OVER_FOR_S", 0.0)
     a = _batch(rt, 2, "a.test")

@@ -21,8 +21,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from crawlsched.actors.planner import plan_crawls
 from crawlsched.catalog import JobState
+from crawlsched.crawl.parts import part_dispatch_id
 from crawlsched.flow import schedule_ops
-from crawlsched.flow.link_flush import part_dispatch_id
 from crawlsched.planning.run_names import run_id_for
 from tests.support import end_probe
 from tests.support.graph_run import (
@@ -99,7 +99,7 @@ REST_AT_KILL = 4
 
 def _parts_rest(rt) -> int:
     """Pages still running under the dispatch id of some batch's first part (the rest after
-    its first hand-over, `link_flush.part_dispatch_id`)."""
+    its first hand-over, `crawl.parts.part_dispatch_id`)."""
     jobs = rt.db.websites
     recorded = jobs.distinct("last_dispatch_id", {"last_dispatch_id": {"$ne": None}})
     first_parts = [part_dispatch_id(dispatch_id, 1) for dispatch_id in recorded]

@@ -1,4 +1,4 @@
-"""Which queued jobs a running batch takes over (`planning/take_over.pick`): one per host it
+"""Which queued jobs a running batch takes over (`planning/frontier_rules.pick`): one per host it
 could send to now and does not crawl already, at most as many as it has room for."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawlsched.planning.take_over import pick
+from crawlsched.planning.frontier_rules import pick
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 SLACK = timedelta(milliseconds=5)

@@ -8,8 +8,8 @@ from crawlsched.actors.coordinator import apply_report
 from crawlsched.actors.gatekeepers import first_delivery, wake_after_release
 from crawlsched.actors.sends import send_report, send_wake_at
 from crawlsched.catalog import ALL_TASKS
+from crawlsched.crawl.batch import crawl_batch
 from crawlsched.errors import UnknownDriver
-from crawlsched.flow.crawling import crawl_batch
 from crawlsched.messages import BadMessage, BatchMessage
 from crawlsched.runtime import get_runtime
 

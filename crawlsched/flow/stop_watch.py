@@ -7,7 +7,6 @@ batch's jobs back as stopped. Stopping a run itself is `flow/stopping.py`.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,7 +39,7 @@ class StopWatch:
     def _read(self) -> str | None:
         if self._state == "stop":
             return self._state
-        now = time.monotonic()
+        now = self.rt.env.monotonic()
         if now - self._checked_at < self.every_s:
             return self._state
         key = ("hold_state", self.run_id, self.task)
@@ -49,8 +48,8 @@ class StopWatch:
             self._state, self._checked_at = shared[1], shared[0]
         else:
             self._state = self.rt.runs.hold_state(self.run_id, self.task)
-            self._checked_at = time.monotonic()
-            self.rt.view_cache[key] = (self._checked_at, self._state)
+            self._checked_at = self.rt.env.monotonic()
+            self.rt.view_cache.put(key, self._checked_at, self._state)
         return self._state
 
     def stopped(self) -> bool:

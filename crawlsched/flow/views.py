@@ -6,7 +6,6 @@ Each returns plain documents (dates as datetimes); callers only format them.
 
 from __future__ import annotations
 
-import time
 from datetime import datetime
 from typing import Any
 
@@ -134,7 +133,7 @@ def by_depth(rt: Runtime, run: dict[str, Any], fresh: bool = False) -> list[dict
 
 def _children_by_depth(rt: Runtime, run: dict[str, Any], fresh: bool) -> dict[int, dict[str, int]]:
     version = (run["_id"], run.get("state"), run.get("planning"))
-    now = time.monotonic()
+    now = rt.env.monotonic()
     kept = rt.view_cache.get(("by_depth", run["_id"]))
     if not fresh and kept is not None and kept[1][0] == version and now - kept[0] < DEPTH_REUSE_S:
         return {depth: dict(row) for depth, row in kept[1][1].items()}
@@ -145,8 +144,8 @@ def _children_by_depth(rt: Runtime, run: dict[str, Any], fresh: bool) -> dict[in
             into["discovered"] += row["discovered"]
             into["outstanding"] += row["outstanding"]
     if len(rt.view_cache) >= DEPTH_CACHE_RUNS:
-        rt.view_cache = {k: v for k, v in rt.view_cache.items() if now - v[0] < DEPTH_REUSE_S}
-    rt.view_cache[("by_depth", run["_id"])] = (now, (version, rows))
+        rt.view_cache.drop_older_than(now - DEPTH_REUSE_S)
+    rt.view_cache.put(("by_depth", run["_id"]), now, (version, rows))
     return {depth: dict(row) for depth, row in rows.items()}
 
 

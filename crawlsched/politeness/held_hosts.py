@@ -1,16 +1,16 @@
-"""What a worker process keeps per host while it paces it (`pacer.ClusterHostPacer`),
-and how a thread is told a host will not be ready in time (`HostNotReady`)."""
+"""What a worker process keeps per host while it paces it (`pacer.ClusterHostPacer`), and
+how a thread is told a host will not be ready in time (`HostNotReady`)."""
 
 from __future__ import annotations
 
 import os
 import socket
-import threading
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 from crawlsched.resources.host_rules import HostPolicy
+from crawlsched.resources.host_slices import SliceState
 
 
 class HostNotReady(Exception):
@@ -23,6 +23,7 @@ class HostNotReady(Exception):
         why: str,
         on_release: bool = False,
         held_elsewhere: bool = False,
+        answered: bool = False,
     ) -> None:
         when = "until another process gives it back" if on_release else f"until {until:%H:%M:%S}"
         super().__init__(f"{key} not ready {when}: {why}")
@@ -34,24 +35,38 @@ class HostNotReady(Exception):
         # True: this process asked and another holds the host (False for one this process
         # just handed over: asking again at once would take it back from whoever asked).
         self.held_elsewhere = held_elsewhere
+        # True: the host answered this very request 429 or 503 (the page was sent and refused;
+        # `CRAWLSCHED_HOST_REFUSALS_PER_PAGE` of those in a run give the page up).
+        self.answered = answered
 
 
 @dataclass
-class HeldHost:
-    """What one process knows of one host: its slice, its threads, its pacing."""
+class Refusal:
+    until: datetime  # ask again then (or when the holder gives it back: `held_elsewhere`)
+    why: str
+    held_elsewhere: bool
 
-    condition: threading.Condition = field(default_factory=threading.Condition)
-    users: int = 0  # threads using or waiting for the host (guarded by the pacer's lock)
-    active: int = 0  # requests in flight
-    next_start: datetime | None = None
-    lease_until: datetime | None = None
+
+@dataclass
+class HostSlot:
+    """What one process knows of one host. Every field is guarded by the pacer's one lock
+    (`ClusterHostPacer._lock`); a thread changes `state` away from `ASKING` or `RELEASING`
+    only if it is the one that set it."""
+
+    state: SliceState = SliceState.FREE
+    lease_until: datetime | None = None  # the slice held (state HELD)
     renewable: bool = True  # False once a renewal was refused: the slice runs out
-    policy: HostPolicy | None = None
-    refused: tuple[datetime, str, bool] | None = None  # until, why, held by another
-    pages: int = 0  # sent since the store last counted them
-    pages_left: int | None = None  # today's budget left at the grant or renewal (None: no cap)
+    renewing: bool = False  # a thread is renewing the slice (others go on sending within it)
+    policy: HostPolicy | None = None  # the limits in force, learnt with the grant
+    refusal: Refusal | None = None  # the last refusal (state REFUSED)
+    users: int = 0  # threads using or waiting for the host
+    active: int = 0  # requests in flight
+    next_start: datetime | None = None  # the next request starts no earlier
+    pages: int = 0  # started since the store last counted them
+    pages_left: int | None = None  # today's budget at the grant or renewal (None: no cap)
     blocked_before: bool = False  # a block was seen: a good answer clears the backoff
-    answered_at: datetime | None = None  # when the last request's answer was in
+    answered_at: datetime | None = None  # when the last request's answer came in
+    expected: int = 0  # jobs of this process that will still ask for the host
 
 
 def slice_for(slice_s: float, delay_s: float) -> float:

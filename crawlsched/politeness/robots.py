@@ -2,16 +2,16 @@
 
 The first process that needs a site's rules claims the fetch in the site's host document,
 fetches robots.txt (through `PoliteHttp`, so checked and paced), and stores the answer there
-with its `Crawl-delay` for our user agent, which the host's pacing then honours. Every other
-process reads the stored answer; each also keeps what it read for a short while
-(`local_ttl_s`), so a page costs no store read. A claimer that died is replaced once its
+with its `Crawl-delay` for our user agent, which the host's pacing then honours: the next
+holder's grant reads it, and the process that read it raises its own delay for the slice it
+holds at once (`on_crawl_delay`), so the delay holds from the first request after
+robots.txt. Every other process reads the stored answer; each also keeps what it read for a
+short while (`local_ttl_s`), so a page costs no store read. A claimer that died is replaced once its
 claim runs out.
 """
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from protego import Protego
 
 from crawlsched.drivers.robots import fetch_robots, rules_of
+from crawlsched.environment import SYSTEM, Environment
 from crawlsched.resources.host_rules import host_key
 from crawlsched.store.hosts import MongoHostStore
 
@@ -35,9 +36,11 @@ class SharedRobots:
         holder: str,
         ttl_s: float,
         clock: Callable[[], datetime],
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] | None = None,
         local_ttl_s: float = LOCAL_TTL_S,
         group_of: Callable[[str], str] = host_key,
+        on_crawl_delay: Callable[[str, float], None] | None = None,
+        env: Environment = SYSTEM,
     ) -> None:
         if ttl_s <= 0:
             raise ValueError(f"ttl_s must be > 0, got {ttl_s}")
@@ -48,9 +51,12 @@ class SharedRobots:
         self._group_of = group_of
         self.local_ttl_s = min(local_ttl_s, ttl_s)
         self._clock = clock
-        self._sleep = sleep
-        self._lock = threading.Lock()
-        self._sites: dict[str, tuple[threading.Lock, list[Any]]] = {}
+        self._sleep = sleep or env.sleep
+        self._env = env
+        # Told (pacing key, delay) of every Crawl-delay read, to raise the slice held now.
+        self._on_crawl_delay = on_crawl_delay
+        self._lock = env.lock()  # guards `_sites` (each site's entry has a lock of its own)
+        self._sites: dict[str, tuple[Any, list[Any]]] = {}
         self.fetched = 0  # robots.txt this process fetched (for tests and logs)
 
     def known(self, url: str) -> bool:
@@ -71,7 +77,7 @@ class SharedRobots:
             if key not in self._sites:
                 if len(self._sites) >= 10_000:
                     del self._sites[next(iter(self._sites))]
-                self._sites[key] = (threading.Lock(), [None, None])
+                self._sites[key] = (self._env.lock(), [None, None])
             lock, entry = self._sites[key]
         with lock:  # one thread per process asks the store (or fetches) for a site
             rules, read_at = entry
@@ -94,7 +100,10 @@ class SharedRobots:
             now = self._clock()
             stored = self.store.robots(key)
             if stored and now - stored["fetched_at"] <= timedelta(seconds=self.ttl_s):
-                return rules_of(stored["status"], stored["text"])
+                rules = rules_of(stored["status"], stored["text"])
+                if stored["status"] == 200:
+                    self._raise_delay(key, url, rules.crawl_delay(user_agent))
+                return rules
             if self.store.claim_robots(key, self.holder, now, CLAIM_S) or now > give_up:
                 try:
                     status, text = fetch_robots(site, fetch)
@@ -108,5 +117,13 @@ class SharedRobots:
                 self.store.store_robots(key, status, text, delay, self._clock())
                 if delay and (group := self._group_or_none(url)) not in (None, key):
                     self.store.raise_crawl_delay(group, float(delay), self._clock())
+                self._raise_delay(key, url, delay)
                 return rules
             self._sleep(WAIT_POLL_S)  # another process is fetching it
+
+    def _raise_delay(self, key: str, url: str, delay: float | None) -> None:
+        """A Crawl-delay holds from the next request on, in the slice this process holds."""
+        if not delay or self._on_crawl_delay is None:
+            return
+        for pacing_key in {key, self._group_or_none(url)} - {None}:
+            self._on_crawl_delay(str(pacing_key), float(delay))

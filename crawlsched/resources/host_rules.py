@@ -26,6 +26,7 @@ what a process asking for the host gets; the store writes the decision back by c
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
@@ -222,19 +223,23 @@ def may_start_late(
 
 def parse_retry_after(value: str | None, now: datetime) -> float | None:
     """Seconds to wait from a `Retry-After` header (delay-seconds or an HTTP-date, RFC 9110);
-    None when absent or unreadable."""
+    None when absent or unreadable (the caller's backoff decides then). Never raises: the
+    header is the server's, not ours."""
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if _DELAY_SECONDS.fullmatch(value):
         return float(value)
     try:
         when = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        return max(0.0, (when - now).total_seconds())
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - now).total_seconds())
+
+
+_DELAY_SECONDS = re.compile(r"[0-9]{1,12}")  # ASCII digits only: `'²'.isdigit()` is True
 
 
 def block_for(retry_after_s: float | None, backoff_tries: int, rng: random.Random) -> float:

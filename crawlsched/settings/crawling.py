@@ -98,6 +98,14 @@ class CrawlSettings(BaseModel):
         "instead of handing them to its run to be planned, batched and granted the host anew "
         "(for half of CRAWLSCHED_CRAWL_TIME_LIMIT_S at most). Off: every page found is planned.",
     )
+    host_refusals_per_page: int = Field(
+        8,
+        ge=1,
+        le=1000,
+        description="A page its host answered 429 or 503 this many times in one run is given "
+        "up for that run, with the reason (the run ends incomplete and names it): a host that "
+        'never stops saying "not now" to a page cannot keep its run open for ever.',
+    )
     robots_txt: bool = Field(True, description="Honour each site's robots.txt.")
     robots_ttl_s: float = Field(
         3600.0,

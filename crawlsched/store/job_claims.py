@@ -16,6 +16,9 @@ from crawlsched.store.counting import CountingCollection
 
 # A job waiting in its run for another try after a machinery failure (`outcomes.REDO`).
 REDO_FIELDS = {"redo_run": "", "redo_tries": ""}
+# How often the page's host answered it 429 or 503 in this try of its run (cleared with its
+# outcome): past `CRAWLSCHED_HOST_REFUSALS_PER_PAGE` the run gives the page up.
+REFUSALS = "host_refusals"
 
 
 # A claimed job whose batch has not begun: a running batch of the same run, media and task may
@@ -204,6 +207,16 @@ class JobClaims:
             ):
                 left.ended.add(ended_under)
         return left
+
+    def count_refusals(self, dispatch_id: str, job_ids: Sequence[Any]) -> int:
+        """The host answered each of these pages 429 or 503 once more (pages `dispatch_id`
+        holds)."""
+        if not job_ids:
+            return 0
+        return self._jobs.update_many(
+            {"_id": {"$in": list(job_ids)}, "dispatch_id": dispatch_id},
+            {"$inc": {REFUSALS: 1}},
+        ).modified_count
 
     def claimed_ids(self, dispatch_id: str) -> list[Any]:
         return [

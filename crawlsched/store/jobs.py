@@ -24,7 +24,7 @@ from crawlsched.store.children import MARKER_FILTER
 from crawlsched.store.counting import CountingDatabase
 from crawlsched.store.dispatch_reports import DispatchReport, tally_dispatch
 from crawlsched.store.job_admin import JobAdmin
-from crawlsched.store.job_claims import REDO_FIELDS, UNSTARTED, JobClaims
+from crawlsched.store.job_claims import REDO_FIELDS, REFUSALS, UNSTARTED, JobClaims
 from crawlsched.store.job_indexes import JOB_INDEXES
 from crawlsched.store.pipeline import (
     AUDIT_FIELDS,
@@ -218,7 +218,7 @@ class MongoJobStore(JobClaims, JobAdmin):
                 fields["execution_date"] = u.execution_date
             if u.recrawl is not None:
                 fields["recrawl"] = dict(u.recrawl)
-            unset = {"dispatch_id": "", "lease_deadline": ""}
+            unset = {"dispatch_id": "", "lease_deadline": "", REFUSALS: ""}
             if u.redo_run is not None:
                 fields.update(redo_run=u.redo_run, redo_tries=u.redo_tries)
             else:

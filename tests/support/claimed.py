@@ -11,6 +11,7 @@ import uuid
 from datetime import datetime, timedelta
 
 from crawlsched.catalog import JobState
+from crawlsched.environment import SystemEnvironment
 from crawlsched.ids import encode_id
 from crawlsched.messages import BatchMessage
 from crawlsched.planning.due import Category
@@ -38,6 +39,27 @@ class Clock:
 
     def at(self, seconds: float) -> datetime:
         return self.start + timedelta(seconds=seconds)
+
+    def env(self) -> ClockEnvironment:
+        """The runtime's environment on this clock (real locks and threads)."""
+        return ClockEnvironment(self)
+
+
+class ClockEnvironment(SystemEnvironment):
+    """The system's locks and threads, on a test's `Clock` (sleeping moves it on)."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+
+    def now(self) -> datetime:
+        return self.clock.now()
+
+    def monotonic(self) -> float:
+        return self.clock.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            self.clock.advance(seconds)
 
 
 def claimed_batch(

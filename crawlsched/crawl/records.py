@@ -1,25 +1,23 @@
-"""What the crawled part of a batch writes, in this order: results upserted by natural key
+"""What a crawled part of a batch writes, in this order: results upserted by natural key
 (counted new, changed, unchanged per job), discovered URLs registered as the run's children,
 then the jobs' outcomes and their task history. A page is never recorded done before the pages
 it found are registered, and a redelivery after a crash anywhere here finds the same children
 again.
 
-A batch records once at its end (`crawling.crawl_batch`), and also every time it hands the
-pages it found so far to its run while it goes on (`link_flush.LinkFlush`).
+A batch records its crawl in parts (`crawl/parts.py`): each hand-over, and its end.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from crawlsched import metrics
+from crawlsched.crawl.progress import CrawledPart
 from crawlsched.drivers.context import CrawlBounds
-from crawlsched.flow.crawl_progress import Progress
-from crawlsched.flow.crawl_resources import Leases
 from crawlsched.messages import BatchMessage, ReportMessage
 from crawlsched.planning.recrawl import after_crawl
 from crawlsched.planning.run_names import schedule_id_of
@@ -28,32 +26,33 @@ from crawlsched.runtime import Runtime
 from crawlsched.store.children import Registered
 
 
-@dataclass
+@dataclass(frozen=True)
 class RecordedPart:
-    """What one record of a batch's part wrote: how many outcomes took, counted by outcome,
-    and whether every one of them took (none was recorded first by an expiry sweep)."""
+    """What one record of a part wrote: how many outcomes took, counted by outcome, and
+    whether every one of them took (none was recorded first by an expiry sweep)."""
 
     recorded: int = 0
-    outcomes: Counter = field(default_factory=Counter)
+    outcomes: Mapping[str, int] = field(default_factory=dict)
     whole: bool = False
 
 
 def record_part(
     rt: Runtime,
     message: BatchMessage,
-    progress: Progress,
+    part: CrawledPart,
     bounds: CrawlBounds,
-    jobs: list[dict[str, Any]],
-    leases: Leases,
+    jobs: tuple[dict[str, Any], ...],
+    held: Mapping[str, str],
 ) -> RecordedPart:
     """Keep the part's results and children, then record its jobs' outcomes under the
-    message's dispatch, count them and write their task history.
+    message's dispatch, count them and write their task history (`held`: what the batch's
+    leases held, by pool).
 
     A job's outcome is written once per dispatch (the write clears its dispatch id). A copy of
     this batch's message that ran beside it (sent again after a lost publisher confirm)
     records nothing here, so it counts and logs nothing either."""
     store = rt.jobs(message.collection)
-    updates, markers = keep_results(rt, message, progress, bounds, jobs)
+    updates, markers = keep_results(rt, message, part, bounds, jobs)
     recorded = store.record(message.dispatch_id, updates, rt.now(), also=markers)
     if not recorded:
         return RecordedPart()
@@ -63,18 +62,18 @@ def record_part(
         # them, which counted them): count only what took here.
         outcomes = Counter(store.outcomes_of(message.dispatch_id, outcomes))
     metrics.jobs_finished(message.task, message.media_name, outcomes)
-    record_history(rt, message, progress.executions, leases)
-    return RecordedPart(recorded, outcomes, recorded == len(updates))
+    record_history(rt, message, part.executions, held)
+    return RecordedPart(recorded, dict(outcomes), recorded == len(updates))
 
 
 def record_history(
-    rt: Runtime, message: BatchMessage, executions: list[dict[str, Any]], leases: Leases
+    rt: Runtime,
+    message: BatchMessage,
+    executions: tuple[dict[str, Any], ...],
+    held: Mapping[str, str],
 ) -> None:
-    """All the batch's task history rows in one insert.
-
-    Who served the batch is what its leases held when they were last renewed (read by the
-    renewal itself). A batch with executions renewed every lease at its start (`_run`), so
-    each of its pools is named; a batch without leases names none."""
+    """All the part's task history rows in one insert. Who served the batch is what its
+    leases held when they were last renewed."""
     if not executions:
         return
     common = {
@@ -84,14 +83,14 @@ def record_history(
         "collection": message.collection,
         "task": message.task,
         "media_name": message.media_name,
-        "account": leases.held.get(ACCOUNT_POOL),
-        "node": leases.held.get(SELENIUM_POOL),
+        "account": held.get(ACCOUNT_POOL),
+        "node": held.get(SELENIUM_POOL),
         "worker": rt.worker_id,
     }
     rt.history.add([{**common, **row} for row in executions])
 
 
-def bounds_of(rt: Runtime, media: dict[str, Any]) -> CrawlBounds:
+def bounds_of(rt: Runtime, media: Mapping[str, Any]) -> CrawlBounds:
     """The media's discovery bounds, the settings' where it sets none."""
     depth, pages = media.get("max_depth"), media.get("max_pages")
     return CrawlBounds(
@@ -105,9 +104,9 @@ def bounds_of(rt: Runtime, media: dict[str, Any]) -> CrawlBounds:
 def keep_results(
     rt: Runtime,
     message: BatchMessage,
-    progress: Progress,
+    part: CrawledPart,
     bounds: CrawlBounds,
-    jobs: list[dict[str, Any]],
+    jobs: tuple[dict[str, Any], ...],
 ) -> tuple[list, list]:
     """Store results and register children; the job updates, with their counts and their
     next interval (adapted to what the counts say), to record, and the seed markers to write
@@ -120,15 +119,15 @@ def keep_results(
         "task": message.task,
         "crawled_by": rt.worker_id,
     }
-    items = rt.results.save(progress.items, rt.model_ids(), tags, now) if progress.items else {}
+    items = rt.results.save(list(part.items), rt.model_ids(), tags, now) if part.items else {}
     media = rt.media(message.media_name) or {}
     children = rt.children(message.collection)
-    seeds = [(message.task, url) for url in progress.seed_urls]
+    seeds = [(message.task, url) for url in part.seed_urls]
     markers = []
-    if progress.found:
+    if part.found:
         registered = children.register(
-            message.run_id, message.dispatch_id, media, progress.found, bounds.max_pages, now,
-            seeds=seeds,
+            message.run_id, message.dispatch_id, media, list(part.found), bounds.max_pages,
+            now, seeds=seeds,
         )  # fmt: skip
         metrics.pages_discovered(sum(registered.new.values()))
     else:
@@ -137,8 +136,8 @@ def keep_results(
     policy = rt.recrawl_policy(media)
     docs = {doc["_id"]: doc for doc in jobs}
     updates = []
-    for update in progress.updates:
-        cut = Counter(progress.cut.get(update.job_id) or {})
+    for update in part.updates:
+        cut = Counter(part.cut.get(update.job_id) or {})
         if pages := registered.cut_pages.get(update.job_id):
             cut["pages"] += pages
         counts = items.get(update.job_id) or {}
@@ -147,10 +146,10 @@ def keep_results(
     return updates, markers
 
 
-def crawl_report(message: BatchMessage, began: float) -> ReportMessage:
-    """The report of a crawled dispatch (or part of one), `began` on `time.perf_counter`: the
-    stages before the crawl as the message carries them, and the crawl's own time."""
-    elapsed_ms = round((time.perf_counter() - began) * 1000, 1)
+def crawl_report(message: BatchMessage, began: float, now: float) -> ReportMessage:
+    """The report of a crawled dispatch (or part of one), `began` and `now` on the monotonic
+    clock: the stages before the crawl as the message carries them, and the crawl's own."""
+    elapsed_ms = round(max(now - began, 0.0) * 1000, 1)
     return ReportMessage(
         run_id=message.run_id,
         dispatch_id=message.dispatch_id,
