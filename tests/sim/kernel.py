@@ -148,6 +148,7 @@ class Scheduler:
         self._closing = False
         self._failures: list[Failure] = []
         self._seq = 0
+        self._quiet_checked = False  # the controller has seen this instant's end
         # Bounds of the current run (set by `run`).
         self._max_steps = sys.maxsize
         self._vt_limit = float("inf")
@@ -264,12 +265,17 @@ class Scheduler:
             self._stop = "check"
             return None
         if not self._runnable:
-            self._advance()
-            return None  # time moved (the controller checks its condition) or the run ends
+            if not self._quiet_checked:  # the end of an instant: the controller checks first
+                self._quiet_checked, self._stop = True, "check"
+                return None
+            self._quiet_checked = False
+            if not self._advance():
+                return None
         return self.choice(self._runnable)
 
-    def _advance(self) -> None:
-        """Jump to the earliest live timer and fire every timer due then; or say why not."""
+    def _advance(self) -> bool:
+        """Jump to the earliest live timer and fire every timer due then: True when a thread
+        became runnable, else False with `_stop` saying why the run ends."""
         timers = self._timers
         while timers:
             deadline, _, thread, token, callback = timers[0]
@@ -278,7 +284,7 @@ class Scheduler:
                 continue
             if deadline > self._vt_limit:
                 self._stop = "max_virtual_s"
-                return
+                return False
             heapq.heappop(timers)
             self._vt = max(self._vt, deadline)
             if thread is not None:
@@ -286,14 +292,12 @@ class Scheduler:
             else:
                 callback()
             if self._runnable and (not timers or timers[0][0] > self._vt):
-                self._stop = "check"
-                return
+                return True
         if self._runnable:
-            self._stop = "check"
-        elif any(t.state is BLOCKED and not t.daemon for t in self._live.values()):
-            self._stop = "deadlock"
-        else:
-            self._stop = "quiescent"
+            return True
+        blocked = any(t.state is BLOCKED and not t.daemon for t in self._live.values())
+        self._stop = "deadlock" if blocked else "quiescent"
+        return False
 
     # -- threads -------------------------------------------------------------------------------
 
@@ -324,8 +328,9 @@ class Scheduler:
 
     def _drive(self, until: Callable[[], bool], stall_s: float) -> str:
         """From the test's thread: run until `until()` at a check, or a stop other than a check.
-        `until` is asked before the first step, every `check_every` steps, whenever virtual
-        time moves and at quiescence, always with every simulated thread parked."""
+        `until` is asked before the first step, every `check_every` steps and at the end of
+        each instant (before virtual time moves, and at quiescence), always with every
+        simulated thread parked."""
         while True:
             self._stop = None
             if until():
@@ -334,8 +339,6 @@ class Scheduler:
             if nxt is not None:
                 self._hand(nxt)
                 self._await_baton(stall_s)
-            if self._stop == "quiescent" and until():
-                return "until"
             if self._stop != "check":
                 return str(self._stop)
 
@@ -345,6 +348,7 @@ class Scheduler:
             if self._steps != seen:
                 seen, since = self._steps, time.monotonic()
             elif time.monotonic() - since >= stall_s:
+                self._closing = True  # the world is broken: whatever runs later stops at once
                 raise SimStalled(self._stall_report(stall_s))
 
     def _stall_report(self, stall_s: float) -> str:

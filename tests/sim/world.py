@@ -329,10 +329,11 @@ class World(Scheduler):
         check: bool = True,
     ) -> RunSummary:
         """Run from the test's thread until `until()` holds (asked every `check_every` steps and
-        whenever time moves, with every simulated thread parked: it may read anything, and must
-        not call the world's yield points), quiescence, a failure or a bound (both counted from
-        this call). Raises SimFailed when a thread raised or a deadlock was found, unless
-        `check` is false; SimStalled when a thread blocks the real thread it runs on."""
+        at the end of each instant, before time moves, with every simulated thread parked: it
+        may read anything, and must not call the world's yield points), quiescence, a failure
+        or a bound (both counted from this call). Raises SimFailed when a thread raised or a
+        deadlock was found, unless `check` is false; SimStalled when a thread blocks the real
+        thread it runs on."""
         if self.current() is not None:
             raise SimError("run() is for the test's thread")
         if check_every < 1:
