@@ -24,6 +24,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import dramatiq
+from dramatiq.broker import MessageProxy
+from dramatiq.middleware import CurrentMessage
 from dramatiq.middleware.retries import DEFAULT_MAX_BACKOFF
 
 from tests.sim.kernel import TIMED_OUT, SimCrash, SimError, SimProcess, SimThread
@@ -92,6 +94,7 @@ class SimBroker:
         self._delayed = 0
         self.stats: dict[str, Counter] = defaultdict(Counter)  # per actor
         self.dead_letters: list[tuple[Message, str]] = []
+        self._handling: dict[int, Delivery] = {}  # by thread: what its handler runs
         world.on_crash(self._requeue_of)
 
     # -- sending -------------------------------------------------------------------------------
@@ -277,7 +280,7 @@ class SimBroker:
                     self.ack(delivery)
                     continue
                 try:
-                    handlers[message.actor_name](*message.args, **message.kwargs)
+                    self._handle(delivery, handlers[message.actor_name])
                 except SimCrash:
                     raise
                 except Exception as e:
@@ -286,3 +289,33 @@ class SimBroker:
                     self.ack(delivery)
 
         return loop
+
+    def _handle(self, delivery: Delivery, handler: Callable[..., Any]) -> None:
+        """Call the handler as dramatiq's worker does, its message the CurrentMessage."""
+        message, seq = delivery.message, self.world._running("handle").seq
+        token = CurrentMessage._MESSAGE.set(self.dramatiq_message(message))
+        self._handling[seq] = delivery
+        try:
+            handler(*message.args, **message.kwargs)
+        finally:
+            del self._handling[seq]
+            CurrentMessage._MESSAGE.reset(token)
+
+    def current(self) -> Delivery | None:
+        """The delivery the running thread's handler was called for."""
+        cur = self.world.current()
+        return self._handling.get(cur.seq) if cur is not None else None
+
+    def dramatiq_message(self, message: Message) -> MessageProxy:
+        """`message` as dramatiq's CurrentMessage gives it to an actor: `options["retries"]`
+        once retried, `redelivered` as RabbitMQ's flag, timestamps on the virtual clock."""
+        options = {"retries": message.retries} if message.retries else {}
+        sent_at = self.world.start.timestamp() + message.sent_s
+        proxy = MessageProxy(
+            dramatiq.Message(
+                message.queue, message.actor_name, message.args, dict(message.kwargs), options,
+                message_id=message.message_id, message_timestamp=int(sent_at * 1000),
+            )
+        )  # fmt: skip
+        proxy.redelivered = message.redelivered  # type: ignore[attr-defined]
+        return proxy
