@@ -37,7 +37,7 @@ def serve(world, broker, handler, policy=NO_RETRY, workers=1, name="w"):
     return process
 
 
-@settings(max_examples=20)
+@settings(max_examples=20, deadline=None)
 @given(seed=st.integers(0, 2**32))
 def test_broker_delivers_every_message_at_least_once(seed):
     with broker_world(seed, duplicate_p=0.3) as (world, broker):

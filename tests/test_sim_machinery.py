@@ -1,6 +1,6 @@
-"""The simulation's machinery (tests/sim): the scheduler, virtual time, cooperative primitives,
-crashes and restarts, and the simulated environment, on toy scenarios. The broker, web and
-invariants are in test_sim_services.py."""
+"""The simulation's machinery (tests/sim): the scheduler, virtual time, cooperative primitives
+and the simulated environment, on toy scenarios. Crashes are in test_sim_crashes.py, the broker
+in test_sim_broker.py, the web, invariants and CLI in test_sim_web.py."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import inspect
 import queue
 import threading
 import time
+import uuid
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
@@ -18,7 +19,8 @@ from hypothesis import strategies as st
 
 from crawlsched.store.counting import CountingDatabase
 from tests.sim.env import SimCounter, SimEnvironment
-from tests.sim.kernel import DONE, SimCrash, SimError, SimStalled
+from tests.sim.ids import seeded_uuids
+from tests.sim.kernel import DONE, SimStalled
 from tests.sim.world import CrashPolicy, SimFailed, World
 
 START = datetime(2025, 1, 1, tzinfo=UTC)
@@ -207,7 +209,7 @@ def counter_run(seed: int, locked: bool, threads: int = 4, adds: int = 5) -> int
         return box["n"]
 
 
-@settings(max_examples=25)
+@settings(max_examples=25, deadline=None)
 @given(seed=seeds)
 def test_sim_lock_never_loses_an_update(seed):
     assert counter_run(seed, locked=True) == 20
@@ -307,125 +309,6 @@ def test_sim_executor_runs_beside_the_caller_and_first_done_returns_the_first():
         assert all(t.state is DONE for t in world._live.values()) and not world._live
 
 
-# -- crashes and restarts ------------------------------------------------------------------------
-
-
-def transaction(seed: int):
-    """A thread writes five documents, then a cleanup in `finally`; a sleeper of the same process
-    writes in its own `finally`; a thread of another process writes once after a while."""
-    db = mongomock.MongoClient().db
-    with world_of(seed, CrashPolicy(0.25, budget=1, processes=("writer",))) as world:
-        writer, other = world.process("writer"), world.process("other")
-        store = CountingDatabase(db, SimCounter(world))
-
-        def write_five():
-            try:
-                for i in range(5):
-                    store.docs.insert_one({"_id": i})
-            finally:
-                store.docs.insert_one({"_id": "cleanup"})
-
-        def sleeper():
-            try:
-                world.sleep(60.0)
-            finally:
-                store.docs.insert_one({"_id": "sleeper"})
-
-        world.spawn(writer, write_five, "tx")
-        world.spawn(writer, sleeper, "sleeper")
-        world.spawn(other, lambda: (world.sleep(1.0), store.others.insert_one({})), "other")
-        world.run()
-        return (
-            world.crashes,
-            sorted(map(str, db.docs.distinct("_id"))),
-            db.others.count_documents({}),
-        )
-
-
-@settings(max_examples=40)
-@given(seed=seeds)
-def test_crash_keeps_exactly_the_writes_before_it_and_finally_writes_nothing(seed):
-    crashes, ids, others = transaction(seed)
-    assert others == 1  # another process is not touched
-    if not crashes:
-        assert ids == ["0", "1", "2", "3", "4", "cleanup", "sleeper"]
-        return
-    (crash,) = crashes
-    assert crash.process == "writer" and crash.injected and crash.point == "insert_one"
-    if crash.thread == "writer.0/sleeper":  # at the sleeper's own write, the rest done
-        assert ids == ["0", "1", "2", "3", "4", "cleanup"]
-    else:  # a prefix of the transaction (all five: it crashed at the cleanup); nothing after
-        assert crash.thread == "writer.0/tx"
-        assert ids == [str(i) for i in range(5)][: len(ids)]
-
-
-def test_crash_found_between_writes_for_some_seed():
-    outcomes = {len(transaction(seed)[1]) for seed in range(40)}
-    assert 7 in outcomes and any(n < 5 for n in outcomes)
-
-
-def test_crash_wakes_blocked_threads_and_restart_runs_a_new_generation():
-    with world_of(8) as world:
-        p, q, ran = world.process("worker"), world.queue(), []
-        lock = world.lock()
-        cond = world.condition(lock)
-
-        def waits_on_condition():
-            with cond:
-                cond.wait()  # crashed here: leaves the `with` without the lock, quietly
-
-        def boot(process):
-            ran.append((process.generation, world.elapsed))
-            world.spawn(process, lambda: ran.append(q.get()), "getter")
-            world.spawn(process, waits_on_condition, "cond")
-
-        def killer():
-            world.sleep(5.0)
-            world.crash(p, "kill -9")
-
-        boot(p)
-        world.on_crash(lambda process: world.call_later(2.0, lambda: restart(process)))
-
-        def restart(process):
-            world.restart(process)
-            boot(process)
-            q.put_nowait("for the new generation")
-
-        world.spawn(world.process("killer"), killer, "killer")
-        summary = world.run(lambda: len(ran) == 3, check=False)
-        assert summary.reason == "until", summary.report()
-        assert ran == [(0, 0.0), (1, 7.0), "for the new generation"]
-        assert [(c.process, c.generation, c.virtual_s, c.point) for c in world.crashes] == [
-            ("worker", 0, 5.0, "kill -9")
-        ]
-        assert p.generation == 1 and not p.crashed
-        with pytest.raises(SimError, match="has not crashed"):
-            world.restart(p)
-
-
-def test_crashed_thread_raises_at_every_yield_point():
-    with world_of() as world:
-        p, q, lock, raised = world.process("p"), world.queue(), world.lock(), []
-
-        def dying():
-            try:
-                world.crash(p)
-            except SimCrash:
-                raised.append("crash")
-            for attempt in (
-                world.yield_point, lambda: world.sleep(1), lock.acquire, q.get,
-                lambda: world.store_step(None, "find"),
-            ):  # fmt: skip
-                try:
-                    attempt()
-                except SimCrash:
-                    raised.append("again")
-
-        world.spawn(p, dying, "dying")
-        world.run()
-        assert raised == ["crash"] + ["again"] * 5
-
-
 # -- the environment ------------------------------------------------------------------------------
 
 
@@ -458,3 +341,13 @@ def test_sim_counter_counts_store_commands_as_yield_points():
         world.spawn(other, lambda: store.jobs.find_one({}), "intruder")
         with pytest.raises(SimFailed, match="uses the store of p"):
             world.run()
+
+
+def test_seeded_uuids_replay_from_the_seed_and_restore_uuid4():
+    def draw(seed: int) -> list[str]:
+        with world_of(seed) as world, seeded_uuids(world):
+            return [uuid.uuid4().hex for _ in range(3)]
+
+    real = uuid.uuid4
+    assert draw(1) == draw(1) != draw(2)
+    assert uuid.uuid4 is real and uuid.UUID(draw(1)[0]).version == 4

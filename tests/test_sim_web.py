@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from crawlsched.drivers.fetching import PoliteHttp
 from crawlsched.drivers.targets import check_target, parse_networks
 from crawlsched.errors import UnsafeTarget
 from tests.sim import __main__ as cli
@@ -34,7 +35,7 @@ BIG = WebSpec(hosts=4, pages_per_host=40, depth=4, kind_weights=(0.4, 0.2, 0.2, 
 # -- the web -------------------------------------------------------------------------------------
 
 
-@settings(max_examples=15)
+@settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 2**32))
 def test_web_answers_each_page_as_drawn(seed):
     with World(seed, START) as world:
@@ -300,3 +301,23 @@ def test_cli_prints_the_command_that_replays_a_failing_seed(monkeypatch, capsys)
     out, err = capsys.readouterr()
     assert json.loads(out)["failed_seeds"] == [3, 4]
     assert "PYTHONHASHSEED=0" in err and "-m tests.sim --scenario failing --seed 4" in err
+
+
+def test_web_serves_the_crawls_own_client_in_a_simulated_thread():
+    with World(3, START) as world:
+        web = SimWeb(world, 3)
+        allowed = parse_networks(web.allowed_networks)
+        http = PoliteHttp(
+            httpx.Client(transport=web.transport), allowed_networks=allowed, resolver=web.resolve
+        )
+        answers: list[tuple[int, int]] = []
+        url = web.seeds()[0]
+        world.spawn(world.process("crawler"), lambda: answers.append(got(http, url)), "fetch")
+        world.run()
+        assert answers == [(200, len(web.links_of(url)))]
+        assert web.log[0].end_s == pytest.approx(web.site.page(url).latency_s)
+
+
+def got(http: PoliteHttp, url: str) -> tuple[int, int]:
+    response = http.get(url, follow_redirects=False)
+    return response.status_code, response.text.count("<a href")

@@ -115,7 +115,12 @@ class SimWeb:
         finally:
             record.end_s, record.end_at = self.world.elapsed, self.world.now()
         record.status, record.retry_after = status, headers.get("Retry-After")
-        return httpx.Response(status, headers=headers, content=body, request=request)
+        # A stream, as a network transport gives it: `content=` would be read already, and a
+        # client that streams the body (PoliteHttp) could not read it again.
+        headers["Content-Length"] = str(len(body))
+        return httpx.Response(
+            status, headers=headers, stream=httpx.ByteStream(body), request=request
+        )
 
     def _answer(self, url: str, page: Page | None) -> tuple[int, dict[str, str], bytes]:
         if url.endswith("/robots.txt"):
