@@ -29,51 +29,56 @@ def world_of(seed: int = 0, policy: CrashPolicy | None = None):
 
 def transaction(seed: int):
     """A thread writes five documents, then a cleanup in `finally`; a sleeper of the same process
-    writes in its own `finally`; a thread of another process writes once after a while."""
+    writes in its own `finally`; a thread of another process writes once after a while. Returns
+    the crashes, the ids stored and the ids each thread was about to write, in order."""
     db = mongomock.MongoClient().db
+    attempted: list[str] = []
     with world_of(seed, CrashPolicy(0.25, budget=1, processes=("writer",))) as world:
         writer, other = world.process("writer"), world.process("other")
         store = CountingDatabase(db, SimCounter(world))
 
+        def insert(key: str) -> None:
+            attempted.append(key)
+            store.docs.insert_one({"_id": key})
+
         def write_five():
             try:
                 for i in range(5):
-                    store.docs.insert_one({"_id": i})
+                    insert(str(i))
             finally:
-                store.docs.insert_one({"_id": "cleanup"})
+                insert("cleanup")
 
         def sleeper():
             try:
                 world.sleep(60.0)
             finally:
-                store.docs.insert_one({"_id": "sleeper"})
+                insert("sleeper")
 
         world.spawn(writer, write_five, "tx")
         world.spawn(writer, sleeper, "sleeper")
         world.spawn(other, lambda: (world.sleep(1.0), store.others.insert_one({})), "other")
         world.run()
-        return (
-            world.crashes,
-            sorted(map(str, db.docs.distinct("_id"))),
-            db.others.count_documents({}),
-        )
+        stored = sorted(db.docs.distinct("_id"))
+        return world.crashes, stored, attempted, db.others.count_documents({})
 
 
 @settings(max_examples=40, deadline=None)
 @given(seed=seeds)
 def test_crash_keeps_exactly_the_writes_before_it_and_finally_writes_nothing(seed):
-    crashes, ids, others = transaction(seed)
+    crashes, stored, attempted, others = transaction(seed)
     assert others == 1  # another process is not touched
     if not crashes:
-        assert ids == ["0", "1", "2", "3", "4", "cleanup", "sleeper"]
+        assert stored == ["0", "1", "2", "3", "4", "cleanup", "sleeper"]
         return
     (crash,) = crashes
     assert crash.process == "writer" and crash.injected and crash.point == "insert_one"
-    if crash.thread == "writer.0/sleeper":  # at the sleeper's own write, the rest done
-        assert ids == ["0", "1", "2", "3", "4", "cleanup"]
-    else:  # a prefix of the transaction (all five: it crashed at the cleanup); nothing after
-        assert crash.thread == "writer.0/tx"
-        assert ids == [str(i) for i in range(5)][: len(ids)]
+    # Every write before the crash happened, none after it (the `finally:` blocks tried)
+    kept = len(stored)
+    assert stored == sorted(attempted[:kept]) and kept < len(attempted)
+    if crash.thread == "writer.0/tx":
+        assert "sleeper" not in stored and "cleanup" not in stored
+    else:
+        assert crash.thread == "writer.0/sleeper" and attempted[kept:] == ["sleeper"]
 
 
 def test_crash_found_between_writes_for_some_seed():
@@ -83,17 +88,26 @@ def test_crash_found_between_writes_for_some_seed():
 
 def test_crash_wakes_blocked_threads_and_restart_runs_a_new_generation():
     with world_of(8) as world:
-        p, q, ran = world.process("worker"), world.queue(), []
+        p, q, ran, unwound = world.process("worker"), world.queue(), [], []
         lock = world.lock()
         cond = world.condition(lock)
 
         def waits_on_condition():
-            with cond:
-                cond.wait()  # crashed here: leaves the `with` without the lock, quietly
+            try:
+                with cond:
+                    cond.wait()  # crashed here: leaves the `with` without the lock, quietly
+            finally:
+                unwound.append(("cond", world.elapsed))
+
+        def gets():
+            try:
+                ran.append(q.get())
+            finally:
+                unwound.append(("getter", world.elapsed))
 
         def boot(process):
             ran.append((process.generation, world.elapsed))
-            world.spawn(process, lambda: ran.append(q.get()), "getter")
+            world.spawn(process, gets, "getter")
             world.spawn(process, waits_on_condition, "cond")
 
         def killer():
@@ -112,6 +126,8 @@ def test_crash_wakes_blocked_threads_and_restart_runs_a_new_generation():
         summary = world.run(lambda: len(ran) == 3, check=False)
         assert summary.reason == "until", summary.report()
         assert ran == [(0, 0.0), (1, 7.0), "for the new generation"]
+        # The blocked threads of generation 0 unwound when it crashed, at 5 s
+        assert sorted(unwound) == [("cond", 5.0), ("getter", 5.0), ("getter", 7.0)]
         assert [(c.process, c.generation, c.virtual_s, c.point) for c in world.crashes] == [
             ("worker", 0, 5.0, "kill -9")
         ]

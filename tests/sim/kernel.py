@@ -271,6 +271,7 @@ class Scheduler:
             self._quiet_checked = False
             if not self._advance():
                 return None
+        self._quiet_checked = False
         return self.choice(self._runnable)
 
     def _advance(self) -> bool:
