@@ -245,8 +245,9 @@ class Scheduler:
         self._hash.update(f"{self._steps}|{cur.name}|{kind}|{nxt.name if nxt else ''}".encode())
         if nxt is cur:
             return
+        ending = cur.state is DONE  # read before the hand-off: then another thread runs
         self._hand(nxt)
-        if cur.state is not DONE:
+        if not ending:
             cur.gate.acquire()  # parked until someone hands it the baton again
 
     def _hand(self, nxt: SimThread | None) -> None:
