@@ -134,9 +134,8 @@ if os.environ.get("BENCH_SEND_LOG"):
 
 
 def _trace(folder: str) -> None:
-    from crawlsched.actors import crawl as crawl_actor
-    from crawlsched.actors import gatekeepers
-    from crawlsched.actors import planner as planner_actor
+    from crawlsched.actors import handlers
+    from crawlsched.actors.sends import Sends
     from crawlsched.crawl import frontier, loop
     from crawlsched.politeness.held_hosts import HostNotReady
     from crawlsched.politeness.reservations import Reservations
@@ -162,13 +161,13 @@ def _trace(folder: str) -> None:
         setattr(owner, name, wrapped)
 
     # a batch: its message taken (batch0/batch1), its crawl loop (each0 with its hosts, each1)
-    around(crawl_actor, "crawl_batch", lambda rt, m, *a: put("batch0", m.dispatch_id),
+    around(handlers, "crawl_batch", lambda rt, m, *a: put("batch0", m.dispatch_id),
            lambda r, rt, m, *a: put("batch1", m.dispatch_id))  # fmt: skip
     around(loop.Loop, "run",
            lambda self: put("each0", self.c.frontier.message.dispatch_id,
                             sorted({p.host for p in self.pending}), len(self.pending)),
            lambda r, self: put("each1", self.c.frontier.message.dispatch_id))  # fmt: skip
-    around(planner_actor, "plan_discovered", lambda *a: put("plan0"),
+    around(handlers, "plan_discovered", lambda *a: put("plan0"),
            lambda n, *a: put("plan1", n))  # fmt: skip
     around(MongoHostStore, "acquire", lambda *a: None,
            lambda got, store, key, *a: put("acquire", key, type(got[0]).__name__,
@@ -176,10 +175,10 @@ def _trace(folder: str) -> None:
     around(MongoHostStore, "release", lambda store, key, *a: put("release", key))
     around(frontier, "requeue", lambda *a: None,
            lambda rest, rt, m, *a: put("requeued", m.dispatch_id, rest and rest.dispatch_id))  # fmt: skip
-    around(gatekeepers, "admit_waiting", lambda *a: None,
+    around(handlers, "admit_waiting", lambda *a: None,
            lambda n, rt, keys, *a: put("admitted", sorted(keys), n))  # fmt: skip
-    around(gatekeepers, "send_crawl", lambda m, *a: put("resent", m.dispatch_id))
-    around(crawl_actor, "send_wake_at", lambda keys, when: put("wake_at", sorted(keys), when))
+    around(Sends, "crawl", lambda sends, m, *a: put("resent", m.dispatch_id))
+    around(Sends, "wake_at", lambda sends, keys, when: put("wake_at", sorted(keys), when))
     reserve = Reservations._reserve
 
     def traced_reserve(self, key, host, policy, patience):

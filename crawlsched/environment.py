@@ -12,6 +12,7 @@ locks with `env.lock()`; and runs work beside itself on `env.executor()`.
 from __future__ import annotations
 
 import concurrent.futures
+import random
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -45,6 +46,8 @@ class Executor(Protocol):
 
 
 class Environment(Protocol):
+    random: random.Random  # what the core draws (a backoff's jitter): seeded in a simulation
+
     def now(self) -> datetime:
         """The wall clock, aware, in UTC."""
         ...
@@ -80,7 +83,10 @@ class _Executor:
 
 
 class SystemEnvironment:
-    """The process's own clock and threads."""
+    """The process's own clock, randomness and threads."""
+
+    def __init__(self) -> None:
+        self.random = random.Random()
 
     def now(self) -> datetime:
         return datetime.now(UTC)

@@ -49,6 +49,7 @@ class Runtime(Protocol):
     settings: Any
     db: Any
     retention: Retention
+    event_publisher: Any  # RabbitmqEventPublisher, or None on the in-process stub broker
 
     def now(self) -> datetime: ...
 
@@ -162,7 +163,7 @@ def emit(rt: Runtime, name: str, event_id: str | None = None, **fields: Any) -> 
     now = rt.now()
     event_id = event_id or uuid.uuid4().hex
     doc: dict[str, Any] = {"event": name, "event_id": event_id, "at": now, **fields}
-    publisher = publisher_for(rt.settings.broker_url)
+    publisher = rt.event_publisher
     if publisher is None:
         # Nothing to publish: the event is complete as stored, and kept for its retention.
         doc[EXPIRE_AT] = rt.retention.activity_until(now)
@@ -180,7 +181,7 @@ def emit(rt: Runtime, name: str, event_id: str | None = None, **fields: Any) -> 
 def relay_events(rt: Runtime) -> int:
     """Publish the events still pending whose backoff has passed, oldest first; stops at the
     first failure (the broker is likely still away). Returns how many went out."""
-    publisher = publisher_for(rt.settings.broker_url)
+    publisher = rt.event_publisher
     if publisher is None:
         return 0
     now = rt.now()

@@ -3,7 +3,7 @@ fields), so that planning and crawling do not read the store for each job."""
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -19,7 +19,8 @@ class ReferenceCache:
 
     reference: MongoReferenceStore
 
-    def __init__(self) -> None:
+    def __init__(self, monotonic: Callable[[], float]) -> None:
+        self._monotonic = monotonic  # the runtime's clock (`environment`)
         self._model_ids: dict[str, Any] | None = None
         self._media: dict[str, dict[str, Any]] = {}
         self._media_read_at: dict[str, float] = {}
@@ -61,7 +62,7 @@ class ReferenceCache:
         """The media row named `name`, cached for the process; `fresh` reads it again (the
         reference may have been reloaded since)."""
         read_at = self._media_read_at.get(name)
-        if fresh or read_at is None or time.monotonic() - read_at > MEDIA_CACHE_S:
+        if fresh or read_at is None or self._monotonic() - read_at > MEDIA_CACHE_S:
             # Read again now and then: `crawlsched media update` changes a row that worker
             # processes elsewhere have cached.
             self._media.pop(name, None)
@@ -70,5 +71,5 @@ class ReferenceCache:
             if doc is None:
                 return None
             self._media[name] = doc
-            self._media_read_at[name] = time.monotonic()
+            self._media_read_at[name] = self._monotonic()
         return self._media[name]

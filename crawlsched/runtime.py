@@ -23,6 +23,7 @@ from crawlsched.drivers.fetching import PoliteHttp
 from crawlsched.drivers.net import guarded_client
 from crawlsched.drivers.targets import CachingResolver, Resolver, parse_networks, resolve
 from crawlsched.environment import SYSTEM, Environment
+from crawlsched.events import RabbitmqEventPublisher, emit, publisher_for
 from crawlsched.logs import get_logger
 from crawlsched.planning.outcomes import RedoPolicy, RetryPolicy
 from crawlsched.planning.recrawl import RecrawlPolicy, policy_of
@@ -79,7 +80,7 @@ class Runtime(ReferenceCache):
         # simulation's. `clock` alone replaces the wall clock (tests).
         self.env = env
         self.now = clock or env.now
-        ReferenceCache.__init__(self)
+        ReferenceCache.__init__(self, env.monotonic)
         self._wait_by_schedule: dict[str | None, float] = {}
         # Views worth reusing for a moment (flow/views.py: a running run's pages per depth).
         self.view_cache = ViewCache(env)
@@ -200,6 +201,7 @@ class Runtime(ReferenceCache):
             on_request=on_request,
             host_policy=merge_policy(self.host_policy, dict(politeness or {})),
             resolver=self.resolver,
+            monotonic=self.env.monotonic,
         )
 
     @cached_property
@@ -229,11 +231,16 @@ class Runtime(ReferenceCache):
             env=self.env,
             grouping=s.host_grouping,
             resolve=first_address(self.resolver),
+            rng=self.env.random,
         )
 
-    def _host_blocked(self, host: str, until: datetime, reason: str) -> None:
-        from crawlsched.events import emit
+    @cached_property
+    def event_publisher(self) -> RabbitmqEventPublisher | None:
+        """Where events go once stored (`events`): RabbitMQ's exchange, or nowhere on the
+        in-process stub broker."""
+        return publisher_for(self.settings.broker_url)
 
+    def _host_blocked(self, host: str, until: datetime, reason: str) -> None:
         emit(self, "HostBlocked", host=host, until=until, reason=reason)
 
     @cached_property

@@ -4,22 +4,16 @@ from __future__ import annotations
 
 import dramatiq
 
-from crawlsched.actors.coordinator import apply_report
-from crawlsched.actors.gatekeepers import first_delivery, wake_after_release
-from crawlsched.actors.sends import send_report, send_wake_at
+from crawlsched.actors import handlers
+from crawlsched.actors.sends import DRAMATIQ
 from crawlsched.catalog import ALL_TASKS
-from crawlsched.crawl.batch import crawl_batch
 from crawlsched.errors import UnknownDriver
-from crawlsched.messages import BadMessage, BatchMessage
+from crawlsched.messages import BadMessage
 from crawlsched.runtime import get_runtime
 
 
 def _crawl(batch: dict) -> None:
-    message = BatchMessage.parse(batch)
-    crawl_batch(
-        get_runtime(), message, send_report, wake_after_release, send_wake_at, first_delivery(),
-        apply_report,
-    )  # fmt: skip
+    handlers.crawl(get_runtime(), DRAMATIQ, batch)
 
 
 CRAWL_ACTORS: dict[str, dramatiq.Actor] = {

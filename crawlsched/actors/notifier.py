@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dramatiq
 
-from crawlsched.flow.notifying import deliver
+from crawlsched.actors import handlers
+from crawlsched.actors.sends import DRAMATIQ
 from crawlsched.runtime import get_runtime
 
 QUEUE = "crawlsched.notify"
@@ -19,5 +20,4 @@ QUEUE = "crawlsched.notify"
     max_backoff=300_000,
 )
 def deliver_webhook(delivery_id: str) -> None:
-    rt = get_runtime()
-    deliver(rt, delivery_id, rt.http)
+    handlers.deliver_webhook(get_runtime(), DRAMATIQ, delivery_id)

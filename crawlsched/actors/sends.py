@@ -1,17 +1,19 @@
-"""Every message an actor sends to another actor, by the other's name.
+"""Every message an actor sends to another actor, by the other's name (`Sends`).
 
 The actors call each other in a circle (the planner sends batches to the gatekeepers and the
 crawl actors, a crawl reports to the coordinator, the coordinator asks the planner for a run's
-children pass): each sends through this module, which finds the receiving actor on the broker
-by its `actor_name`, so no actor module imports another. The names are the ones operators see
-in the RabbitMQ management UI and in dead-letter queues: they never change with a function's
-name.
+children pass): each sends through a `Sends`, which names the receiving actor by its
+`actor_name` and queue, so no actor module imports another. The names are the ones operators
+see in the RabbitMQ management UI and in dead-letter queues: they never change with a
+function's name. `DRAMATIQ` sends through the broker; the test suite's simulation hands the
+actors' handlers a `Sends` over its own broker.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
+from typing import Any
 
 import dramatiq
 
@@ -20,53 +22,73 @@ from crawlsched.runtime import get_runtime
 
 WAKE_KEYS_PER_MESSAGE = 8  # a wake message names at most this many keys
 
-
-def _actor(name: str) -> dramatiq.Actor:
-    return dramatiq.get_broker().get_actor(name)
-
-
-def send_plan(schedule_id: str, fire_at: datetime) -> None:
-    _actor("plan_crawls").send(schedule_id, fire_at.isoformat())
+# How a message leaves: (queue, actor name, args, delay in seconds).
+Send = Callable[[str, str, tuple[Any, ...], float], None]
 
 
-def send_plan_children(run_id: str, collection: str) -> None:
-    _actor("plan_children").send(run_id, collection)
+class Sends:
+    def __init__(self, send: Send, now: Callable[[], datetime]) -> None:
+        self._send, self._now = send, now
+
+    def plan(self, schedule_id: str, fire_at: datetime) -> None:
+        self._send("crawlsched.plan", "plan_crawls", (schedule_id, fire_at.isoformat()), 0.0)
+
+    def plan_children(self, run_id: str, collection: str) -> None:
+        self._send("crawlsched.plan", "plan_children", (run_id, collection), 0.0)
+
+    def crawl(self, message: BatchMessage) -> None:
+        queue = f"crawlsched.crawl.{message.task}"
+        self._send(queue, f"crawl_{message.task}", (message.payload(),), 0.0)
+
+    def batch(self, message: BatchMessage) -> None:
+        """A planned batch: to its gatekeeper when it needs an account or a node, else to its
+        crawl actor."""
+        route = admission_route(message.category)
+        if route == "admit_login":
+            self._send("crawlsched.admit.login", route, (message.payload(),), 0.0)
+        elif route == "admit_selenium":
+            self._send("crawlsched.admit.selenium", route, (message.payload(),), 0.0)
+        else:
+            self.crawl(message)
+
+    def report(self, report: ReportMessage) -> None:
+        self._send("crawlsched.done", "record_finished", (report.payload(),), 0.0)
+
+    def webhook(self, delivery_id: str) -> None:
+        self._send("crawlsched.notify", "deliver_webhook", (delivery_id,), 0.0)
+
+    def wake(self, keys: Iterable[str], delay_s: float = 0.0) -> None:
+        """Admission passes for `keys`, `delay_s` from now (a few keys a message)."""
+        keys = sorted(keys)
+        for at in range(0, len(keys), WAKE_KEYS_PER_MESSAGE):
+            chunk = keys[at : at + WAKE_KEYS_PER_MESSAGE]
+            login = any(k.startswith("account:") for k in chunk)
+            name, queue = ("wake_login", "login") if login else ("wake_selenium", "selenium")
+            payload = WakeMessage(pool_keys=chunk).payload()
+            self._send(f"crawlsched.admit.{queue}", name, (payload,), delay_s)
+
+    def wake_at(self, keys: Iterable[str], when: datetime) -> None:
+        """A wake-up for `keys` at `when` (a host's block or its dead holder's slice ends then):
+        a delayed message, so no clock tick is needed for it."""
+        self.wake(keys, delay_s=max((when - self._now()).total_seconds(), 0.0) + 0.05)
 
 
-def send_crawl(message: BatchMessage) -> None:
-    _actor(f"crawl_{message.task}").send(message.payload())
+def _through_dramatiq(queue: str, actor_name: str, args: tuple[Any, ...], delay_s: float) -> None:
+    actor = dramatiq.get_broker().get_actor(actor_name)
+    actor.send_with_options(args=args, delay=max(1, int(delay_s * 1000)) if delay_s else None)
 
 
-def send_batch(message: BatchMessage) -> None:
-    """A planned batch: to its gatekeeper when it needs an account or a node, else to its
-    crawl actor."""
-    route = admission_route(message.category)
-    if route in ("admit_login", "admit_selenium"):
-        _actor(route).send(message.payload())
-    else:
-        send_crawl(message)
+DRAMATIQ = Sends(_through_dramatiq, lambda: get_runtime().now())
 
-
-def send_report(report: ReportMessage) -> None:
-    _actor("record_finished").send(report.payload())
-
-
-def send_webhook(delivery_id: str) -> None:
-    _actor("deliver_webhook").send(delivery_id)
+# The same, as functions (the command line and the API send through these).
+send_plan = DRAMATIQ.plan
+send_plan_children = DRAMATIQ.plan_children
+send_crawl = DRAMATIQ.crawl
+send_batch = DRAMATIQ.batch
+send_report = DRAMATIQ.report
+send_webhook = DRAMATIQ.webhook
+send_wake_at = DRAMATIQ.wake_at
 
 
 def send_wake(keys: Iterable[str], delay_ms: int = 0) -> None:
-    """Admission passes for `keys`, `delay_ms` from now (a few keys a message)."""
-    keys = sorted(keys)
-    for at in range(0, len(keys), WAKE_KEYS_PER_MESSAGE):
-        chunk = keys[at : at + WAKE_KEYS_PER_MESSAGE]
-        name = "wake_login" if any(k.startswith("account:") for k in chunk) else "wake_selenium"
-        payload = WakeMessage(pool_keys=chunk).payload()
-        _actor(name).send_with_options(args=(payload,), delay=delay_ms or None)
-
-
-def send_wake_at(keys: Iterable[str], when: datetime) -> None:
-    """A wake-up for `keys` at `when` (a host's block or its dead holder's slice ends then):
-    a delayed message, so no clock tick is needed for it."""
-    seconds = (when - get_runtime().now()).total_seconds()
-    send_wake(keys, delay_ms=max(1, int(seconds * 1000) + 50))
+    DRAMATIQ.wake(keys, delay_ms / 1000)

@@ -84,8 +84,10 @@ class PoliteHttp:
         resolver: Any = None,
         on_request: Callable[[], None] | None = None,
         host_policy: HostPolicy | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._client = client
+        self._monotonic = monotonic  # a response's deadline is on this clock
         # The media's politeness (delay, concurrency, daily pages), the settings' by default.
         self.host_policy = host_policy
         # Called before every request: the crawl's sign of progress (it renews the dispatch).
@@ -169,7 +171,7 @@ class PoliteHttp:
         login: bool = False,
         follow: bool = True,
     ) -> httpx.Response:
-        deadline = time.monotonic() + self.deadline_s
+        deadline = self._monotonic() + self.deadline_s
         for _hop in range(MAX_REDIRECTS + 1):
             if self.on_request is not None:
                 self.on_request()
@@ -243,7 +245,7 @@ class PoliteHttp:
                     raw.extend(chunk)
                     if len(raw) > self.max_bytes:
                         raise FetchFailed(f"{what}: larger than {self.max_bytes} bytes")
-                    if time.monotonic() > deadline:
+                    if self._monotonic() > deadline:
                         raise FetchFailed(f"{what}: not finished within {self.deadline_s} s")
             except httpx.HTTPError as e:
                 raise self._failure(what, e, deadline) from None
@@ -276,7 +278,7 @@ class PoliteHttp:
     def _timeout(self, deadline: float, what: str) -> httpx.Timeout:
         """The client's timeouts, none longer than what is left of the deadline: a server that
         stalls mid-response is dropped at the deadline, not a read timeout later."""
-        left = deadline - time.monotonic()
+        left = deadline - self._monotonic()
         if left <= 0:
             raise FetchFailed(f"{what}: not finished within {self.deadline_s} s")
         t = self._client.timeout
@@ -286,7 +288,7 @@ class PoliteHttp:
         )
 
     def _failure(self, what: str, error: httpx.HTTPError, deadline: float) -> FetchFailed:
-        if isinstance(error, httpx.TimeoutException) and time.monotonic() >= deadline - 0.05:
+        if isinstance(error, httpx.TimeoutException) and self._monotonic() >= deadline - 0.05:
             return FetchFailed(f"{what}: not finished within {self.deadline_s} s")
         # The reason, not only the kind: a connection the rebinding check refused says which
         # address and why; a refused or reset connection says so.
@@ -320,7 +322,7 @@ class PoliteHttp:
         """For the robots cache: GET a robots.txt (checked, paced, never with credentials),
         following up to five redirects as RFC 9309 asks, each hop checked; more than five
         means "unavailable", which RFC 9309 treats as a 4xx."""
-        deadline = time.monotonic() + self.deadline_s
+        deadline = self._monotonic() + self.deadline_s
         for _hop in range(MAX_REDIRECTS + 1):
             if self.on_request is not None:
                 self.on_request()

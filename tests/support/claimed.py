@@ -49,6 +49,7 @@ class ClockEnvironment(SystemEnvironment):
     """The system's locks and threads, on a test's `Clock` (sleeping moves it on)."""
 
     def __init__(self, clock: Clock) -> None:
+        super().__init__()
         self.clock = clock
 
     def now(self) -> datetime:

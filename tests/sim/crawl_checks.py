@@ -1,0 +1,137 @@
+"""What must hold after a simulated crawl, checked against the store and the web's log. Each
+check returns readable violations (an empty list: it holds)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime
+from typing import Any
+
+from crawlsched.planning.outcomes import Outcome
+from crawlsched.planning.run_names import ENDED
+from crawlsched.store.embedded.ttl import expired_ids
+from tests.sim import invariants
+from tests.sim.web import SimWeb
+from tests.sim.web_graph import Reachable
+
+# How the store records each end the web expects.
+ENDS = {
+    "succeeded": {Outcome.SUCCEEDED},
+    "failed": {Outcome.FAILED, Outcome.EXHAUSTED},
+    "given_up": {Outcome.EXPIRED},
+}
+FINAL = set().union(*ENDS.values())
+
+
+def pages_ended_once(db: Any, run: dict[str, Any], expected: Reachable) -> list[str]:
+    """Every reachable page ended once, as the web says it must (succeeded, failed on its own
+    merits, or given up with a reason); nothing else ended; the run counts each page once."""
+    run_id = run["_id"]
+    docs = list(db.websites.find({"$or": [{"run_id": run_id}, {"scope_run": run_id}]}))
+    by_url: dict[str, list[dict]] = {}
+    for doc in docs:
+        if doc.get("last_outcome") == "planned":
+            continue  # a seed marker, not a page
+        by_url.setdefault(doc.get("url") or doc.get("target"), []).append(doc)
+    found = []
+    for url, want in sorted(expected.pages.items()):
+        got = [d.get("last_outcome") for d in by_url.get(url, [])]
+        if len(got) != 1:
+            found.append(f"{url}: {len(got)} job documents ({got}), expected one")
+        elif got[0] not in ENDS[want.end]:
+            why = (by_url[url][0].get("last_error") or "")[:120]
+            found.append(f"{url}: ended {got[0]} ({why}), expected {want.end} ({want.reason})")
+        elif want.end == "given_up" and not by_url[url][0].get("last_error"):
+            found.append(f"{url}: given up with no reason")
+    found += [f"{url}: a page of the run no crawl should reach" for url in by_url
+              if url not in expected.pages]  # fmt: skip
+    counts = run.get("counts") or {}
+    ended = sum(1 for ds in by_url.values() for d in ds if d.get("last_outcome") in FINAL)
+    counted = sum(n for outcome, n in counts.items() if outcome in FINAL)
+    if counted != ended:
+        found.append(f"the run counts {counted} page ends ({dict(counts)}), the store has {ended}")
+    planned, discovered = run.get("planned", 0), run.get("discovered", 0)
+    if counted != planned + discovered:
+        found.append(f"{counted} ends counted for {planned} planned + {discovered} discovered")
+    return found
+
+
+def run_ended_once(run: dict[str, Any] | None, web: SimWeb, start: datetime) -> list[str]:
+    """The run ended exactly once, after its last fetch."""
+    if run is None:
+        return ["no run was opened"]
+    if run.get("state") not in ENDED:
+        return [f"the run never ended: {run.get('state')}, outstanding {run.get('outstanding')}"]
+    found = [] if run.get("ends") == 1 else [f"the run ended {run.get('ends')} times"]
+    ended_s = (run["finished_at"] - start).total_seconds()
+    late = [r for r in web.log if r.start_s > ended_s + 1e-6 and r.path != "/robots.txt"]
+    found += [f"{r.url} fetched {r.start_s - ended_s:.3f} s after the run ended" for r in late]
+    return found
+
+
+def politeness(web: SimWeb, delay_s: float, grace_s: float, crashes: list) -> list[str]:
+    """No two starts to a host closer than its delay (its Crawl-delay raises it) across all
+    processes, less a late wake-up's grace; no request while a block it answered is in force
+    (a block whose answer died with its process aside)."""
+    delays = {h: max(delay_s, float(web.crawl_delay(h) or 0)) for h in web.site.hosts}
+    found = invariants.starts_too_close(web.log, delays, tolerance_s=grace_s)
+    lost = invariants.lost_in_crash(crashes)
+    return found + invariants.blocks_shortened(web.log, 1.0, lost=lost, tolerance_s=grace_s)
+
+
+def nothing_left_held(db: Any, now: datetime) -> list[str]:
+    """No job left running, no batch left waiting, no host slice or resource lease alive."""
+    found = [f"job {d['_id']} left running under {d.get('dispatch_id')}"
+             for d in db.websites.find({"state": 2})]  # fmt: skip
+    found += [f"batch {d['_id']} left waiting for {d.get('needs')}" for d in db.waiting.find({})]
+    found += [
+        f"host {d['_id']} held by {d['holder']} until {d['lease_until']}"
+        for d in db.hosts.find({"holder": {"$nin": [None, ""]}})
+        if d.get("lease_until") and d["lease_until"] > now
+    ]
+    return found
+
+
+def announced_once(db: Any, run: dict[str, Any], published: list[tuple[str, str, float]],
+                   posts: list[tuple[str, bool]]) -> list[str]:  # fmt: skip
+    """Every end event and webhook delivery of the run: stored once by its id, published or
+    posted (at least once: consumers drop duplicates by id), nothing owed left, and no delivery
+    posted again once it was recorded delivered."""
+    found = []
+    events = list(db.activity.find({"run_id": run["_id"], "event": {"$regex": "^Run(Fin|Inc|Fai|Sto)"}}))
+    if len(events) != 1:
+        found.append(f"{len(events)} end events stored for the run")
+    ids = {eid for eid, _, _ in published}
+    found += [f"end event {e['event_id']} never published" for e in events
+              if e["event_id"] not in ids]  # fmt: skip
+    found += [f"event {d['event_id']} still owed to the exchange"
+              for d in db.activity.find({"outbox": "pending"})]  # fmt: skip
+    deliveries = list(db.webhook_deliveries.find({}))
+    found += [f"webhook delivery {d['_id']} still {d.get('state')}" for d in deliveries
+              if d.get("state") != "delivered"]  # fmt: skip
+    posted = Counter(delivery for delivery, _ in posts)
+    found += [f"webhook delivery {d['_id']} never posted" for d in deliveries
+              if d["_id"] not in posted]  # fmt: skip
+    found += [f"webhook delivery {delivery} posted after it was recorded delivered"
+              for delivery, after in posts if after]  # fmt: skip
+    return found
+
+
+def owed_swept(db: Any, now: datetime) -> list[str]:
+    """What a TTL sweep at `now` would delete that is still owed: an event not yet published,
+    a webhook delivery not yet delivered, a page of a run that has not ended."""
+    found = []
+    for doc_id in expired_ids(db.activity, now):
+        doc = db.activity.find_one({"_id": doc_id}) or {}
+        if doc.get("outbox") == "pending":
+            found.append(f"event {doc.get('event_id')} would be swept while owed")
+    for doc_id in expired_ids(db.webhook_deliveries, now):
+        doc = db.webhook_deliveries.find_one({"_id": doc_id}) or {}
+        if doc.get("state") != "delivered":
+            found.append(f"webhook delivery {doc_id} would be swept while {doc.get('state')}")
+    for doc_id in expired_ids(db.websites, now):
+        doc = db.websites.find_one({"_id": doc_id}) or {}
+        run = db.runs.find_one({"_id": doc.get("scope_run")}) or {}
+        if run and run.get("state") not in ENDED:
+            found.append(f"page {doc_id} of the running run {run['_id']} would be swept")
+    return found

@@ -1,0 +1,139 @@
+"""The project's real crawl core inside the world: one `Runtime` per simulated worker process
+on one shared embedded store, the actors' handlers on the simulated broker, the simulated web
+as every process's HTTP client, and a clock that ticks.
+
+Each process's runtime takes its time, sleep, locks and threads from the world
+(`SimEnvironment`) and makes every store command a yield point and every store write a place it
+may crash (`SimCounter`). A crashed process comes back after `RESTART_S` with a fresh runtime
+(nothing of the old one's memory), and the broker gives back what it held, redelivered.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from datetime import datetime
+from functools import cached_property
+from typing import Any
+
+import httpx
+
+from crawlsched.actors import handlers
+from crawlsched.drivers.targets import parse_networks
+from crawlsched.runtime import Runtime
+from crawlsched.settings import Settings
+from tests.sim.broker import RetryPolicy, SimBroker
+from tests.sim.env import SimCounter, SimEnvironment
+from tests.sim.kernel import SimProcess
+from tests.sim.web import SimWeb
+from tests.sim.world import World
+
+RESTART_S = 5.0  # a crashed process is back this long after (virtual seconds)
+HOOKS_HOST = "hooks.sim"  # where the run's webhook is delivered
+
+
+class SimPublisher:
+    """The events exchange, as the relay sees it: every publish recorded by the event's id, the
+    publish a yield point (a process may crash before it, and then never confirms it)."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.published: list[tuple[str, str, float]] = []  # (event id, routing key, at)
+
+    def publish(self, key: str, body: bytes, message_id: str | None = None) -> None:
+        self.world.fault_point("publish", "send")
+        self.published.append((message_id or json.loads(body)["_id"], key, self.world.elapsed))
+
+
+class SimRuntime(Runtime):
+    """A worker process's runtime over the world: the simulated web is its network."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        world: World,
+        process: SimProcess,
+        web: SimWeb,
+        publisher: SimPublisher,
+    ) -> None:
+        self.env_random = random.Random(world.rng(f"rt:{process.name}:{process.generation}").random())
+        super().__init__(settings, SimCounter(world, process), env=SimEnvironment(world, process))
+        self._web, self._publisher = web, publisher
+
+    @cached_property
+    def http(self) -> httpx.Client:
+        return httpx.Client(transport=self._web.transport)
+
+    @cached_property
+    def resolver(self) -> Callable[[str, int], list[str]]:
+        return self._web.resolve
+
+    @cached_property
+    def allowed_networks(self) -> tuple:
+        return parse_networks(list(self._web.allowed_networks))
+
+    @cached_property
+    def event_publisher(self) -> Any:
+        return self._publisher
+
+
+class SimSends:
+    """The actors' sends, onto the simulated broker (`crawlsched.actors.handlers.Sends`)."""
+
+    def __init__(self, broker: SimBroker, world: World) -> None:
+        self.broker, self.world = broker, world
+
+    def send(self, queue: str, actor: str, *args: Any, delay_s: float = 0.0) -> None:
+        self.broker.send(queue, actor, args, delay_s=max(delay_s, 0.0))
+
+
+class SimCluster:
+    """The worker processes, their runtimes, the broker's workers, and the clock."""
+
+    def __init__(
+        self,
+        world: World,
+        web: SimWeb,
+        broker: SimBroker,
+        settings: Settings,
+        processes: int,
+        threads: int,
+    ) -> None:
+        self.world, self.web, self.broker, self.settings = world, web, broker, settings
+        self.threads = threads
+        self.publisher = SimPublisher(world)
+        self.sends = handlers.Sends(SimSends(broker, world).send, world.now)
+        self.processes = [world.process(f"worker-{n}") for n in range(processes)]
+        self.runtimes: dict[str, SimRuntime] = {}
+        self.policies = {name: RetryPolicy.of_actor(actor) for name, actor in handlers.actors()}
+        world.on_crash(lambda p: world.call_later(RESTART_S, lambda: self.boot(p)))
+
+    def runtime_of(self, process: SimProcess) -> SimRuntime:
+        return self.runtimes[process.name]
+
+    def boot(self, process: SimProcess) -> None:
+        """Start (or restart, after a crash) a worker process: a fresh runtime, its threads."""
+        if process.crashed:
+            self.world.restart(process)
+        rt = SimRuntime(self.settings, self.world, process, self.web, self.publisher)
+        self.runtimes[process.name] = rt
+        table = handlers.table(lambda: rt, self.sends)
+        loop = self.broker.worker(process, handlers.QUEUES, table, self.policies)
+        for n in range(self.threads):
+            self.world.spawn(process, loop, f"{process.name}/worker-{n}", daemon=True)
+
+    def start(self) -> None:
+        for process in self.processes:
+            self.boot(process)
+        clock = self.world.process("clock")
+        self.world.spawn(clock, self._tick, "clock", daemon=True)
+
+    def _tick(self) -> None:
+        """The clock: a tick every interval (any number of clocks may run; one is enough)."""
+        while True:
+            self.world.sleep(self.settings.clock_interval_s)
+            self.broker.send("crawlsched.ticks", "tick", ())
+
+    def now(self) -> datetime:
+        return self.world.now()
