@@ -61,12 +61,14 @@ def _ended(rt, outcomes: list[str], run_id: str = RUN, dispatch: str = DISPATCH,
 
 
 def _children(rt, n: int, run_id: str = RUN, dispatch: str = DISPATCH) -> None:
-    """`n` child jobs `dispatch` discovered for `run_id`, not yet released for planning."""
+    """`n` child jobs a page that ended in `dispatch` discovered for `run_id`, not yet released
+    for planning (counted with their parent's end)."""
+    parent = rt.db.profiles.find_one({"run_id": run_id, "last_dispatch_id": dispatch})
     rt.db.profiles.insert_many(
         [
             {
                 "_id": f"child:{uuid.uuid4().hex}",
-                "found_by": dispatch,
+                "parent_job": parent["_id"],
                 "scope_run": run_id,
                 "released": False,
                 "state": int(JobState.PENDING),

@@ -697,7 +697,7 @@ def test_a_batch_parking_for_a_held_host_marks_it_wanted_in_one_write(rt, monkey
 
     # When it parks
     wake_now = frontier.wait_for_hosts(
-        rt, _admitted(rt, 1, login=False, selenium=False), ["job0"], "host not ready", {key},
+        rt, _admitted(rt, 1, login=False, selenium=False), ["job0"], "host not ready", {key: None},
         None, lambda keys, when: woken_at.append((keys, when)),
     )  # fmt: skip
 

@@ -77,11 +77,14 @@ def _holding(rt, dispatch: str, job: str) -> None:
     )
 
 
+AGAIN, LIVE, DEAD = "f" * 32, "e" * 32, "d" * 32  # (as messages carry them)
+
+
 def _report(dispatch: str) -> ReportMessage:
     return ReportMessage(run_id=RUN, dispatch_id=dispatch, collection="websites", phase="crawl")
 
 
-def test_a_report_releases_and_counts_only_the_children_its_own_dispatch_found(rt):
+def test_a_report_releases_and_counts_only_the_children_of_the_pages_it_ended(rt):
     # Given two dispatches of one run that each registered children; only A has reported
     children = MongoChildStore(rt.db, "websites")
     children.register(
@@ -213,38 +216,54 @@ def test_a_host_that_merely_ends_with_the_site_s_name_is_off_site():
     assert dict(context.cut) == {"offsite": 2}
 
 
-def test_a_crawl_of_a_reclaimed_dispatch_s_pages_adopts_what_the_dead_one_discovered(rt):
-    # Given dispatch DEAD registered two children and died before reporting; it was reclaimed
+def test_a_page_s_children_are_counted_with_its_end_whoever_registered_them(rt):
+    # Given dispatch DEAD registered two children of page p and died before recording p
     children = MongoChildStore(rt.db, "websites")
     urls = ("http://site.test/x", "http://site.test/y")
-    children.register(RUN, "DEAD", MEDIA, _found("p", *urls), 100, NOW)
-    rt.runs.note_reclaimed(RUN, "DEAD")
-    # and a live dispatch LIVE, still holding its page, registered one child of its own
-    _holding(rt, "LIVE", "q")
-    children.register(RUN, "LIVE", MEDIA, _found("q", "http://site.test/z"), 100, NOW)
-
-    # When the page is crawled again under dispatch AGAIN and finds the same links, and z too
+    children.register(RUN, DEAD, MEDIA, _found("p", *urls), 100, NOW)
+    # When p is crawled again under dispatch AGAIN, finds the same links and z too, and ends
     registered = children.register(
-        RUN, "AGAIN", MEDIA, _found("p", *urls, "http://site.test/z"), 100, NOW
+        RUN, AGAIN, MEDIA, _found("p", *urls, "http://site.test/z"), 100, NOW
     )
-
-    # Then AGAIN takes over the dead dispatch's two children (so its report counts them),
-    # leaves the live dispatch's child to it, and inserts nothing twice
-    owners = {d["url"]: d["found_by"] for d in rt.db.websites.find({"scope_run": RUN})}
-    assert owners == {urls[0]: "AGAIN", urls[1]: "AGAIN", "http://site.test/z": "LIVE"}
-    assert registered.new == {"p": 2}
+    _crawled(rt, AGAIN, "p")
+    record_report(rt, _report(AGAIN))
+    # Then nothing was inserted twice, and AGAIN's report counts and releases all three: they
+    # are p's children, counted with p's end
+    assert registered.new == {"p": 1}
     assert rt.db.websites.count_documents({"_id": child_id(RUN, "article", urls[0])}) == 1
+    released = {d["url"]: d["released"] for d in rt.db.websites.find({"scope_run": RUN})}
+    assert released == dict.fromkeys((*urls, "http://site.test/z"), True)
+    assert rt.runs.get(RUN)["discovered"] == 3
 
 
-def test_a_child_a_reclaimed_dispatch_inserts_between_the_read_and_the_write_is_adopted(
+def test_children_a_late_copy_registers_after_its_page_was_counted_keep_no_run_open(rt):
+    # Given page p recorded by LIVE with one child, and LIVE's report applied
+    children = MongoChildStore(rt.db, "websites")
+    children.register(RUN, LIVE, MEDIA, _found("p", "http://site.test/x"), 100, NOW)
+    _crawled(rt, LIVE, "p")
+    record_report(rt, _report(LIVE))
+    before = rt.runs.get(RUN)
+    # When a copy of LIVE's batch that crawled p beside it registers a link LIVE never saw
+    children.register(RUN, LIVE, MEDIA, _found("p", "http://site.test/late"), 100, NOW)
+    # Then the run counts nothing more (p's end was counted: the copy's view is dropped), and
+    # the late child stays unreleased, planned by nobody
+    after = rt.runs.get(RUN)
+    assert (after["discovered"], after["outstanding"]) == (
+        before["discovered"],
+        before["outstanding"],
+    )
+    late = rt.db.websites.find_one({"url": "http://site.test/late"})
+    assert late["released"] is False
+
+
+def test_a_child_a_dead_crawl_inserts_between_the_read_and_the_write_is_counted_once(
     rt, monkeypatch
 ):
     # Given dispatch DEAD, reclaimed (its worker slept on a host past its lease), which wakes
-    # up and registers what its page found at the very moment the page's new crawl AGAIN does:
-    # after AGAIN read which children exist, before AGAIN's insert
+    # up and registers what page p found at the very moment p's new crawl AGAIN does: after
+    # AGAIN read which children exist, before AGAIN's insert
     children = MongoChildStore(rt.db, "websites")
     urls = ("http://site.test/x", "http://site.test/y")
-    rt.runs.note_reclaimed(RUN, "DEAD")
     real_write = children._jobs.bulk_write
     raced = []
 
@@ -252,38 +271,15 @@ def test_a_child_a_reclaimed_dispatch_inserts_between_the_read_and_the_write_is_
         if not raced:  # only AGAIN's write is raced
             raced.append(True)
             MongoChildStore(rt.db, "websites").register(
-                RUN, "DEAD", MEDIA, _found("p", *urls), 100, NOW
+                RUN, DEAD, MEDIA, _found("p", *urls), 100, NOW
             )
         return real_write(ops, **kwargs)
 
     monkeypatch.setattr(children._jobs, "bulk_write", dead_inserts_first, raising=False)
-    # When AGAIN registers the same links
-    registered = children.register(RUN, "AGAIN", MEDIA, _found("p", *urls), 100, NOW)
-    # Then AGAIN adopts both (its report counts them in); none is left to a dead dispatch
-    owners = {d["url"]: d["found_by"] for d in rt.db.websites.find({"scope_run": RUN})}
-    assert raced and owners == {urls[0]: "AGAIN", urls[1]: "AGAIN"}
-    assert registered.new == {"p": 2}
-
-
-def test_a_dispatch_that_holds_nothing_and_ended_nothing_leaves_its_children_to_be_adopted(rt):
-    # Given GONE registered children of page p and was killed before recording p; its
-    # redelivered batch found p's host busy and put p back to wait under a new id: GONE holds
-    # nothing and ended nothing, and was never reclaimed, so no report will ever count them
-    children = MongoChildStore(rt.db, "websites")
-    children.register(RUN, "GONE", MEDIA, _found("p", "http://site.test/x"), 100, NOW)
-    # and ENDED registered a child of page q, recorded q and holds nothing: its report counts it
-    children.register(RUN, "ENDED", MEDIA, _found("q", "http://site.test/y"), 100, NOW)
-    _crawled(rt, "ENDED", "q")
-
-    again = "c" * 32
-    # When the new dispatch AGAIN crawls p and q again and finds the same links
-    found = [*_found("p", "http://site.test/x"), *_found("q", "http://site.test/y")]
-    registered = children.register(RUN, again, MEDIA, found, 100, NOW)
-
-    # Then it takes over GONE's child, leaves ENDED's, and its report counts the one it took
-    owners = {d["url"]: d["found_by"] for d in rt.db.websites.find({"scope_run": RUN})}
-    assert owners == {"http://site.test/x": again, "http://site.test/y": "ENDED"}
-    assert registered.new == {"p": 1}
-    _crawled(rt, again, "p-again")
-    record_report(rt, _report(again))
-    assert rt.runs.get(RUN)["discovered"] == 1
+    # When AGAIN registers the same links, records p and reports
+    children.register(RUN, AGAIN, MEDIA, _found("p", *urls), 100, NOW)
+    _crawled(rt, AGAIN, "p")
+    record_report(rt, _report(AGAIN))
+    # Then both children exist once, and AGAIN's report counted both with p's end
+    assert raced and rt.db.websites.count_documents({"scope_run": RUN}) == 2
+    assert rt.runs.get(RUN)["discovered"] == 2

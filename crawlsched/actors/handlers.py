@@ -23,7 +23,7 @@ from crawlsched.flow.coordination import record_report, relay_announcements
 from crawlsched.flow.nodes import probe_nodes
 from crawlsched.flow.notifying import deliver, relay_webhooks
 from crawlsched.flow.planning import plan_run
-from crawlsched.flow.ticking import fire_due, reclaim_expired
+from crawlsched.flow.ticking import fire_due, reclaim_expired, resend_unsent_fires
 from crawlsched.logs import get_logger
 from crawlsched.messages import BadMessage, BatchMessage, ReportMessage, WakeMessage
 from crawlsched.resources.node_probe import probe_node
@@ -55,6 +55,7 @@ def tick(rt: Runtime, sends: Sends) -> None:
     """Fire due schedules, reclaim expired holds, keep the pools honest, drain the outboxes."""
     started = rt.env.monotonic()
     fire_due(rt, sends.plan)
+    resend_unsent_fires(rt, sends.plan)
     reclaim_expired(rt, sends.report)
     probe_nodes(rt, lambda url: probe_node(url, rt.probe_http), _wake_ms(sends))
     starve_overdue(rt, sends.report)

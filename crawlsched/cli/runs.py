@@ -25,6 +25,7 @@ SHORT = {
     "failed": "fail",
     "exhausted": "exh",
     "expired": "exp",
+    "given_up": "gup",
     "starved": "starv",
     "stopped": "stop",
 }

@@ -203,7 +203,7 @@ class _Delivery:
             self.move(BatchEvent.REST_STOPPED)
         elif end.interruption:
             self.wake_keys |= frontier.give_back(
-                list(end.unfinished), end.interruption, set(end.host_waits), end.not_before,
+                list(end.unfinished), end.interruption, end.host_waits, end.not_before,
                 list(end.refused), self.wake_at,
             )  # fmt: skip
             self.move(BatchEvent.REST_PARKED)

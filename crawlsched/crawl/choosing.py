@@ -68,13 +68,15 @@ class Aside:
         self.pages = [p for p in self.pages if p.host in self.not_ready]
         return again
 
-    def waits(self) -> tuple[str, set[str], datetime | None]:
-        """Why the pages aside wait, for which hosts, and not before when (None: until a
-        holder gives one back)."""
+    def waits(self) -> tuple[str, dict[str, datetime | None], datetime | None]:
+        """Why the pages aside wait; for which hosts, each with the moment it is ready (None:
+        when its holder gives it back); and not before when (None: a holder's release may
+        come first)."""
         why = "host not ready: " + "; ".join(map(str, self.not_ready.values()))[:500]
-        if any(e.on_release for e in self.not_ready.values()):
-            return why, set(self.not_ready), None
-        return why, set(self.not_ready), min(e.until for e in self.not_ready.values())
+        waits = {key: None if e.on_release else e.until for key, e in self.not_ready.items()}
+        if any(until is None for until in waits.values()):
+            return why, waits, None
+        return why, waits, min(until for until in waits.values() if until is not None)
 
     def keep(self, held: frozenset) -> None:
         """Only the pages the batch still holds after a hand-over stay aside."""

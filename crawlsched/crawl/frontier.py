@@ -23,7 +23,7 @@ this object (its input and output are frozen).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -243,7 +243,7 @@ class Frontier:
         self,
         job_ids: list[Any],
         reason: str,
-        host_waits: set[str],
+        host_waits: Mapping[str, datetime | None],
         not_before: datetime | None,
         refused: list[Any],
         wake_at: Callable[[frozenset[str], datetime], None],
@@ -260,7 +260,7 @@ def wait_for_hosts(
     message: BatchMessage,
     job_ids: list[Any],
     reason: str,
-    host_waits: set[str],
+    host_waits: Mapping[str, datetime | None],
     not_before: datetime | None,
     wake_at: Callable[[frozenset[str], datetime], None],
 ) -> set[str]:
@@ -274,13 +274,15 @@ def wait_for_hosts(
     if not needs:
         return set()
     now = rt.now()
-    when = not_before
-    if when is None:
-        # Read, not taken from the refusal: a holder that gave the host back since woke
-        # nobody.
-        holder = rt.pacer.holder
-        ends = [rt.hosts.wait_for(host, holder, now) or now for host in host_waits]
-        when = min(ends)
+    holder = rt.pacer.holder
+    # A host held elsewhere is ready when its holder's slice ends (read, not taken from the
+    # refusal: a holder that gave it back since woke nobody, and it is ready now); a blocked
+    # or paced one when its refusal said.
+    ends = [
+        until if until is not None else (rt.hosts.wait_for(host, holder, now) or now)
+        for host, until in host_waits.items()
+    ]
+    when = min(ends)
     if when <= now:
         return set(needs)
     wake_at(needs, when)

@@ -56,7 +56,9 @@ class Lanes:
         """The next page done: waits for one when none is."""
         if self._done:
             return self._done.pop(0)
-        future = next(iter(self._env.first_done(self._running)))
+        done = self._env.first_done(self._running)
+        # The first started of those done: a set's order is no order to replay a run by.
+        future = next(f for f in self._running if f in done)
         page = self._running.pop(future)
         self.busy_hosts[page.host] -= 1
         if self.busy_hosts[page.host] <= 0:

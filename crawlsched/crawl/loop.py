@@ -18,7 +18,7 @@ recorded beside the crawl is handed a frozen `PartRecord` and hands back a froze
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -48,7 +48,9 @@ class LoopEnd:
     stopped: tuple[Any, ...] = ()  # ids given back as stopped: the run was stopped
     unfinished: tuple[Any, ...] = ()  # ids to put back to wait
     interruption: str | None = None
-    host_waits: frozenset[str] = frozenset()  # the unfinished pages wait for these hosts
+    # The unfinished pages wait for these hosts, each ready at that moment (None: when its
+    # holder gives it back).
+    host_waits: Mapping[str, datetime | None] = field(default_factory=dict)
     not_before: datetime | None = None  # ... until a holder gives one back, or until then
     refused: tuple[Any, ...] = ()  # of the unfinished, those their host answered 429/503
 
@@ -285,7 +287,7 @@ class Loop:
         why, hosts, not_before = self.aside.waits()
         ids = tuple(p.job_id for p in self.aside.pages)
         refused = tuple(job_id for job_id in ids if job_id in self.refused)
-        return LoopEnd(crawled, (), ids, why, frozenset(hosts), not_before, refused)
+        return LoopEnd(crawled, (), ids, why, hosts, not_before, refused)
 
     def close(self) -> None:
         """Wait for what still runs beside: a batch's records never outlive it."""

@@ -98,7 +98,8 @@ def hand_over(
     if record.keep and part.recorded and whole and room > 0 and apply is not None:
         deadline = expiry_deadline(rt.now(), rt.settings.dispatch_lease_s)
         ids = [cid for cid in record.keep if cid not in {str(i) for i in held}][:room]
-        kept = store.keep_found(ids, message.dispatch_id, next_id, deadline)
+        parents = [update.job_id for update in record.crawled.updates]
+        kept = store.keep_found(ids, parents, next_id, deadline)
     if part.recorded:
         done = crawl_report(message, record.began, record.now)
         if kept and apply is not None:

@@ -98,7 +98,7 @@ class Crawled:
         doc = done.doc
         attempts = max(int(doc.get("attempt_count") or 0), 0)
         update = JobUpdate(
-            doc["_id"], Outcome.EXPIRED, JobState.FAILED, attempts, False, None, reason
+            doc["_id"], Outcome.GIVEN_UP, JobState.FAILED, attempts, False, None, reason
         )
         log.warning("job_given_up", job_id=str(doc["_id"]), reason=reason)
         self._add(done, update, now, 0)

@@ -25,10 +25,10 @@ from crawlsched.errors import ReportRejected
 from crawlsched.events import emit
 from crawlsched.flow import run_timeline
 from crawlsched.flow.notifying import plan_deliveries
-from crawlsched.flow.views import given_up_of
+from crawlsched.flow.views import gave_up, given_up_of
 from crawlsched.logs import get_logger
 from crawlsched.messages import ReportMessage
-from crawlsched.planning.outcomes import PHASE_OUTCOMES, Outcome
+from crawlsched.planning.outcomes import PHASE_OUTCOMES
 from crawlsched.planning.run_control import end_event_id
 from crawlsched.planning.run_end import run_end
 from crawlsched.planning.run_names import ENDED, is_done
@@ -85,7 +85,7 @@ def announce(rt: Runtime, run: dict[str, Any], notify: Notify = _no_notify) -> N
     # since); a run reopened by retry-failed forgets it (`reopen`).
     given_up = run.get("given_up")
     if given_up is None:
-        given_up = given_up_of(rt, run) if counts.get(Outcome.EXPIRED) else []
+        given_up = given_up_of(rt, run) if gave_up(counts) else []
     # A run reopened by retry-failed ends again: that end is a new event, with an id of its own.
     event_id = end_event_id(run["_id"], end.event, run.get("ends", 1))
     emit(
@@ -150,11 +150,11 @@ def record_report(
 ) -> bool:
     """Returns True if this report ended its run; raises ReportRejected for a false one.
 
-    The dispatch's discovered children are counted in the same atomic update that counts its
-    jobs off, then released and planned: a redelivered report (a crash after the count) does
-    the release and asks for the pass again, both idempotent. `kept`: children the batch that
-    found them holds already, to crawl itself (`link_flush`); when they are all of them, no
-    pass is asked for.
+    The children of the pages that ended in the dispatch are counted in the same atomic update
+    that counts those pages off, then released and planned: a redelivered report (a crash
+    after the count) does the release and asks for the pass again, both idempotent. `kept`:
+    children the batch that found them holds already, to crawl itself (`crawl/parts.py`);
+    when they are all of them, no pass is asked for.
     """
     store = rt.jobs(report.collection)
     seen = store.dispatch_report(report.dispatch_id, report.run_id, PHASE_OUTCOMES[report.phase])
@@ -175,8 +175,7 @@ def record_report(
         cut=seen.cut,
     )
     if seen.discovered and (run is not None or rt.runs.get(report.run_id) is not None):
-        children = rt.children(report.collection)
-        children.release(report.dispatch_id, report.run_id, rt.now())
+        rt.children(report.collection).release(seen.children, rt.now())
         if seen.discovered > kept:
             plan_children(report.run_id, report.collection)
     if run is None:

@@ -179,6 +179,7 @@ def plan_run(
     run_id = run_id_for(schedule_id, fire_at)
     end = functools.partial(finish_if_done, notify=notify) if notify else finish_if_done
     run = rt.runs.open(run_id, schedule_id, fire_at, now)
+    rt.schedules.fire_planned(schedule_id, fire_at)
     schedule = rt.schedules.get(schedule_id)
     # A deleted schedule plans nothing, even from a message sent before the deletion.
     live = schedule is not None and schedule.get("state") != "deleted"

@@ -33,6 +33,7 @@ REPORTED_BY = {
     Outcome.EXHAUSTED: "crawl",
     Outcome.STARVED: "admit",
     Outcome.EXPIRED: "expire",
+    Outcome.GIVEN_UP: "crawl",
 }
 
 

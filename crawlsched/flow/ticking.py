@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from crawlsched import metrics
@@ -88,7 +88,7 @@ def _apply(
     send_plan: Callable[[str, datetime], None],
 ) -> int:
     # Commit first, then send: a ticker that loses the compare-and-set sends nothing. A crash
-    # between the two loses those fire times; a send is never doubled.
+    # between the two leaves the fire times in the schedule's outbox, sent again later.
     if not rt.schedules.commit(schedule, plan):
         return 0
     if plan.missed:
@@ -104,6 +104,24 @@ def _apply(
     return len(plan.fire)
 
 
+# A fire time whose run no planner opened this long after it was committed is sent again.
+RESEND_FIRE_AFTER_S = 30.0
+
+
+def resend_unsent_fires(rt: Runtime, send_plan: Callable[[str, datetime], None]) -> int:
+    """Send again the fire times committed but never planned (`MongoScheduleStore.commit`'s
+    outbox): a ticker that died between committing and sending loses no firing. Planning a
+    fire time twice is harmless (`plan_run` is idempotent per schedule and fire time)."""
+    before = rt.now() - timedelta(seconds=RESEND_FIRE_AFTER_S)
+    unsent = rt.schedules.unsent_fires_before(before)
+    for schedule_id, fire_at in unsent:
+        log.warning(
+            "schedule_fire_sent_again", schedule_id=schedule_id, fire_at=fire_at.isoformat()
+        )
+        send_plan(schedule_id, fire_at)
+    return len(unsent)
+
+
 # Why a reclaimed try ended, as history rows and given-up jobs record it.
 RECLAIMED = "dispatch lease expired: the worker died, hung or lost the store"
 
@@ -113,9 +131,9 @@ def reclaim_expired(rt: Runtime, report: Callable[[ReportMessage], None]) -> int
 
     Each goes back to its run for another try after a backoff (the run keeps counting it
     outstanding), until its tries in the run are used up; then it is given up as `expired`
-    with the reason and reported to its run, which ends `incomplete`. The dispatch is noted
-    on the run first, so a later crawl of the same pages adopts what the dead one discovered
-    but never reported (`MongoChildStore.register`). Every reclaimed try gets a history row.
+    with the reason and reported to its run, which ends `incomplete`. What the dead crawl
+    discovered of a page is counted when that page ends (`MongoJobStore.dispatch_report`).
+    Every reclaimed try gets a history row.
     """
     now = rt.now()
     reclaimed = 0
@@ -139,8 +157,6 @@ def _reclaim(
 ) -> int:
     run_id = expired.run_id
     orphan = expired.dispatch_id.startswith("orphan-") or not run_id
-    if not orphan:
-        rt.runs.note_reclaimed(run_id, expired.dispatch_id)
     updates = [
         after_machinery_failure(
             job["_id"],

@@ -11,6 +11,7 @@ from typing import Any
 
 from crawlsched.catalog import JOB_COLLECTIONS, STATE_NAMES, by_state_name
 from crawlsched.ids import encode_id
+from crawlsched.planning.outcomes import Outcome
 from crawlsched.resources import host_rules, rules
 from crawlsched.resources.queueing import describe_keys
 from crawlsched.runtime import Runtime
@@ -187,15 +188,20 @@ def given_up_named(rt: Runtime, run: dict[str, Any]) -> list[dict[str, Any]]:
     or read from its jobs while it is running."""
     if "given_up" in run:
         return run["given_up"]
-    return given_up_of(rt, run) if run.get("counts", {}).get("expired") else []
+    return given_up_of(rt, run) if gave_up(run.get("counts", {})) else []
 
 
 # How many given-up pages a run's end names (the rest are counted, and listed by the run).
 GIVEN_UP_NAMED = 20
 
 
+def gave_up(counts: dict[str, int]) -> bool:
+    """Whether a run's counts show pages it gave up (the machinery's, or their hosts')."""
+    return bool(counts.get(Outcome.EXPIRED) or counts.get(Outcome.GIVEN_UP))
+
+
 def given_up_of(rt: Runtime, run: dict[str, Any]) -> list[dict[str, Any]]:
-    """The pages the machinery failed on every try of this run, with why (the first few)."""
+    """The pages this run gave up, with why (the first few)."""
     rows: list[dict[str, Any]] = []
     for collection in JOB_COLLECTIONS:
         for doc in rt.jobs(collection).given_up(run["_id"], GIVEN_UP_NAMED - len(rows)):

@@ -69,6 +69,9 @@ class Outcome:
     # the dispatch lease each time): given up for this run, with the reason. Not the page's
     # fault: its attempt count is untouched, and the next firing plans it as usual.
     EXPIRED = "expired"
+    # The crawl gave the page up for this run, with the reason: its host answered it 429 or 503
+    # more often than `CRAWLSCHED_HOST_REFUSALS_PER_PAGE` allows. Not the page's fault either.
+    GIVEN_UP = "given_up"
     STARVED = "starved"  # no free resource: released untouched, not a failure
 
 
@@ -84,7 +87,9 @@ STOPPED = "stopped"
 
 # The outcomes each reporting phase writes, and so the only ones its report may count.
 PHASE_OUTCOMES: dict[str, frozenset[str]] = {
-    "crawl": frozenset({Outcome.SUCCEEDED, Outcome.FAILED, Outcome.EXHAUSTED, STOPPED}),
+    "crawl": frozenset(
+        {Outcome.SUCCEEDED, Outcome.FAILED, Outcome.EXHAUSTED, Outcome.GIVEN_UP, STOPPED}
+    ),
     "admit": frozenset({Outcome.STARVED}),
     "expire": frozenset({Outcome.EXPIRED}),
     "stop": frozenset({STOPPED}),
@@ -96,6 +101,7 @@ OUTCOME_MEANINGS: dict[str, str] = {
     Outcome.FAILED: "the crawl failed; retried later with exponential backoff",
     Outcome.EXHAUSTED: "failed for the last allowed time; left failed and flagged",
     Outcome.EXPIRED: "its worker died or hung on every try the run allows; given up (incomplete)",
+    Outcome.GIVEN_UP: "its host kept answering 429/503; given up for this run (incomplete)",
     Outcome.STARVED: "waited past the bound for an account or node; given back untouched",
 }
 

@@ -29,7 +29,7 @@ class RunEnd:
 def run_end(counts: Mapping[str, int], stop_requested: bool) -> RunEnd:
     if stop_requested:
         return RunEnd("stopped", "stopped", "RunStopped")
-    if counts.get(Outcome.EXPIRED, 0) > 0:
+    if counts.get(Outcome.EXPIRED, 0) > 0 or counts.get(Outcome.GIVEN_UP, 0) > 0:
         return RunEnd("finished", "incomplete", "RunIncomplete")
     failed = sum(max(counts.get(o, 0), 0) for o in FAILURES)
     if failed and counts.get(Outcome.SUCCEEDED, 0) <= 0:

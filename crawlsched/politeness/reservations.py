@@ -79,7 +79,7 @@ class Reservations:
     def _reserve(
         self, key: str, host: HostSlot, policy: HostPolicy, patience: datetime
     ) -> datetime:
-        asked = False  # a refusal this thread did not ask for is asked again once
+        asked = False  # a refusal this thread did not ask for is asked again, once
         while True:
             now = self._clock()
             if busy(host.state):
@@ -96,9 +96,9 @@ class Reservations:
                             key, refusal.until, refusal.why, on_release=held, held_elsewhere=held
                         )
                     # Ask the store again when the block or the holder's slice ends, not
-                    # before: a refused process polling it costs a command each time.
+                    # before: a refused process polling it costs a command each time (the
+                    # condition is the process's: other hosts' changes wake this thread too).
                     self._changed.wait(max(0.01, (refusal.until - now).total_seconds()))
-                    asked = False
                     continue
                 self._slices.ask(key, host, policy)
                 asked = True

@@ -3,10 +3,12 @@
 A child is a job document in its parent's collection, scoped to one run (`scope_run`): its id
 is derived from (run, task, URL), so a URL found twice in a run — by two pages, two workers, or
 a redelivered batch — is one job (the `_id` index is the per-run dedup). It is inserted
-unreleased by the crawl that found it (`found_by` its dispatch); the coordinator counts a
-dispatch's children when it applies that dispatch's report, in the same `$inc` that counts the
-parent off, and only then releases them to be planned. So no child can be crawled, reported
-and counted off before the run counts it in: the run cannot end early.
+unreleased by the crawl that found it, naming the page that found it (`parent_job`); the
+coordinator counts a page's children when it counts the page's end (the report of the
+dispatch that recorded it), in the same `$inc`, and only then releases them to be planned.
+So no child can be crawled, reported and counted off before the run counts it in: the run
+cannot end early. And whoever registered a child — the batch that recorded its parent, or a
+copy of that batch whose own record came too late — it is counted with its parent's end.
 """
 
 from __future__ import annotations
@@ -81,15 +83,9 @@ class MongoChildStore:
         # Markers are upserts that insert only what is missing: they need no read. The read
         # is for discoveries, which must not be counted new when they exist already.
         existing: set[str] = set()
-        unreported: dict[str, str] = {}  # child id -> the other dispatch that registered it
         if by_id:
             asked = [*by_id, *markers]
-            fields = {"_id": 1, "released": 1, "found_by": 1}
-            for doc in self._jobs.find({"_id": {"$in": asked}}, fields):
-                existing.add(doc["_id"])
-                if doc.get("released") is False and doc.get("found_by") != dispatch_id:
-                    unreported[doc["_id"]] = doc.get("found_by")
-        adopted = self._adopt(run_id, dispatch_id, unreported)
+            existing = {doc["_id"] for doc in self._jobs.find({"_id": {"$in": asked}}, {"_id": 1})}
         fresh = [(cid, f) for cid, f in by_id.items() if cid not in existing | set(markers)]
         cut: dict[Any, int] = {}
         fresh = self._within_own_bounds(run_id, fresh, cut)
@@ -118,34 +114,12 @@ class MongoChildStore:
         ]
         ops += [op for cid, op in self._marker_ops(markers, run_id, now) if cid not in existing]
         new: dict[Any, int] = {}
-        for cid in adopted:
-            parent = by_id[cid].parent_id
-            new[parent] = new.get(parent, 0) + 1
         if ops:
             result = self._jobs.bulk_write(ops, ordered=False)
-            inserted = {index for index in result.upserted_ids if index < len(fresh)}
-            for index in inserted:
+            for index in (i for i in result.upserted_ids if i < len(fresh)):
                 parent = fresh[index][1].parent_id
                 new[parent] = new.get(parent, 0) + 1
-            # A child another crawl inserted between the read above and this write: if that
-            # crawl's dispatch was reclaimed (its worker woke up late and registered what it
-            # found), nobody will count it in: adopt it as if it had been there at the read.
-            lost = {cid: f for index, (cid, f) in enumerate(fresh) if index not in inserted}
-            for cid in self._adopt(run_id, dispatch_id, self._unreported(lost, dispatch_id)):
-                parent = lost[cid].parent_id
-                new[parent] = new.get(parent, 0) + 1
         return Registered(new, cut)
-
-    def _unreported(self, ids: dict[str, Any], dispatch_id: str) -> dict[str, str]:
-        """Of `ids`, the children another dispatch registered and nothing released yet."""
-        if not ids:
-            return {}
-        fields = {"_id": 1, "released": 1, "found_by": 1}
-        return {
-            doc["_id"]: doc.get("found_by")
-            for doc in self._jobs.find({"_id": {"$in": list(ids)}}, fields)
-            if doc.get("released") is False and doc.get("found_by") != dispatch_id
-        }
 
     def _within_own_bounds(
         self, run_id: str, fresh: list[tuple[str, Found]], cut: dict[Any, int]
@@ -176,50 +150,6 @@ class MongoChildStore:
             cut[parent] = cut.get(parent, 0) + 1
         return [pair for index, pair in enumerate(fresh) if index not in refused]
 
-    def _adopt(self, run_id: str, dispatch_id: str, unreported: dict[str, str]) -> list[str]:
-        """Take over children that a dead dispatch of this run registered and never reported
-        (`_dead`): no report will ever count them in, so this dispatch's report does. Children
-        of a dispatch still alive are left to it."""
-        if not unreported:
-            return []
-        dead = self._dead(run_id, set(unreported.values()))
-        ids = [cid for cid, by in unreported.items() if by in dead]
-        if not ids:
-            return []
-        self._jobs.update_many(
-            {"_id": {"$in": ids}, "released": False, "found_by": {"$in": sorted(dead)}},
-            {"$set": {"found_by": dispatch_id}},
-        )
-        # Read back: another crawl of the same pages may have adopted some first.
-        query = {"_id": {"$in": ids}, "found_by": dispatch_id}
-        return [d["_id"] for d in self._jobs.find(query, {"_id": 1})]
-
-    def _dead(self, run_id: str, finders: set[str]) -> set[str]:
-        """Of `finders`, the dispatches whose report can never count what they registered:
-        those reclaimed (their worker died holding their jobs), and those that hold no job and
-        ended none in the run. A report is refused unless its dispatch ended a job, and a
-        dispatch that lets go of its last job never holds one again. The second kind is a
-        batch killed after registering what its pages found and before recording them, whose
-        redelivered message found their host busy and put them back to wait under a new id:
-        the new dispatch crawls those pages again and finds the children there, unreleased.
-
-        Held is read before ended: a job goes from held to ended in one write, so a dispatch
-        that holds none when asked shows by the second read all it will ever have ended."""
-        dead = self._reclaimed(run_id) & finders
-        others = sorted(finders - dead)
-        if not others:
-            return dead
-        holding = self._jobs.distinct("dispatch_id", {"dispatch_id": {"$in": others}})
-        idle = sorted(set(others) - set(holding))
-        if idle:
-            query = {"last_dispatch_id": {"$in": idle}, "run_id": run_id}
-            dead |= set(idle) - set(self._jobs.distinct("last_dispatch_id", query))
-        return dead
-
-    def _reclaimed(self, run_id: str) -> set[str]:
-        doc = self._runs.find_one({"_id": run_id}, {"reclaimed": 1}) or {}
-        return {d for d in doc.get("reclaimed") or [] if isinstance(d, str)}
-
     def marker_ops(
         self, run_id: str, seeds: Sequence[tuple[str, str]], now: datetime
     ) -> list[UpdateOne]:
@@ -239,10 +169,12 @@ class MongoChildStore:
             for cid, url in markers.items()
         ]  # fmt: skip
 
-    def release(self, dispatch_id: str, run_id: str, now: datetime) -> int:
-        """The run counted this dispatch's children: they may now be planned (idempotent)."""
+    def release(self, child_ids: Sequence[Any], now: datetime) -> int:
+        """The run counted these children: they may now be planned (idempotent)."""
+        if not child_ids:
+            return 0
         return self._jobs.update_many(
-            {"found_by": dispatch_id, "scope_run": run_id, "released": False},
+            {"_id": {"$in": list(child_ids)}, "released": False},
             {"$set": {"released": True, "released_at": now}},
         ).modified_count
 

@@ -40,10 +40,10 @@ class JobAdmin:
         return self._jobs.update_one({"_id": job_id}, dict(update)).matched_count == 1
 
     def given_up(self, run_id: str, limit: int) -> list[dict[str, Any]]:
-        """Up to `limit` jobs the machinery gave up in this run (`expired`), with why."""
+        """Up to `limit` jobs this run gave up (`expired`, `given_up`), with why."""
         if limit <= 0:
             return []
-        query = {"run_id": run_id, "last_outcome": Outcome.EXPIRED}
+        query = {"run_id": run_id, "last_outcome": {"$in": [Outcome.EXPIRED, Outcome.GIVEN_UP]}}
         fields = {"url": 1, "target": 1, "task": 1, "last_error": 1}
         return list(self._jobs.find(query, fields).limit(limit))
 

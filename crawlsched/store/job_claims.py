@@ -293,20 +293,24 @@ class JobClaims:
         return [doc["_id"] for doc in self._jobs.find(query, {"_id": 1})]
 
     def keep_found(
-        self, child_ids: Sequence[Any], found_by: str, dispatch_id: str, lease_deadline: datetime
+        self,
+        child_ids: Sequence[Any],
+        parents: Sequence[Any],
+        dispatch_id: str,
+        lease_deadline: datetime,
     ) -> list[dict[str, Any]]:
-        """Claim, for the running `dispatch_id`, the children of `child_ids` that `found_by`
-        (the part of the same batch just recorded) registered and nothing else took: begun,
-        open to no take-over. Returns them as the store has them now (two commands). Their
-        run counts them only once `found_by`'s report is applied: the caller crawls none
-        before that (`link_flush`)."""
+        """Claim, for the running `dispatch_id`, the children of `child_ids` that pages of
+        `parents` found (the part of the same batch just recorded) and nothing else took:
+        pending, held by nobody, not yet released. Returns them as the store has them now (two
+        commands). Their run counts them only once their parents' report is applied: the
+        caller crawls none before that (`crawl/parts.py`)."""
         ids = list(child_ids)
-        if not ids:
+        if not ids or not parents:
             return []
         self._jobs.update_many(
             {
                 "_id": {"$in": ids},
-                "found_by": found_by,
+                "parent_job": {"$in": list(parents)},
                 "released": False,
                 "state": int(JobState.PENDING),
                 "dispatch_id": None,
@@ -325,7 +329,7 @@ class JobClaims:
             "_id": {"$in": ids},
             "dispatch_id": dispatch_id,
             "state": int(JobState.RUNNING),
-            "found_by": found_by,
+            "parent_job": {"$in": list(parents)},
         }
         return list(self._jobs.find(query))
 

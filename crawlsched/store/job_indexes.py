@@ -29,7 +29,8 @@ JOB_INDEXES: list[tuple[list[tuple[str, int]], dict[str, Any]]] = [
         [("scope_run", ASCENDING), ("state", ASCENDING), ("task", ASCENDING)],
         {"name": "children", "sparse": True},
     ),
-    ([("found_by", ASCENDING)], {"name": "found_by", "sparse": True}),
+    # A page's children: counted by its run, and released, when the page's end is counted.
+    ([("parent_job", ASCENDING)], {"name": "parent_job", "sparse": True}),
     # A run's jobs in batches that have not begun: the take-over's look and the count that
     # decides an early hand-over, and a held host's pages read to keep it busy
     # (`JobClaims.open_to_take_over`, `queued_at_least`, `queued_of_host`). Only

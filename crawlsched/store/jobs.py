@@ -9,7 +9,7 @@ Writes go in bulk: one command per batch of decisions, never one per job.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -252,17 +252,17 @@ class MongoJobStore(JobClaims, JobAdmin):
 
         `held` counts jobs the dispatch still holds (a genuine report is sent only after its
         dispatch let go of every job); the counts and links come from the jobs of that run whose
-        last outcome was written by that dispatch, with one of the labels of its phase; the
-        children are counted from the children themselves, not from what the parent says.
-
-        One read for all three: the query is the union of the three conditions, and each
-        document returned is sorted into them by the same conditions, here (a document may meet
-        more than one).
+        last outcome was written by that dispatch, with one of the labels of its phase (one
+        read, on the `dispatch` and `last_dispatch` indexes); the children are those whose
+        parent page is one of those (a second read, on `parent_job`): a page's children are
+        counted when its end is, whoever registered them. So a copy of a batch that ran beside
+        it and registered what it found after the batch's report was applied leaves nothing
+        uncounted: those children are counted when their parent page ends (recorded by
+        whichever dispatch crawls it).
         """
         wanted = sorted(labels)
         ended = {"last_dispatch_id": dispatch_id, "run_id": run_id, "last_outcome": {"$in": wanted}}
-        children = {"found_by": dispatch_id, "scope_run": run_id}
-        query = {"$or": [{"dispatch_id": dispatch_id}, ended, children]}
+        query = {"$or": [{"dispatch_id": dispatch_id}, ended]}
         fields = {
             "dispatch_id": 1,
             "last_dispatch_id": 1,
@@ -271,10 +271,13 @@ class MongoJobStore(JobClaims, JobAdmin):
             "last_discovered": 1,
             "last_items": 1,
             "last_cut": 1,
-            "found_by": 1,
-            "scope_run": 1,
         }
-        return tally_dispatch(self._jobs.find(query, fields), dispatch_id, run_id, wanted)
+        seen = tally_dispatch(self._jobs.find(query, fields), dispatch_id, run_id, wanted)
+        if not seen.ended:
+            return seen
+        of = {"parent_job": {"$in": list(seen.ended)}, "scope_run": run_id}
+        children = tuple(doc["_id"] for doc in self._jobs.find(of, {"_id": 1}))
+        return replace(seen, discovered=len(children), children=children)
 
     # -- expiry ---------------------------------------------------------------------------
 

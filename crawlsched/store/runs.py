@@ -171,11 +171,6 @@ class MongoRunStore(RunReads):
             ),
         )
 
-    def note_reclaimed(self, run_id: str, dispatch_id: str) -> None:
-        """A dispatch of this run was reclaimed (its worker died or hung): the children it
-        registered but never reported may be adopted by the crawl that tries its pages again."""
-        self._runs.update_one({"_id": run_id}, revised({"$addToSet": {"reclaimed": dispatch_id}}))
-
     def add_stage_time(self, run_id: str, stage: str, ms: float) -> None:
         self._runs.update_one({"_id": run_id}, revised({"$inc": {f"stages_ms.{stage}": ms}}))
 
@@ -230,8 +225,9 @@ class MongoRunStore(RunReads):
     def announced(self, run_id: str, given_up: list[dict] | None = None) -> None:
         """Everyone who must hear of this run's end has it in their outbox. The pages it gave
         up are named on the run from now on (its discovered pages expire), and what only a
-        running run needs goes: its report keys (an ended run takes no report) and its
-        reclaimed dispatches, so a kept run costs its counts, not its history."""
+        running run needs goes (its report keys: an ended run takes no report, and the
+        dispatches older versions noted as reclaimed), so a kept run costs its counts, not its
+        history."""
         self._runs.update_one(
             {"_id": run_id},
             revised(

@@ -45,6 +45,10 @@ class MongoScheduleStore:
             [("enabled", ASCENDING), ("next_fire_at", ASCENDING)], name="due"
         )
         self._schedules.create_index([("owner", ASCENDING)], name="owner")
+        # The fire times committed and not yet planned (the ticker's look at every tick).
+        self._schedules.create_index(
+            [("unsent_fires", ASCENDING)], name="unsent_fires", sparse=True
+        )
         self._schedules.create_index(
             [("buffered_fire_at", ASCENDING)], name="buffered", sparse=True
         )
@@ -69,8 +73,12 @@ class MongoScheduleStore:
         """Apply a fire plan if no other ticker has moved the schedule since we read it.
 
         The filter holds both fields the plan was computed from, so of two tickers that read
-        the same schedule exactly one writes; the loser plans nothing and records nothing.
+        the same schedule exactly one writes; the loser plans nothing and records nothing. The
+        fire times go into `unsent_fires` in the same write (an outbox): until a planner opens
+        their run (`fire_planned`), the ticker sends them again (`unsent_fires_before`), so a
+        ticker that dies between this write and its send loses no firing.
         """
+        push = {"$push": {"unsent_fires": {"$each": list(plan.fire)}}} if plan.fire else {}
         result = self._schedules.update_one(
             {
                 "_id": schedule["_id"],
@@ -90,9 +98,23 @@ class MongoScheduleStore:
                     ),
                 },
                 "$inc": {"fired": len(plan.fire), "missed": len(plan.missed)},
+                **push,
             },
         )
         return result.modified_count == 1
+
+    def fire_planned(self, schedule_id: str, fire_at: datetime) -> None:
+        """A planner opened the run of this fire time: it no longer needs sending."""
+        self._schedules.update_one({"_id": schedule_id}, {"$pull": {"unsent_fires": fire_at}})
+
+    def unsent_fires_before(self, before: datetime) -> list[tuple[str, datetime]]:
+        """Fire times committed before `before` whose run no planner has opened (a ticker
+        died between committing and sending them, or the message was lost)."""
+        query = {"unsent_fires": {"$elemMatch": {"$lt": before}}}
+        found = []
+        for doc in self._schedules.find(query, {"unsent_fires": 1}):
+            found += [(doc["_id"], at) for at in doc["unsent_fires"] if at < before]
+        return found
 
     def buffered(self) -> list[dict[str, Any]]:
         """Enabled schedules holding a fire time back until their previous run ends."""

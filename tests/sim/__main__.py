@@ -16,7 +16,10 @@ import os
 import sys
 import time
 
+from tests.sim.crawl_scenario import crawl, small
 from tests.sim.scenarios import SCENARIOS
+
+SCENARIOS.update(crawl=crawl, quiet=small)
 
 
 def _seeds(text: str) -> range:

@@ -6,45 +6,104 @@ from __future__ import annotations
 from collections import Counter
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from crawlsched.planning.outcomes import Outcome
+from crawlsched.planning.run_control import end_event_id
+from crawlsched.planning.run_end import run_end
 from crawlsched.planning.run_names import ENDED
 from crawlsched.store.embedded.ttl import expired_ids
 from tests.sim import invariants
 from tests.sim.web import SimWeb
-from tests.sim.web_graph import Reachable
 
 # How the store records each end the web expects.
 ENDS = {
     "succeeded": {Outcome.SUCCEEDED},
     "failed": {Outcome.FAILED, Outcome.EXHAUSTED},
-    "given_up": {Outcome.EXPIRED},
+    "given_up": {Outcome.GIVEN_UP, Outcome.EXPIRED},
 }
 FINAL = set().union(*ENDS.values())
 
 
-def pages_ended_once(db: Any, run: dict[str, Any], expected: Reachable) -> list[str]:
+def pages_ended_once(
+    db: Any, run: dict[str, Any], web: SimWeb, refusals: int, strict: bool
+) -> list[str]:
     """Every reachable page ended once, as the web says it must (succeeded, failed on its own
-    merits, or given up with a reason); nothing else ended; the run counts each page once."""
+    merits, or given up with a reason); nothing else ended; the run counts each page once.
+
+    Reachable is walked over the pages' actual ends (a page's links count once it succeeded):
+    a page its host throttled a few times may end either way when a crash or a duplicate
+    delivery lost a refusal the crawl had counted (`strict`: none could, so exactly as the
+    web says), but one given up must have been throttled `refusals` times, and one throttled
+    for ever must be given up."""
     run_id = run["_id"]
     docs = list(db.websites.find({"$or": [{"run_id": run_id}, {"scope_run": run_id}]}))
     by_url: dict[str, list[dict]] = {}
     for doc in docs:
-        if doc.get("last_outcome") == "planned":
-            continue  # a seed marker, not a page
-        by_url.setdefault(doc.get("url") or doc.get("target"), []).append(doc)
+        if doc.get("last_outcome") != "planned":  # (a seed marker, not a page)
+            by_url.setdefault(doc.get("url") or doc.get("target"), []).append(doc)
+    ends = {url: ds[0].get("last_outcome") for url, ds in by_url.items() if len(ds) == 1}
+    throttled = Counter(r.url for r in web.log if r.status in (429, 503))
     found = []
-    for url, want in sorted(expected.pages.items()):
+    for url, allowed in sorted(_reachable(web, ends, refusals, strict).items()):
         got = [d.get("last_outcome") for d in by_url.get(url, [])]
         if len(got) != 1:
             found.append(f"{url}: {len(got)} job documents ({got}), expected one")
-        elif got[0] not in ENDS[want.end]:
-            why = (by_url[url][0].get("last_error") or "")[:120]
-            found.append(f"{url}: ended {got[0]} ({why}), expected {want.end} ({want.reason})")
-        elif want.end == "given_up" and not by_url[url][0].get("last_error"):
+            continue
+        doc = by_url[url][0]
+        if not any(got[0] in ENDS[end] for end in allowed):
+            why = (doc.get("last_error") or "")[:120]
+            found.append(f"{url}: ended {got[0]} ({why}), expected {' or '.join(allowed)}")
+        elif got[0] in ENDS["given_up"] and not doc.get("last_error"):
             found.append(f"{url}: given up with no reason")
+        elif got[0] == Outcome.GIVEN_UP and throttled[url] < refusals:
+            found.append(f"{url}: given up after {throttled[url]} refusals ({refusals} allowed)")
+    reachable = _reachable(web, ends, refusals, strict)
     found += [f"{url}: a page of the run no crawl should reach" for url in by_url
-              if url not in expected.pages]  # fmt: skip
+              if url not in reachable]  # fmt: skip
+    return found + _counted_once(run, by_url)
+
+
+def _reachable(
+    web: SimWeb, ends: dict[str, str | None], refusals: int, strict: bool
+) -> dict[str, tuple[str, ...]]:
+    """The pages a crawl must end, each with the ends it may have: breadth first from the
+    seeds, each on its seed's host, following a page's links (a redirect's target) once the
+    page succeeded."""
+    site = web.site
+    allowed: dict[str, tuple[str, ...]] = {}
+    todo = [(seed, urlsplit(seed).hostname) for seed in web.seeds()]
+    while todo:
+        url, host = todo.pop()
+        if url in allowed:
+            continue
+        allowed[url] = _may_end(site, url, refusals, strict)
+        page = site.page(url)
+        if page is None or ends.get(url) != Outcome.SUCCEEDED or site.disallowed(url):
+            continue
+        links = [page.location] if page.kind == "redirect" else list(page.links)
+        for link in filter(None, links):
+            target = link if link.startswith("http") else f"http://{host}{link}"
+            if urlsplit(target).hostname == host:
+                todo.append((target, host))
+    return allowed
+
+
+def _may_end(site: Any, url: str, refusals: int, strict: bool) -> tuple[str, ...]:
+    page = site.page(url)
+    if site.disallowed(url) or page is None or page.kind == "not_found":
+        return ("failed",)
+    if page.kind != "throttle":
+        return ("succeeded",)
+    if page.times is None:
+        return ("given_up",)
+    if strict:
+        return ("given_up",) if page.times >= refusals else ("succeeded",)
+    return ("succeeded", "given_up")
+
+
+def _counted_once(run: dict[str, Any], by_url: dict[str, list[dict]]) -> list[str]:
+    found = []
     counts = run.get("counts") or {}
     ended = sum(1 for ds in by_url.values() for d in ds if d.get("last_outcome") in FINAL)
     counted = sum(n for outcome, n in counts.items() if outcome in FINAL)
@@ -92,26 +151,35 @@ def nothing_left_held(db: Any, now: datetime) -> list[str]:
     return found
 
 
-def announced_once(db: Any, run: dict[str, Any], published: list[tuple[str, str, float]],
-                   posts: list[tuple[str, bool]]) -> list[str]:  # fmt: skip
-    """Every end event and webhook delivery of the run: stored once by its id, published or
-    posted (at least once: consumers drop duplicates by id), nothing owed left, and no delivery
-    posted again once it was recorded delivered."""
+def end_event_stored(db: Any, run: dict[str, Any]) -> list[str]:
+    """The run's end stored once, by its id, as an event."""
+    ends = {"$in": ["RunFinished", "RunIncomplete", "RunFailed", "RunStopped"]}
+    events = list(db.activity.find({"run_id": run["_id"], "event": ends}))
+    return [] if len(events) == 1 else [f"{len(events)} end events stored for the run"]
+
+
+def announced(
+    db: Any,
+    run: dict[str, Any],
+    published: list[tuple[str, str, float]],
+    posts: list[tuple[str, bool]],
+    owed: list[str],
+) -> list[str]:
+    """The run's end event published (at least once: consumers drop duplicates by id) and no
+    event left owed to the exchange; every webhook delivery the end owed posted, none left
+    undelivered, and none posted again once it was recorded delivered."""
     found = []
-    events = list(db.activity.find({"run_id": run["_id"], "event": {"$regex": "^Run(Fin|Inc|Fai|Sto)"}}))
-    if len(events) != 1:
-        found.append(f"{len(events)} end events stored for the run")
-    ids = {eid for eid, _, _ in published}
-    found += [f"end event {e['event_id']} never published" for e in events
-              if e["event_id"] not in ids]  # fmt: skip
+    end = run_end(run.get("counts") or {}, bool(run.get("stop_requested")))
+    event_id = end_event_id(run["_id"], end.event, run.get("ends", 1))
+    if event_id not in {eid for eid, _, _ in published}:
+        found.append(f"the end event {event_id} was never published")
     found += [f"event {d['event_id']} still owed to the exchange"
               for d in db.activity.find({"outbox": "pending"})]  # fmt: skip
-    deliveries = list(db.webhook_deliveries.find({}))
-    found += [f"webhook delivery {d['_id']} still {d.get('state')}" for d in deliveries
-              if d.get("state") != "delivered"]  # fmt: skip
+    found += [f"webhook delivery {d['_id']} still {d.get('state')}"
+              for d in db.webhook_deliveries.find({"state": {"$ne": "delivered"}})]  # fmt: skip
     posted = Counter(delivery for delivery, _ in posts)
-    found += [f"webhook delivery {d['_id']} never posted" for d in deliveries
-              if d["_id"] not in posted]  # fmt: skip
+    found += [f"webhook delivery {delivery} never posted" for delivery in owed
+              if delivery not in posted]  # fmt: skip
     found += [f"webhook delivery {delivery} posted after it was recorded delivered"
               for delivery, after in posts if after]  # fmt: skip
     return found

@@ -11,7 +11,6 @@ may crash (`SimCounter`). A crashed process comes back after `RESTART_S` with a 
 from __future__ import annotations
 
 import json
-import random
 from collections.abc import Callable
 from datetime import datetime
 from functools import cached_property
@@ -19,7 +18,8 @@ from typing import Any
 
 import httpx
 
-from crawlsched.actors import handlers
+from crawlsched.actors import all_actors, handlers
+from crawlsched.actors.sends import Sends
 from crawlsched.drivers.targets import parse_networks
 from crawlsched.runtime import Runtime
 from crawlsched.settings import Settings
@@ -56,14 +56,14 @@ class SimRuntime(Runtime):
         process: SimProcess,
         web: SimWeb,
         publisher: SimPublisher,
+        transport: httpx.BaseTransport,
     ) -> None:
-        self.env_random = random.Random(world.rng(f"rt:{process.name}:{process.generation}").random())
         super().__init__(settings, SimCounter(world, process), env=SimEnvironment(world, process))
-        self._web, self._publisher = web, publisher
+        self._web, self._publisher, self._transport = web, publisher, transport
 
     @cached_property
     def http(self) -> httpx.Client:
-        return httpx.Client(transport=self._web.transport)
+        return httpx.Client(transport=self._transport)
 
     @cached_property
     def resolver(self) -> Callable[[str, int], list[str]]:
@@ -78,16 +78,6 @@ class SimRuntime(Runtime):
         return self._publisher
 
 
-class SimSends:
-    """The actors' sends, onto the simulated broker (`crawlsched.actors.handlers.Sends`)."""
-
-    def __init__(self, broker: SimBroker, world: World) -> None:
-        self.broker, self.world = broker, world
-
-    def send(self, queue: str, actor: str, *args: Any, delay_s: float = 0.0) -> None:
-        self.broker.send(queue, actor, args, delay_s=max(delay_s, 0.0))
-
-
 class SimCluster:
     """The worker processes, their runtimes, the broker's workers, and the clock."""
 
@@ -99,14 +89,16 @@ class SimCluster:
         settings: Settings,
         processes: int,
         threads: int,
+        transport: httpx.BaseTransport,
     ) -> None:
         self.world, self.web, self.broker, self.settings = world, web, broker, settings
+        self.transport = transport  # the web, and whatever else the processes reach
         self.threads = threads
         self.publisher = SimPublisher(world)
-        self.sends = handlers.Sends(SimSends(broker, world).send, world.now)
+        self.sends = Sends(broker.send, world.now)
         self.processes = [world.process(f"worker-{n}") for n in range(processes)]
         self.runtimes: dict[str, SimRuntime] = {}
-        self.policies = {name: RetryPolicy.of_actor(actor) for name, actor in handlers.actors()}
+        self.policies = {a.actor_name: RetryPolicy.of_actor(a) for a in all_actors()}
         world.on_crash(lambda p: world.call_later(RESTART_S, lambda: self.boot(p)))
 
     def runtime_of(self, process: SimProcess) -> SimRuntime:
@@ -116,7 +108,9 @@ class SimCluster:
         """Start (or restart, after a crash) a worker process: a fresh runtime, its threads."""
         if process.crashed:
             self.world.restart(process)
-        rt = SimRuntime(self.settings, self.world, process, self.web, self.publisher)
+        rt = SimRuntime(
+            self.settings, self.world, process, self.web, self.publisher, self.transport
+        )
         self.runtimes[process.name] = rt
         table = handlers.table(lambda: rt, self.sends)
         loop = self.broker.worker(process, handlers.QUEUES, table, self.policies)
