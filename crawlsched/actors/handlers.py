@@ -19,7 +19,7 @@ from crawlsched.crawl.batch import crawl_batch
 from crawlsched.events import relay_events
 from crawlsched.flow.admission import admit, admit_waiting, starve_overdue
 from crawlsched.flow.children import plan_discovered, sweep_waiting_children
-from crawlsched.flow.coordination import record_report, relay_announcements
+from crawlsched.flow.coordination import finish_stalled, record_report, relay_announcements
 from crawlsched.flow.nodes import probe_nodes
 from crawlsched.flow.notifying import deliver, relay_webhooks
 from crawlsched.flow.planning import plan_run
@@ -66,6 +66,7 @@ def tick(rt: Runtime, sends: Sends) -> None:
     sweep_waiting_children(rt, sends.plan_children)
     # The outboxes: run ends a crash cut short, events not yet confirmed, webhooks not yet
     # answered 2xx.
+    finish_stalled(rt, sends.webhook)
     relay_announcements(rt, sends.webhook)
     relay_events(rt)
     relay_webhooks(rt, sends.webhook)

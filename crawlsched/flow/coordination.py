@@ -188,5 +188,18 @@ def record_report(
         # now (idempotent per child).
         if ended["state"] in ENDED:
             _count_child_ended(rt, ended, notify)
-        return False
+            return False
+        # A redelivery after a crash between the count and the end: end it now (one
+        # compare-and-set ends a run, so only one caller ever does).
+        return finish_if_done(rt, ended, notify)
     return finish_if_done(rt, run, notify)
+
+
+def finish_stalled(rt: Runtime, notify: Notify = _no_notify) -> int:
+    """End the runs whose count reached zero with no end written: the process that applied
+    their last report died between the count and the end, and nothing was left to redeliver
+    (a report applied in a crawl's own thread, `crawl/parts.py`)."""
+    ended = sum(finish_if_done(rt, run, notify) for run in rt.runs.stalled())
+    if ended:
+        log.warning("stalled_runs_ended", runs=ended)
+    return ended

@@ -8,7 +8,7 @@ from typing import Any
 from bson import ObjectId
 from pymongo import DESCENDING
 
-from crawlsched.planning.run_names import ENDED
+from crawlsched.planning.run_names import ENDED, RUNNING
 from crawlsched.store.counting import CountingCollection, CountingDatabase
 
 # Every write of a run sets a new revision (an ObjectId, unique even to a run deleted and
@@ -87,6 +87,11 @@ class RunReads:
     def unfinished(self) -> list[dict]:
         query = {"state": {"$nin": list(ENDED)}}
         return list(self._runs.find(query, {"reports": 0, REVISION: 0}))
+
+    def stalled(self, limit: int = 100) -> list[dict]:
+        """Running runs with nothing outstanding and planning closed: their end is owed."""
+        query = {"state": RUNNING, "planning": False, "outstanding": {"$lte": 0}}
+        return list(self._runs.find(query, {"reports": 0, REVISION: 0}).limit(limit))
 
     def unfinished_ids(self) -> list[str]:
         return [r["_id"] for r in self._runs.find({"state": {"$nin": list(ENDED)}}, {"_id": 1})]

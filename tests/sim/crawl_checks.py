@@ -115,16 +115,24 @@ def _counted_once(run: dict[str, Any], by_url: dict[str, list[dict]]) -> list[st
     return found
 
 
-def run_ended_once(run: dict[str, Any] | None, web: SimWeb, start: datetime) -> list[str]:
-    """The run ended exactly once, after its last fetch."""
+def run_ended_once(db: Any, run: dict[str, Any] | None, web: SimWeb, start: datetime) -> list[str]:
+    """The run ended exactly once, after the last fetch of every page it counted: a page may
+    be fetched after the end only by a copy of a batch whose other copy ended the page before
+    (a message delivered twice): wasted, but not an early end."""
     if run is None:
         return ["no run was opened"]
     if run.get("state") not in ENDED:
         return [f"the run never ended: {run.get('state')}, outstanding {run.get('outstanding')}"]
     found = [] if run.get("ends") == 1 else [f"the run ended {run.get('ends')} times"]
-    ended_s = (run["finished_at"] - start).total_seconds()
-    late = [r for r in web.log if r.start_s > ended_s + 1e-6 and r.path != "/robots.txt"]
-    found += [f"{r.url} fetched {r.start_s - ended_s:.3f} s after the run ended" for r in late]
+    ended_at = run["finished_at"]
+    ended_s = (ended_at - start).total_seconds()
+    for r in web.log:
+        if r.start_s <= ended_s + 1e-6 or r.path == "/robots.txt":
+            continue
+        doc = db.websites.find_one({"$or": [{"url": r.url}, {"target": r.url}]}) or {}
+        if doc.get("last_outcome") in FINAL and doc.get("modified_at", ended_at) <= ended_at:
+            continue
+        found.append(f"{r.url} fetched {r.start_s - ended_s:.3f} s after the run ended")
     return found
 
 

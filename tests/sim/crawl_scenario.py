@@ -8,6 +8,7 @@ between store writes (and at sends and acks) and come back; then the checks of
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
@@ -211,7 +212,7 @@ def _sweeper(world: World, db: Any, swept: list[str]) -> None:
 
 
 def _at_the_end(db: Any, run: dict[str, Any], web: SimWeb, strict: bool) -> list[str]:
-    found = crawl_checks.run_ended_once(run, web, START)
+    found = crawl_checks.run_ended_once(db, run, web, START)
     found += crawl_checks.pages_ended_once(db, run, web, REFUSALS_ALLOWED, strict)
     return found + crawl_checks.end_event_stored(db, run)
 
@@ -222,6 +223,30 @@ def _settled(db: Any, run: dict[str, Any], web: SimWeb, world: World, spec: Craw
     found = crawl_checks.politeness(web, spec.host_delay_s, grace, world.crashes)
     found += crawl_checks.nothing_left_held(db, world.now())
     return found + crawl_checks.announced(db, run, cluster.publisher.published, hooks.posts, owed)
+
+
+def varied(seed: int) -> ScenarioResult:
+    """The scenario's shape drawn from the seed too: processes, threads, lanes, the web's size,
+    how often processes crash and messages come twice."""
+    draw = random.Random(f"{seed}:shape")
+    web = WebSpec(
+        hosts=draw.randint(1, 4),
+        pages_per_host=draw.randint(4, 16),
+        depth=draw.randint(2, 4),
+        fan_out=draw.randint(2, 4),
+        cross_host_p=draw.choice([0.0, 0.2, 0.5]),
+    )
+    spec = CrawlSpec(
+        processes=draw.randint(1, 4),
+        threads=draw.randint(1, 3),
+        web=web,
+        crash_p=draw.choice([0.0, 0.01, 0.03, 0.06]),
+        crash_budget=draw.randint(0, 6),
+        duplicate_p=draw.choice([0.0, 0.03, 0.1]),
+        host_delay_s=draw.choice([0.0, 0.5, 1.0, 2.0]),
+        lanes=draw.randint(1, 3),
+    )
+    return crawl(seed, spec)
 
 
 def small(seed: int) -> ScenarioResult:
