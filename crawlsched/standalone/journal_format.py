@@ -1,14 +1,18 @@
 """The journal file's format: a magic line, then one frame per record.
 
-    frame = payload length (4 bytes, little-endian) · CRC-32 of the payload (4 bytes) · payload
+    frame = length · length's complement · CRC-32 of the payload · payload
+            (three little-endian 4-byte words, then `length` bytes)
+
+The length is written twice so that a damaged length is told from a frame cut short: with
+one copy, a length damaged upward would read as a frame that runs past the end of the file.
 
 Reading stops at the first frame that is not whole:
 - **torn**: the file ends inside a frame, or its last frame fails its CRC, or what follows the
   last whole frame is only zero bytes. A process killed mid-write, or a power loss before the
   OS wrote a frame's pages, leaves that. What came before is kept, the rest ignored.
-- **corrupt**: a frame fails its CRC (or has no payload) and more bytes follow it. Replay
-  stops there too, keeping what came before: a record after a lost one would be applied to a
-  store that never held what the lost one wrote.
+- **corrupt**: a frame whose two lengths disagree, or which fails its CRC with more bytes
+  after it. Replay stops there too, keeping what came before: a record after a lost one would
+  be applied to a store that never held what the lost one wrote.
 
 Pure: bytes in, frames out.
 """
@@ -21,12 +25,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 MAGIC = b"crawlsched journal 1\n"
-HEADER = struct.Struct("<II")
+HEADER = struct.Struct("<III")
+_WORD = 0xFFFFFFFF
 End = Literal["whole", "torn", "corrupt"]
 
 
 def frame(payload: bytes) -> bytes:
-    return HEADER.pack(len(payload), zlib.crc32(payload)) + payload
+    return HEADER.pack(len(payload), len(payload) ^ _WORD, zlib.crc32(payload)) + payload
 
 
 @dataclass(frozen=True)
@@ -70,9 +75,9 @@ def _whole_frame(data: bytes, position: int) -> int | None:
     """The payload length of the whole frame at `position`, or None."""
     if len(data) - position < HEADER.size:
         return None
-    length, crc = HEADER.unpack_from(data, position)
+    length, check, crc = HEADER.unpack_from(data, position)
     start = position + HEADER.size
-    if not length or start + length > len(data):
+    if not length or check != length ^ _WORD or start + length > len(data):
         return None
     return length if zlib.crc32(data[start : start + length]) == crc else None
 
@@ -82,7 +87,9 @@ def _torn(data: bytes, position: int) -> bool:
     or followed by zeros only (pages the OS had not written yet)."""
     if len(data) - position < HEADER.size or _zeros(data, position):
         return True
-    length = HEADER.unpack_from(data, position)[0]
+    length, check, _ = HEADER.unpack_from(data, position)
+    if check != length ^ _WORD:
+        return False  # a whole header, damaged
     return position + HEADER.size + length >= len(data)
 
 
