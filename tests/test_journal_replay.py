@@ -118,9 +118,7 @@ def _die(folder: Path) -> None:
     raise SystemExit("killed before the switch")
 
 
-@given(
-    ops=st.lists(writes, min_size=1, max_size=20), cut=st.floats(0, 1, exclude_max=False)
-)
+@given(ops=st.lists(writes, min_size=1, max_size=20), cut=st.floats(0, 1, exclude_max=False))
 @examples
 def test_a_journal_cut_anywhere_gives_the_store_after_its_last_whole_write(ops, cut):
     with journaled_store() as (db, data):

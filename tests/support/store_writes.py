@@ -4,6 +4,7 @@ after the writes with what a snapshot and a journal give back."""
 
 from __future__ import annotations
 
+import contextlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -62,10 +63,8 @@ def apply_write(db: CountingDatabase, write: tuple) -> None:
     """Apply one write as the project's code would (refusals included: a write the store
     refuses may still have changed something, an ordered insert_many its first documents)."""
     kind, name, doc_id, value = write
-    try:
+    with contextlib.suppress(DuplicateKeyError, BulkWriteError, OperationFailure):
         _apply(db, kind, name, doc_id, value)
-    except (DuplicateKeyError, BulkWriteError, OperationFailure):
-        pass
 
 
 def _apply(db: CountingDatabase, kind: str, name: Any, doc_id: Any, value: Any) -> None:
