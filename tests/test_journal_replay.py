@@ -233,3 +233,21 @@ def test_only_the_embedded_store_records_writes():
     db = CountingDatabase(object(), counter=None)  # a real server's: no store lock
     with pytest.raises(ValueError, match="embedded"):
         record_writes(db, None)
+
+
+@pytest.mark.parametrize(
+    "bulk",
+    [
+        pytest.param([("set", 1, "a"), ("delete", 1, None), ("insert", 1, "b")], id="put-del-put"),
+        pytest.param([("delete", 0, None), ("insert", 0, "c")], id="del-put: goes last"),
+        pytest.param([("insert", 5, "x"), ("delete", 5, None)], id="put-del: never there"),
+        pytest.param([("set", 0, "y"), ("set", 1, "z"), ("set", 0, "w")], id="put-put-put"),
+    ],
+)
+def test_one_write_that_touches_a_document_twice_replays_as_it_ended(bulk):
+    with journaled_store() as (db, data):
+        db.jobs.insert_many([{"_id": i, "v": i} for i in range(3)])
+        data.start_journal(db)
+        apply_write(db, ("bulk", "jobs", None, bulk))
+        data.journal.sync()
+        assert loaded(data.root)[0] == store_state(db)
