@@ -118,6 +118,26 @@ def _die(folder: Path) -> None:
     raise SystemExit("killed before the switch")
 
 
+def test_a_torn_journal_file_with_files_after_it_stops_the_replay_there():
+    with journaled_store() as (db, data):
+        data.start_journal(db)
+        first = last_journal(data)
+        for doc_id in (1, 2, 3):
+            db.jobs.insert_one({"_id": doc_id})
+        data._switch = _die  # the snapshot cuts the journal, then the server dies
+        with pytest.raises(SystemExit):
+            data.snapshot(db)
+        db.jobs.insert_one({"_id": 4})
+        data.journal.sync()
+        # When the first file lost the end of its last record (a power loss), the records
+        # after it were written on a store that held it: none of them can be applied
+        first.write_bytes(first.read_bytes()[:-3])
+        state, load = loaded(data.root)
+        assert state["jobs"][0].count(b"_id") == 2
+        assert load["journal"]["records"] == 2
+        assert "torn" in load["journal"]["stopped"]
+
+
 @given(ops=st.lists(writes, min_size=1, max_size=20), cut=st.floats(0, 1, exclude_max=False))
 @examples
 def test_a_journal_cut_anywhere_gives_the_store_after_its_last_whole_write(ops, cut):
@@ -199,8 +219,9 @@ def test_a_snapshot_taken_while_threads_write_cuts_the_journal_at_one_moment():
 
         def write(me: int) -> None:
             n = 0
-            while not done.is_set():
-                db.jobs.update_one({"_id": n % 20}, {"$inc": {"n": 1}, "$set": {"by": me}}, True)
+            while not done.is_set():  # each write a new document: a lost one stays lost
+                db.jobs.insert_one({"_id": f"{me}-{n}"})
+                db.runs.update_one({"_id": n % 20}, {"$inc": {"n": 1}, "$set": {"by": me}}, True)
                 n += 1
 
         threads = [threading.Thread(target=write, args=(me,)) for me in range(3)]
