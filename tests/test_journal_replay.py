@@ -272,3 +272,15 @@ def test_one_write_that_touches_a_document_twice_replays_as_it_ended(bulk):
         apply_write(db, ("bulk", "jobs", None, bulk))
         data.journal.sync()
         assert loaded(data.root)[0] == store_state(db)
+
+
+def test_a_stop_is_clean_only_if_nothing_was_written_after_its_last_snapshot():
+    with journaled_store() as (db, data):
+        data.start_journal(db)
+        db.jobs.insert_one({"_id": 1})
+        data.snapshot(db, messages=[("crawl", b"message")], clean=True)
+        assert loaded(data.root)[1]["clean"] is True
+        # A write after it: the messages saved with it may no longer be all there is
+        db.jobs.insert_one({"_id": 2})
+        data.journal.sync()
+        assert loaded(data.root)[1]["clean"] is False
