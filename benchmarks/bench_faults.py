@@ -94,6 +94,9 @@ def trial_figures(kind: str, trial: TrialOutcome, baseline_s: float) -> dict:
         "run_ended_twice": check.ended_twice,
         "end_not_delivered": not check.end_delivered,
         "pages_fetched_twice": check.fetched_twice,
+        # Of those, fetches of pages whose end the store held at the kill (standalone only:
+        # read from the data directory the kill left); the rest had not been recorded yet.
+        "refetched_after_ending": getattr(trial, "refetched_after_ending", None),
         "given_up": check.expired,
         "result": check.result,
         "recovery_ratio": None if trial.recovery_s is None else trial.recovery_s / baseline_s,
@@ -106,7 +109,8 @@ def failed_trial(kind: str, after_s: float, error: str) -> dict:
     return {
         "kind": kind, "killed": True, "fault_after_s": after_s, "pages_lost": 0,
         "run_ended_early": False, "run_ended_twice": False, "end_not_delivered": True,
-        "pages_fetched_twice": 0, "given_up": 0, "result": None, "recovery_ratio": None,
+        "pages_fetched_twice": 0, "refetched_after_ending": None, "given_up": 0,
+        "result": None, "recovery_ratio": None,
         "problems": [error[:500]], "error": True,
     }  # fmt: skip
 
@@ -259,9 +263,14 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
             print_table(kind, rows, baseline_s)
+            twice = [r["pages_fetched_twice"] for r in rows if r["killed"]]
             figures["by_fault"][kind] = {
                 "baseline_s": round(baseline_s, 1),
                 **summarise(kind, rows),
+                "fetched_twice_per_trial": [r["pages_fetched_twice"] for r in rows],
+                "refetched_after_ending_per_trial": [r["refetched_after_ending"] for r in rows],
+                # The target is per killed trial: the worst one, as a share of the reachable.
+                "max_fetched_twice_share": round(max(twice) / len(reachable), 3) if twice else None,
             }
             all_rows += rows
     finally:

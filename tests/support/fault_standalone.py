@@ -61,11 +61,14 @@ class TrialOutcome:
     fetches: Counter[str] = field(default_factory=Counter)  # GETs per path, robots.txt aside
 
     @property
-    def refetched_after_ending(self) -> int:
+    def refetched_after_ending(self) -> int | None:
         """Fetches beyond the first of pages whose end the kill's data directory held: the
         store lost their end (what the journal is for). The rest of `fetched_twice` are
-        pages fetched but not yet recorded by their batch when it was killed."""
-        ended = self.ended_at_kill or set()
+        pages fetched but not yet recorded by their batch when it was killed. None where no
+        data directory was read (no kill, or a distributed trial)."""
+        if self.ended_at_kill is None:
+            return None
+        ended = self.ended_at_kill
         return sum(n - 1 for path, n in self.fetches.items() if n > 1 and path in ended)
 
     @property
