@@ -126,7 +126,7 @@ def _name(fd: int) -> str:
     return Path(os.readlink(f"/proc/self/fd/{fd}")).name
 
 
-def test_an_append_that_fails_half_way_leaves_no_half_record(tmp_path, monkeypatch):
+def test_an_append_that_fails_half_way_leaves_no_half_record_and_no_gap(tmp_path, monkeypatch):
     writer = JournalWriter(tmp_path, 1)
     writer.append(b"kept")
     real_write = os.write
@@ -139,7 +139,12 @@ def test_an_append_that_fails_half_way_leaves_no_half_record(tmp_path, monkeypat
     with pytest.raises(OSError):
         writer.append(b"lost in the middle")
     monkeypatch.undo()
-    writer.append(b"after")
+    # No record may follow a lost one in its file: refused until a snapshot cuts the journal
+    with pytest.raises(OSError, match="waiting for a snapshot"):
+        writer.append(b"refused")
+    writer.rotate(2)
+    writer.append(b"after the snapshot")
     writer.close()
     read = read_frames(journal_path(tmp_path, 1).read_bytes())
-    assert (read.payloads, read.end) == ([b"kept", b"after"], "whole")
+    assert (read.payloads, read.end) == ([b"kept"], "whole")
+    assert read_frames(journal_path(tmp_path, 2).read_bytes()).payloads == [b"after the snapshot"]

@@ -52,8 +52,8 @@ class JournalWriter:
     """Appends framed records to the current journal file.
 
     `_lock` guards `_fd`, `_size` (bytes in the current file), `_retired` (files rotated
-    away and not yet synced), `_appended` (bytes appended over all files) and `_new_files`;
-    `_sync_lock` serialises syncs and guards `_synced` (bytes durable)."""
+    away and not yet synced), `_appended` (bytes appended over all files), `_new_files` and
+    `_failed`; `_sync_lock` serialises syncs and guards `_synced` (bytes durable)."""
 
     def __init__(self, folder: Path, number: int) -> None:
         folder.mkdir(exist_ok=True, mode=DIR_MODE)
@@ -66,6 +66,7 @@ class JournalWriter:
         self._retired: list[int] = []
         self._appended = 0
         self._new_files = False
+        self._failed: OSError | None = None
         self._synced = 0
         self.number = number
         self._fd, self._size = self._open(number)
@@ -79,13 +80,20 @@ class JournalWriter:
 
     def append(self, payload: bytes) -> None:
         """Append one record (the store's lock is held: records leave in the order applied).
-        A write that fails is cut off again, so the file never holds half a record before
-        a whole one, and the error goes to the writer."""
+
+        A write that fails (a full disk) is cut off again, so the file never holds half a
+        record, and the error goes to the writer. Every later append fails too until the
+        next snapshot starts a new file: a record after a missing one would be replayed onto
+        a store that never held what the missing one wrote. The snapshot holds the store as
+        it is in memory, the missing write included."""
         data = frame(payload)
         with self._lock:
+            if self._failed is not None:
+                raise OSError(f"the journal lost a write ({self._failed}); waiting for a snapshot")
             try:
                 _write_all(self._fd, data)
-            except OSError:
+            except OSError as e:
+                self._failed = e
                 os.ftruncate(self._fd, self._size)
                 raise
             self._size += len(data)
@@ -99,6 +107,7 @@ class JournalWriter:
             self._retired.append(self._fd)
             self._fd, self._size, self.number = fd, size, number
             self._new_files = True
+            self._failed = None
 
     def sync(self) -> None:
         """Return once every record appended before the call is on disk."""
