@@ -4,7 +4,7 @@ exact. See benchmarks/README.md (bench_faults.py) for what each figure means.
 
     .venv/bin/python benchmarks/bench_faults.py [--faults standalone,worker,clock,rabbit_node,rabbit_stop,mongo_cut]
         [--trials 5] [--standalone-trials N] [--pages 300] [--delay 0.1] [--seed 1]
-        [--dispatch-lease S] [--host-delay S] [--trial-timeout S]
+        [--dispatch-lease S] [--host-delay S] [--trial-timeout S] [--snapshot-interval S]
 """
 
 from __future__ import annotations
@@ -56,6 +56,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=1, help="graph and fault moments")
     parser.add_argument("--outage", type=float, default=5.0, help="mongo_cut: seconds cut")
     parser.add_argument("--trial-timeout", type=float, default=900, help="seconds per trial")
+    parser.add_argument(
+        "--snapshot-interval",
+        type=float,
+        default=None,
+        help="CRAWLSCHED_SNAPSHOT_INTERVAL_S of the standalone trials (default: the test "
+        "harness's 0.5; the server's own default is 2)",
+    )
     parser.add_argument(
         "--dispatch-lease",
         type=float,
@@ -180,8 +187,11 @@ class Bench:
         def run(fault: str | None, after_s: float | None) -> TrialOutcome:
             moment = None if after_s is None else after_seconds(after_s)
             if kind == "standalone":
+                env = {}
+                if a.snapshot_interval is not None:
+                    env["CRAWLSCHED_SNAPSHOT_INTERVAL_S"] = f"{a.snapshot_interval:g}"
                 return standalone_trial(
-                    self.workdir(), self.graph, a.delay, moment, end_within_s=a.trial_timeout
+                    self.workdir(), self.graph, a.delay, moment, a.trial_timeout, **env
                 )
             return distributed_trial(
                 self.services(kind), self.workdir(), self.graph, a.delay, fault, moment,
