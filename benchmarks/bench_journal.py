@@ -4,7 +4,9 @@ A crawl of `bench_crawl.py`'s generated site runs once in-process (embedded stor
 broker, T worker threads) and every store command it makes is recorded in the order the store
 applied it (under the store's lock; arguments copied after the call, so an `_id` the store gave
 an inserted document is in them). The recording is then replayed onto fresh embedded stores,
-one thread, the commands timed, in three set-ups alternated `--repeat` times:
+one thread, each command timed in the replaying thread's CPU time (`time.thread_time`: other
+work on the machine does not count, the journal's `write(2)` calls do), in three set-ups
+alternated `--repeat` times:
 
 - `plain`: the store as it was before the journal (a bare re-entrant lock);
 - `off`: the journal's lock with nothing recorded (what every other user of the embedded store
@@ -12,11 +14,13 @@ one thread, the commands timed, in three set-ups alternated `--repeat` times:
 - `journal`: writes recorded and appended to a journal file as they are applied, its flush
   thread running every `--fsync-ms`, as in `crawlsched standalone`.
 
-Figures (the JSON line last): `commands_per_s` of each (median), `journal_ratio` = journal ÷
-plain (target ≥ 0.8: a write costs at most a quarter more), `off_ratio` = off ÷ plain,
-`journal_bytes_per_write`, `us_per_write` (the journal's extra time per write command), and
-what a durable answer costs: `sync_ms` (one journal flush after a write) against `snapshot_ms`
-(a snapshot after the same write, the answer's cost before the journal), medians of 20.
+Figures (the JSON line last), medians over the rounds: `commands_per_s` of each (CPU),
+`journal_ratio` = journal ÷ plain over all the crawl's commands (target ≥ 0.8),
+`write_ratio` = the same over its write commands alone, `off_ratio` = off ÷ plain,
+`us_per_write` (the journal's extra CPU per write command), `journal_bytes_per_write`,
+`wall_commands_per_s` (context: wall time, which other load on the machine moves), and what
+a durable answer costs: `sync_ms` (one journal flush after a write) against `snapshot_ms` (a
+snapshot after the same write, the answer's cost before the journal), medians of 20.
 
     .venv/bin/python benchmarks/bench_journal.py [--pages 1000] [--threads 8] [--repeat 5]
         [--fsync-ms 50]
@@ -92,7 +96,8 @@ def record_crawl(pages: int, threads: int) -> list[Command]:
 
 
 def replay(commands: list[Command], setup: str, fsync_ms: float) -> dict[str, Any]:
-    """Run `commands` on a fresh store in one thread; seconds taken and the journal's size."""
+    """Run `commands` on a fresh store in one thread: CPU seconds in all commands and in the
+    writes, wall seconds, and the journal's size."""
     url = f"mongomock://bench-journal-{uuid.uuid4().hex[:8]}"
     root = Path(tempfile.mkdtemp(prefix="bench-journal-"))
     db = open_database(url, "crawlsched")
@@ -104,18 +109,24 @@ def replay(commands: list[Command], setup: str, fsync_ms: float) -> dict[str, An
         data.start_journal(db)
         flusher = _Flusher(data, fsync_ms / 1000)
     calls = [(n, m, copy.deepcopy(a), copy.deepcopy(k)) for n, m, a, k in commands]
+    cpu = {"all": 0.0, "writes": 0.0}
     try:
         started = time.perf_counter()
         for name, method, args, kwargs in calls:
+            begun = time.thread_time()
             try:
                 result = getattr(db[name], method)(*args, **kwargs)
+                if hasattr(result, "__next__"):
+                    list(result)
             except Exception:  # as it raised in the crawl (a refused insert, say)
-                continue
-            if hasattr(result, "__next__"):
-                list(result)
-        elapsed = time.perf_counter() - started
+                pass
+            took = time.thread_time() - begun
+            cpu["all"] += took
+            if method in WRITES:
+                cpu["writes"] += took
+        wall = time.perf_counter() - started
         journaled = data.journal.appended_bytes if data.journal else 0
-        return {"seconds": elapsed, "journal_bytes": journaled, "db": db, "data": data}
+        return {"cpu": cpu, "wall": wall, "journal_bytes": journaled}
     finally:
         if flusher:
             flusher.stop()
@@ -184,16 +195,23 @@ def main() -> None:
     commands = record_crawl(args.pages, args.threads)
     writes = sum(1 for _, method, _, _ in commands if method in WRITES)
     print(f"recorded {len(commands)} commands ({writes} writes) of a {args.pages}-page crawl")
-    times: dict[str, list[float]] = {setup: [] for setup in SETUPS}
-    journal_bytes = 0
+    runs: dict[str, list[dict]] = {setup: [] for setup in SETUPS}
     for n in range(args.repeat):
         for setup in SETUPS:
             result = replay(commands, setup, args.fsync_ms)
-            times[setup].append(result["seconds"])
-            journal_bytes = result["journal_bytes"] or journal_bytes
-            print(f"  round {n + 1} {setup:>7}: {len(commands) / result['seconds']:,.0f} cmd/s")
-    rate = {s: len(commands) / statistics.median(t) for s, t in times.items()}
-    extra_s = statistics.median(times["journal"]) - statistics.median(times["plain"])
+            runs[setup].append(result)
+            print(
+                f"  round {n + 1} {setup:>7}: {len(commands) / result['cpu']['all']:,.0f} cmd/s "
+                f"CPU, writes {result['cpu']['writes']:.3f} s, wall {result['wall']:.2f} s"
+            )
+
+    def median(setup: str, key: str) -> float:
+        return statistics.median(r["cpu"][key] for r in runs[setup])
+
+    rate = {s: len(commands) / median(s, "all") for s in SETUPS}
+    wall = {s: len(commands) / statistics.median(r["wall"] for r in runs[s]) for s in SETUPS}
+    extra_s = median("journal", "writes") - median("plain", "writes")
+    journal_bytes = runs["journal"][0]["journal_bytes"]
     figures = {
         "bench": "journal",
         "pages": args.pages,
@@ -201,9 +219,11 @@ def main() -> None:
         "writes": writes,
         "commands_per_s": {s: round(r) for s, r in rate.items()},
         "journal_ratio": round(rate["journal"] / rate["plain"], 3),
+        "write_ratio": round(median("plain", "writes") / median("journal", "writes"), 3),
         "off_ratio": round(rate["off"] / rate["plain"], 3),
-        "journal_bytes_per_write": round(journal_bytes / max(writes, 1)),
         "us_per_write": round(extra_s / max(writes, 1) * 1e6, 1),
+        "journal_bytes_per_write": round(journal_bytes / max(writes, 1)),
+        "wall_commands_per_s": {s: round(r) for s, r in wall.items()},
         **durable_answer_costs(commands),
     }
     print(json.dumps(figures))

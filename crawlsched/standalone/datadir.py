@@ -176,25 +176,7 @@ class DataDir:
         folder.mkdir(mode=DIR_MODE)
         target.mkdir(mode=DIR_MODE)
         stats = SnapshotStats(number)
-        changed: dict[str, tuple[Snapshot, list[bytes], list[dict]]] = {}
-        with db.locked():
-            raw = db.raw
-            for name in raw.list_collection_names():
-                collection = raw[name]
-                store = collection._store
-                seen = Snapshot(id(store), getattr(store, "generation", 0), target)
-                before = self._last.get(name)
-                if before and (before.store_id, before.generation) == (
-                    seen.store_id,
-                    seen.generation,
-                ):
-                    changed[name] = (before, [], [])
-                    continue
-                encoded = self._encode(name, store)
-                indexes = dump.index_specs(collection.index_information())
-                changed[name] = (seen, encoded, indexes)
-            if self.journal is not None:  # later writes: the journal after this snapshot
-                self.journal.rotate(number)
+        changed = self._cut(db, number, target)
         for name, (seen, encoded, indexes) in changed.items():
             if seen.path != target:  # unchanged: link the previous snapshot's files
                 for suffix in (".bson", ".metadata.json"):
@@ -218,6 +200,33 @@ class DataDir:
         remove_journals_before(self.journal_dir, number)
         self._prune()
         return stats
+
+    def _cut(
+        self, db: CountingDatabase, number: int, target: Path
+    ) -> dict[str, tuple[Snapshot, list[bytes], list[dict]]]:
+        """Under the store's lock: each collection's documents and indexes if it changed
+        since the last snapshot (else that snapshot's files), and the journal switched to
+        the file numbered like this snapshot, so that no write falls between the two."""
+        changed: dict[str, tuple[Snapshot, list[bytes], list[dict]]] = {}
+        with db.locked():
+            raw = db.raw
+            for name in raw.list_collection_names():
+                collection = raw[name]
+                store = collection._store
+                seen = Snapshot(id(store), getattr(store, "generation", 0), target)
+                before = self._last.get(name)
+                if before and (before.store_id, before.generation) == (
+                    seen.store_id,
+                    seen.generation,
+                ):
+                    changed[name] = (before, [], [])
+                    continue
+                encoded = self._encode(name, store)
+                indexes = dump.index_specs(collection.index_information())
+                changed[name] = (seen, encoded, indexes)
+            if self.journal is not None:  # later writes: the journal after this snapshot
+                self.journal.rotate(number)
+        return changed
 
     def _encode(self, name: str, store: Any) -> list[bytes]:
         """Every document of a collection's store as BSON, in the store's order (under the
