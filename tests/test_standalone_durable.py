@@ -1,9 +1,10 @@
 """A write answered by the standalone server is on disk (`standalone/durable.py`), and a
 one-time run exists in the store when `run now` answers (`schedule_ops.run_now`).
 
-The server keeps its store in memory between snapshots: before, a `kill -9` within a snapshot
-interval of `run now` lost the run (its plan message lived in the in-process broker, its
-document was not yet in a snapshot), and the run that was announced never came.
+The server keeps its store in memory: once, a `kill -9` within a snapshot interval of `run
+now` lost the run (its plan message lived in the in-process broker, its document was not yet
+in a snapshot), and the run that was announced never came. Now every write is journaled as it
+is applied, and a write is answered once the journal holding it is flushed to disk.
 """
 
 from __future__ import annotations
@@ -16,22 +17,33 @@ from crawlsched.flow import schedule_ops
 from crawlsched.flow.planning import plan_run
 from crawlsched.planning.run_names import run_id_for
 from crawlsched.runtime import Runtime
-from crawlsched.standalone.durable import SnapshotBeforeAnswer
+from crawlsched.standalone.durable import DurableBeforeAnswer
 from tests.conftest import settings_for_tests
 
 
 def _call(events: list[str], method: str, path: str) -> int:
-    """`method path` through the wrapper around an app that records what it did; the status."""
+    """`method path` through the wrapper around an app that records what it did, and when
+    the answer went out; the status."""
+    statuses: list[int] = []
 
-    async def call() -> int:
-        transport = httpx.ASGITransport(app=_recording_app(events))
-        async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
-            return (await client.request(method, path)).status_code
+    async def receive() -> dict:
+        return {"type": "http.request", "body": b"", "more_body": False}
 
-    return anyio.run(call)
+    async def send(message: dict) -> None:
+        if message["type"] == "http.response.start":
+            statuses.append(message["status"])
+            events.append("answered")
+
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
+        "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
+        "root_path": "", "headers": [], "client": ("127.0.0.1", 1), "server": ("app", 80),
+    }  # fmt: skip
+    anyio.run(_recording_app(events), scope, receive, send)
+    return statuses[0]
 
 
-def _recording_app(events: list[str]) -> SnapshotBeforeAnswer:
+def _recording_app(events: list[str]) -> DurableBeforeAnswer:
     app = FastAPI()
 
     @app.post("/write", status_code=201)
@@ -49,21 +61,20 @@ def _recording_app(events: list[str]) -> SnapshotBeforeAnswer:
         events.append("read")
         return {}
 
-    return SnapshotBeforeAnswer(app, lambda: events.append("snapshot"))
+    return DurableBeforeAnswer(app, lambda: events.append("sync"))
 
 
-def test_a_write_is_answered_only_after_a_snapshot_taken_once_it_was_made():
+def test_a_write_is_answered_only_after_a_journal_flush_begun_once_it_was_made():
     events: list[str] = []
     assert _call(events, "POST", "/write") == 201
-    events.append("answered")
-    assert events == ["wrote", "snapshot", "answered"]
+    assert events == ["wrote", "sync", "answered"]
 
 
-def test_reads_and_refused_writes_take_no_snapshot():
+def test_reads_and_refused_writes_wait_for_no_flush():
     events: list[str] = []
     assert _call(events, "GET", "/read") == 200
     assert _call(events, "POST", "/refused") == 409
-    assert events == ["read", "refused"]
+    assert events == ["read", "answered", "refused", "answered"]
 
 
 def test_run_now_opens_the_run_its_plan_message_then_plans(embedded_mongo_url):
@@ -101,7 +112,7 @@ def test_a_run_started_through_the_api_survives_a_kill_9_the_moment_it_was_answe
         try:
             server.crawl_site("durable", f"{site.base_url}/p/0")
             # When a run is started through the API and the server is killed the moment it
-            # answered (its plan message and anything not in a snapshot die with it)
+            # answered (its plan message dies with it, and anything not yet on disk)
             api = json.loads((server.data_dir / "api.json").read_text())
             answer = httpx.post(
                 f"{api['url']}/v1/runs",

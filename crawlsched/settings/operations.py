@@ -97,8 +97,17 @@ class OperationSettings(BaseModel):
         gt=0,
         le=3600,
         allow_inf_nan=False,
-        description="The standalone server writes changed data to its data directory this often: "
-        "a kill -9 loses at most this much of the latest writes.",
+        description="The standalone server writes a snapshot of what changed to its data "
+        "directory this often; its journal holds the writes since (and is cut there).",
+    )
+    journal_fsync_ms: float = Field(
+        50.0,
+        gt=0,
+        le=10_000,
+        allow_inf_nan=False,
+        description="The standalone server's journal is flushed to disk (fsync) this often: "
+        "what a power loss can lose (a kill -9 loses nothing the journal was handed; a write "
+        "the API answered is always flushed first).",
     )
     api_host: str = Field("127.0.0.1", description="Address the API listens on.")
     api_port: int = Field(8080, ge=0, le=65535, description="Port of the API (0: any free one).")

@@ -6,6 +6,7 @@ format, switched atomically, plus the API address and a local admin token.
       snapshots/000042/crawlsched/     mongodump layout: <collection>.bson and .metadata.json
       snapshots/000042/messages.json   messages not yet processed at a clean stop
       snapshots/000042/CLEAN           present when the server stopped cleanly
+      journal/000042.log               every write applied since snapshot 42 (journal.py)
       api.json                         {"url": …, "token": …} while the server runs (mode 0600)
       secret.key                       encrypts account secrets, unless CRAWLSCHED_SECRET_KEY is set
 
@@ -19,6 +20,9 @@ that no write touched since the previous snapshot are hard links to its files, a
 others only the documents written since are encoded again, so a snapshot costs what changed,
 not the whole store. `mongorestore --dir <data dir>/current` loads it into
 a real MongoDB.
+
+Snapshots and journal files share one sequence of numbers: snapshot N holds what the journal
+files below N held, and loading replays the files numbered N and above onto it.
 """
 
 from __future__ import annotations
@@ -34,10 +38,15 @@ from typing import Any
 import bson
 
 from crawlsched.errors import CrawlschedError
+from crawlsched.standalone.journal import JournalWriter, journal_numbers, remove_journals_before
+from crawlsched.standalone.journal_replay import replay_journals
 from crawlsched.store import dump
+from crawlsched.store.client import record_writes
 from crawlsched.store.counting import CountingDatabase
+from crawlsched.store.embedded.effects import WriteEffects
 
 KEEP_SNAPSHOTS = 2
+JOURNAL_DIR = "journal"
 API_FILE = "api.json"
 CLEAN_MARK = "CLEAN"
 MESSAGES_FILE = "messages.json"
@@ -74,6 +83,8 @@ class DataDir:
         self.db_name = db_name
         self.snapshots = root / "snapshots"
         self.current = root / "current"
+        self.journal_dir = root / JOURNAL_DIR
+        self.journal: JournalWriter | None = None
         self._last: dict[str, Snapshot] = {}
         # Per collection: the store object last encoded and each document's BSON then.
         self._encoded: dict[str, tuple[Any, dict[Any, bytes]]] = {}
@@ -107,24 +118,45 @@ class DataDir:
         return target if target.is_dir() else None
 
     def load_into(self, db: CountingDatabase) -> dict[str, Any]:
-        """Load the latest snapshot into an empty database; what it held and how it ended."""
+        """Load the latest snapshot into an empty database, then replay the journal written
+        after it; what it held and how it ended (clean: a clean stop, and nothing written
+        after its last snapshot)."""
         folder = self.latest()
-        if folder is None:
-            return {"loaded": {}, "clean": True, "messages": [], "snapshot": None}
-        loaded = dump.load_dump(db, folder / self.db_name, drop=True)
-        messages_path = folder / MESSAGES_FILE
+        loaded = {} if folder is None else dump.load_dump(db, folder / self.db_name, drop=True)
+        since = 0 if folder is None else int(folder.name)
+        journal = replay_journals(db, self.journal_dir, since)
         messages = []
-        if messages_path.exists():
+        messages_path = None if folder is None else folder / MESSAGES_FILE
+        if messages_path is not None and messages_path.exists():
             messages = [
                 (m["queue"], base64.b64decode(m["data"]))
                 for m in json.loads(messages_path.read_text())
             ]
+        clean = folder is None or (folder / CLEAN_MARK).exists()
         return {
             "loaded": loaded,
-            "clean": (folder / CLEAN_MARK).exists(),
+            "clean": clean and not journal.records,
             "messages": messages,
-            "snapshot": folder.name,
+            "snapshot": None if folder is None else folder.name,
+            "journal": journal.summary,
         }
+
+    # -- the journal ------------------------------------------------------------------------
+
+    def start_journal(self, db: CountingDatabase) -> SnapshotStats:
+        """Journal every later write to `db`: a journal file is opened, then a snapshot of
+        what the store holds now starts the next one (so a start that replayed a journal
+        leaves one snapshot and an empty journal behind)."""
+        self.journal = JournalWriter(self.journal_dir, self._next_number())
+        record_writes(db, WriteEffects(self.journal.append))
+        return self.snapshot(db)
+
+    def close_journal(self, db: CountingDatabase) -> None:
+        """Stop journaling (after the last snapshot of a clean stop), all of it on disk."""
+        if self.journal is not None:
+            record_writes(db, None)
+            self.journal.close()
+            self.journal = None
 
     # -- writing --------------------------------------------------------------------------
 
@@ -144,23 +176,7 @@ class DataDir:
         folder.mkdir(mode=DIR_MODE)
         target.mkdir(mode=DIR_MODE)
         stats = SnapshotStats(number)
-        changed: dict[str, tuple[Snapshot, list[bytes], list[dict]]] = {}
-        with db.locked():
-            raw = db.raw
-            for name in raw.list_collection_names():
-                collection = raw[name]
-                store = collection._store
-                seen = Snapshot(id(store), getattr(store, "generation", 0), target)
-                before = self._last.get(name)
-                if before and (before.store_id, before.generation) == (
-                    seen.store_id,
-                    seen.generation,
-                ):
-                    changed[name] = (before, [], [])
-                    continue
-                encoded = self._encode(name, store)
-                indexes = dump.index_specs(collection.index_information())
-                changed[name] = (seen, encoded, indexes)
+        changed = self._cut(db, number, target)
         for name, (seen, encoded, indexes) in changed.items():
             if seen.path != target:  # unchanged: link the previous snapshot's files
                 for suffix in (".bson", ".metadata.json"):
@@ -181,8 +197,36 @@ class DataDir:
         _fsync_dir(target)
         _fsync_dir(folder)
         self._switch(folder)
+        remove_journals_before(self.journal_dir, number)
         self._prune()
         return stats
+
+    def _cut(
+        self, db: CountingDatabase, number: int, target: Path
+    ) -> dict[str, tuple[Snapshot, list[bytes], list[dict]]]:
+        """Under the store's lock: each collection's documents and indexes if it changed
+        since the last snapshot (else that snapshot's files), and the journal switched to
+        the file numbered like this snapshot, so that no write falls between the two."""
+        changed: dict[str, tuple[Snapshot, list[bytes], list[dict]]] = {}
+        with db.locked():
+            raw = db.raw
+            for name in raw.list_collection_names():
+                collection = raw[name]
+                store = collection._store
+                seen = Snapshot(id(store), getattr(store, "generation", 0), target)
+                before = self._last.get(name)
+                if before and (before.store_id, before.generation) == (
+                    seen.store_id,
+                    seen.generation,
+                ):
+                    changed[name] = (before, [], [])
+                    continue
+                encoded = self._encode(name, store)
+                indexes = dump.index_specs(collection.index_information())
+                changed[name] = (seen, encoded, indexes)
+            if self.journal is not None:  # later writes: the journal after this snapshot
+                self.journal.rotate(number)
+        return changed
 
     def _encode(self, name: str, store: Any) -> list[bytes]:
         """Every document of a collection's store as BSON, in the store's order (under the
@@ -209,7 +253,7 @@ class DataDir:
 
     def _next_number(self) -> int:
         numbers = [int(p.name) for p in self.snapshots.iterdir() if p.name.isdigit()]
-        return max(numbers, default=0) + 1
+        return max(numbers + journal_numbers(self.journal_dir), default=0) + 1
 
     def _switch(self, folder: Path) -> None:
         link = self.root / "current.new"

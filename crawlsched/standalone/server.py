@@ -1,14 +1,16 @@
 """The standalone server: the API, the clock and in-process workers in one process.
 
-Start: load the latest snapshot of the data directory into the embedded store, load the
-reference data and default sweeps (safe to repeat), put back the messages a clean stop saved
-(or, after a crash, re-drive what the lost ones held: `flow.restart`), then start the worker
-threads, the clock, the snapshot thread, the expiry sweep (what TTL indexes remove on a MongoDB
-server, every `ttl_sweep_s`) and the API.
+Start: load the latest snapshot of the data directory into the embedded store and replay the
+journal written after it, write a snapshot of that and journal every write from then on, load
+the reference data and default sweeps (safe to repeat), put back the messages a clean stop
+saved (or, after a crash, re-drive what the lost ones held: `flow.restart`), then start the
+worker threads, the clock, the snapshot thread, the journal's flush thread, the expiry sweep
+(what TTL indexes remove on a MongoDB server, every `ttl_sweep_s`) and the API.
 
 Stop (SIGTERM, Ctrl-C): the API stops taking requests, the clock stops, the workers finish the
 message in hand and hand the rest back, and one last snapshot saves the store and every message
-not yet processed. Between stops a snapshot is written every `snapshot_interval_s`.
+not yet processed. Between stops a snapshot is written every `snapshot_interval_s`, and every
+write is journaled as it is applied (`journal.py`), flushed every `journal_fsync_ms`.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class StartReport:
     clean: bool
     restored_messages: int
     recovered: dict[str, Any] | None
+    journal: dict[str, Any]
 
 
 class Periodic(threading.Thread):
@@ -95,6 +98,7 @@ class StandaloneServer:
         self.worker: Any = None
         self._clock: Periodic | None = None
         self._snapshots: Periodic | None = None
+        self._journal_sync: Periodic | None = None
         self._expiry: Periodic | None = None
 
     # -- start ----------------------------------------------------------------------------
@@ -114,6 +118,7 @@ class StandaloneServer:
         rt = runtime_module.get_runtime()
         self.runtime = rt
         state = self.data.load_into(rt.db)
+        self.data.start_journal(rt.db)  # before the first write of this process
         rt.create_indexes()
         rt.reference.load(load_reference(self.settings.reference_file))
         rt.schedules.ensure_defaults(rt.now())
@@ -139,18 +144,27 @@ class StandaloneServer:
         ticker.tick.send()
         self._snapshots = Periodic("snapshots", self.settings.snapshot_interval_s, self.snapshot)
         self._snapshots.start()
+        fsync_s = self.settings.journal_fsync_ms / 1000
+        self._journal_sync = Periodic("journal", fsync_s, self.sync_journal)
+        self._journal_sync.start()
         self.expire()
         self._expiry = Periodic("expiry", self.settings.ttl_sweep_s, self.expire)
         self._expiry.start()
         report = StartReport(
-            state["snapshot"], state["loaded"], state["clean"], restored, recovered
-        )
+            state["snapshot"], state["loaded"], state["clean"], restored, recovered,
+            state["journal"],
+        )  # fmt: skip
         log.info("standalone_started", **vars(report))
         return report
 
     def snapshot(self, messages: list | None = None, clean: bool = False) -> Any:
         with self._snapshot_lock:
             return self.data.snapshot(self.runtime.db, messages, clean)
+
+    def sync_journal(self) -> None:
+        """Return once every write applied so far is on disk (the journal's flush)."""
+        if self.data.journal is not None:
+            self.data.journal.sync()
 
     def expire(self) -> dict[str, int]:
         """Remove what the TTL indexes say has expired (a MongoDB server's TTL monitor does
@@ -180,6 +194,8 @@ class StandaloneServer:
             self._snapshots.stop()
         if self._expiry:
             self._expiry.stop()
+        if self._journal_sync:
+            self._journal_sync.stop()
         if self._clock:
             self._clock.stop()
         if self.worker:
@@ -187,6 +203,7 @@ class StandaloneServer:
         self.attach(None, False)
         messages = self.broker.pending() if self.broker else []
         stats = self.snapshot(messages, clean=True)
+        self.data.close_journal(self.runtime.db)
         self.data.remove_api()
         log.info(
             "standalone_stopped",
@@ -213,11 +230,11 @@ def serve(
 
     server = StandaloneServer(settings, threads, attach)
     report = server.start()
-    from crawlsched.standalone.durable import SnapshotBeforeAnswer
+    from crawlsched.standalone.durable import DurableBeforeAnswer
 
     app = create_app(server.runtime, delivers=True, run_command=run_command)
-    # A write is answered once a snapshot holds it: a `kill -9` right after loses none of it.
-    durable = SnapshotBeforeAnswer(app, server.snapshot)
+    # A write is answered once the journal holding it is on disk: no crash loses it.
+    durable = DurableBeforeAnswer(app, server.sync_journal)
     config = uvicorn.Config(durable, host=host, port=port, log_level="warning", lifespan="off")
     web = uvicorn.Server(config)
     announcer = threading.Thread(target=_announce, args=(server, web, host, report), daemon=True)
@@ -248,6 +265,10 @@ def _announce(server: StandaloneServer, web: Any, host: str, report: StartReport
     server.data.write_api(url, server.local_token())
     jobs = sum(n for name, n in report.loaded.items() if name in ("profiles", "websites"))
     origin = f"snapshot {report.snapshot}" if report.snapshot else "an empty data directory"
+    if report.journal["records"]:
+        origin += f" and {report.journal['records']} journaled writes"
+    if report.journal["stopped"]:
+        origin += f"; journal replay stopped early: {report.journal['stopped']}"
     recovery = "" if report.clean else " (after an unclean stop: lost work re-driven)"
     print(
         f"crawlsched standalone: API and status page at {url}, data in {server.data.root} "

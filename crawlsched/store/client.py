@@ -13,22 +13,33 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_e
 
 from crawlsched.store import embedded
 from crawlsched.store.counting import CommandCounter, CountingDatabase
+from crawlsched.store.embedded.effects import StoreLock, WriteEffects, attach_effects
 
 # mongomock keeps its data inside the client object, so every part of one process (CLI, planner,
 # in-process worker threads) must share one client per URL or they would see different databases.
 # mongomock's own lock guards its dictionaries, not the find-then-modify of an update, so two
 # threads could both win a conditional update (a claim, a lease). One lock per embedded client
-# makes every operation atomic, as each single-document operation is on a real server.
-_embedded_clients: dict[str, tuple[mongomock.MongoClient, threading.RLock]] = {}
+# makes every operation atomic, as each single-document operation is on a real server. The
+# standalone server's journal hangs on the same lock (`record_writes`).
+_embedded_clients: dict[str, tuple[mongomock.MongoClient, StoreLock]] = {}
 _embedded_lock = threading.Lock()
 
 
-def _embedded_client(url: str) -> tuple[mongomock.MongoClient, threading.RLock]:
+def _embedded_client(url: str) -> tuple[mongomock.MongoClient, StoreLock]:
     embedded.install()  # indexed collections: cost per job stays flat (see store/embedded/)
     with _embedded_lock:
         if url not in _embedded_clients:
-            _embedded_clients[url] = (mongomock.MongoClient(tz_aware=True), threading.RLock())
+            _embedded_clients[url] = (mongomock.MongoClient(tz_aware=True), StoreLock())
         return _embedded_clients[url]
+
+
+def record_writes(db: CountingDatabase, effects: WriteEffects | None) -> None:
+    """Report what every later write to the embedded database `db` does to `effects`, one
+    record per operation, in the order applied (`store/embedded/effects.py`); None: stop."""
+    lock = db.locked()
+    if not isinstance(lock, StoreLock):
+        raise ValueError("only the embedded store's writes can be recorded")
+    attach_effects(db.raw, lock, effects)
 
 
 def drop_embedded(url: str = "mongomock://") -> None:

@@ -35,6 +35,15 @@ def index_specs(index_information: dict[str, dict[str, Any]]) -> list[dict[str, 
     return specs
 
 
+def create_index_from_spec(collection: Any, spec: dict[str, Any]) -> None:
+    """Create the index a metadata file's (or `index_specs`') spec describes (`_id_` is
+    every collection's own)."""
+    if spec["name"] == "_id_":
+        return
+    options = {k: spec[k] for k in INDEX_OPTIONS if k in spec}
+    collection.create_index(list(spec["key"].items()), name=spec["name"], **options)
+
+
 def metadata_json(collection_name: str, indexes: list[dict[str, Any]]) -> str:
     return json_util.dumps(
         {"indexes": indexes, "collectionName": collection_name, "type": "collection"},
@@ -121,10 +130,7 @@ def load_dump(
         if chunk:
             count += len(collection.insert_many(chunk).inserted_ids)
         for spec in read_indexes(path.with_name(f"{path.stem}.metadata.json")):
-            if spec["name"] == "_id_":
-                continue
-            options = {k: spec[k] for k in INDEX_OPTIONS if k in spec}
-            collection.create_index(list(spec["key"].items()), name=spec["name"], **options)
+            create_index_from_spec(collection, spec)
         loaded[path.stem] = count
     return loaded
 

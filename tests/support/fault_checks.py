@@ -116,7 +116,7 @@ def _path(target: str, base_url: str) -> str | None:
     return target.removeprefix(base_url) if target.startswith(base_url) else None
 
 
-def _jobs_by_path(collection: Any, base_url: str) -> dict[str, dict[str, Any]]:
+def jobs_by_path(collection: Any, base_url: str) -> dict[str, dict[str, Any]]:
     """Each URL's job: a planned job has a `target`, a discovered one a `url`. A planned
     page's marker among the run's children (outcome `planned`) is not a job."""
     jobs: dict[str, dict[str, Any]] = {}
@@ -144,7 +144,7 @@ def check_run(
     """
     run = db.runs.find_one({"_id": run_id}) or {}
     counts = {k: v for k, v in (run.get("counts") or {}).items() if v}
-    jobs = _jobs_by_path(db[collection], base_url)
+    jobs = jobs_by_path(db[collection], base_url)
     stored = {
         path
         for doc in db.articles.find({"run_id": run_id}, {"key": 1})

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from mongomock import DuplicateKeyError, OperationFailure, helpers
-from mongomock.collection import Collection, Cursor
+from mongomock.collection import Cursor
 from mongomock.filtering import filter_applies
 
 from crawlsched.planning.retention import check_ttl_index
@@ -15,6 +15,7 @@ from crawlsched.store.embedded.aggregation import StreamingAggregation
 from crawlsched.store.embedded.copying import typed
 from crawlsched.store.embedded.cursor import WindowedCursor
 from crawlsched.store.embedded.indexes import SELECTIVE, StoreIndexes, equality_values, store_key
+from crawlsched.store.embedded.journaled import JournaledWrites
 from crawlsched.store.embedded.matching import UNSURE, compile_filter
 from crawlsched.store.embedded.projections import ProjectedCopies
 from crawlsched.store.embedded.stages import index_key
@@ -32,7 +33,7 @@ from crawlsched.store.embedded.upserts import new_document, upsert_steps
 FEW_CANDIDATES = 8
 
 
-class IndexedCollection(ProjectedCopies, StreamingAggregation, Collection):
+class IndexedCollection(ProjectedCopies, StreamingAggregation, JournaledWrites):
     """mongomock's Collection with candidate lookups by `_id` and by equality fields."""
 
     @property
@@ -159,17 +160,6 @@ class IndexedCollection(ProjectedCopies, StreamingAggregation, Collection):
             indexes.forget(doc_id)
         return found
 
-    def _written(self) -> None:
-        """Count a write on the collection's store (the standalone server's snapshots skip
-        collections whose count did not move). Counted before the write, so a snapshot that
-        reads the count and then the documents never misses one."""
-        store = self._store
-        store.generation = getattr(store, "generation", 0) + 1
-
-    def _delete(self, *args: Any, **kwargs: Any) -> Any:
-        self._written()
-        return super()._delete(*args, **kwargs)
-
     def _insert(self, data: Any, *args: Any, **kwargs: Any) -> Any:
         self._written()
         if isinstance(data, Mapping) and "_id" in data:
@@ -193,6 +183,10 @@ class IndexedCollection(ProjectedCopies, StreamingAggregation, Collection):
             if index.get("unique"):
                 self._check_unique(name, index, new_data, doc_id)
         self._indexes.refresh(doc_id, new_data, changed)
+        # The standalone's journal records the document as the operation leaves it (after
+        # the unique checks: a write they refuse is rolled back and records nothing).
+        if (effects := self._effects) is not None:
+            effects.put(self.name, self._store, doc_id)
 
     def _update(
         self,
@@ -307,6 +301,12 @@ class IndexedCollection(ProjectedCopies, StreamingAggregation, Collection):
     def create_index(
         self, key_or_list: Any, cache_for: int = 300, session: Any = None, **kwargs: Any
     ) -> str:
+        name = self._create_index(key_or_list, cache_for, session, **kwargs)
+        if (effects := self._effects) is not None:
+            effects.indexed(self.name, self._store, name)
+        return name
+
+    def _create_index(self, key_or_list: Any, cache_for: int, session: Any, **kwargs: Any) -> str:
         """mongomock checks the documents already there against a new unique index without its
         partial filter, so a partial unique index over jobs it does not cover (the old system's,
         without `target`) was refused. Check only the covered documents, then register it."""
