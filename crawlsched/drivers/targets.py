@@ -46,6 +46,7 @@ __all__ = [
     "split_web_url",
 ]
 
+
 class CachingResolver:
     """`resolver`'s answers, remembered per (host, port) for `ttl_s`: a crawler's DNS cache
     (Scrapy and Heritrix keep one too). Every page of a site asks for the same name twice, in

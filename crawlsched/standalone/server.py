@@ -34,11 +34,15 @@ LOCAL_TOKEN_NAME = "standalone-local"
 
 
 def standalone_settings(settings: Settings) -> Settings:
-    """The settings with the embedded store and the in-process broker, and an account-secret
-    key: CRAWLSCHED_SECRET_KEY, or one kept in the data directory (made on the first start)."""
+    """The settings with the embedded store and the in-process broker, an account-secret key
+    (CRAWLSCHED_SECRET_KEY, or one kept in the data directory, made on the first start) and a
+    message-signing key the same way: the messages a clean stop saves are checked when the
+    next start puts them back."""
     update: dict[str, Any] = {"mongo_url": STORE_URL, "broker_url": "stub://"}
     if settings.secret_key is None:
         update["secret_key"] = SecretStr(DataDir.secret_key(settings.data_dir))
+    if settings.message_signing and settings.message_signing_key is None:
+        update["message_signing_key"] = SecretStr(DataDir.signing_key(settings.data_dir))
     return settings.model_copy(update=update)
 
 
