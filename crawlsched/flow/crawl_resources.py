@@ -11,6 +11,7 @@ from typing import Any
 from crawlsched import metrics
 from crawlsched.drivers.browser_session import open_browser
 from crawlsched.drivers.context import CrawlContext
+from crawlsched.flow.destinations import check_node
 from crawlsched.flow.resource_events import node_marked
 from crawlsched.logs import get_logger
 from crawlsched.resources.rules import SELENIUM_POOL, pool_of
@@ -109,6 +110,7 @@ def batch_browser(rt: Runtime, leases: Leases, context: CrawlContext) -> Iterato
             raise ResourceLost("selenium lease revoked before the browser opened")
         session = open_browser(node["url"], **rt.browser_options())
         try:
+            check_node(rt.settings, node["url"], rt.resolver)  # the node's address, again
             browser = session.__enter__()
         except Exception as e:
             reason = f"could not open a browser session: {type(e).__name__}: {e}"

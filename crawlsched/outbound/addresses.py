@@ -21,7 +21,7 @@ import ipaddress
 import socket
 from collections.abc import Callable, Iterable, Sequence
 
-from crawlsched.errors import UnsafeTarget
+from crawlsched.errors import HostUnresolvable, UnsafeTarget
 
 IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -48,7 +48,7 @@ def resolve(host: str, port: int) -> list[str]:
     try:
         infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
     except (socket.gaierror, UnicodeError) as e:
-        raise UnsafeTarget(f"host {host!r} does not resolve: {e}") from None
+        raise HostUnresolvable(f"host {host!r} does not resolve: {e}") from None
     return sorted({str(info[4][0]) for info in infos})
 
 
