@@ -158,7 +158,7 @@ def deliver(rt: Runtime, delivery_id: str, client: httpx.Client) -> str:
             headers={"Idempotency-Key": delivery_id},
             timeout=timeout_s,
         )
-    except httpx.HTTPError as e:
+    except (httpx.HTTPError, httpx.InvalidURL) as e:
         error = scrub(f"{type(e).__name__}: {e}", url, shown)
         store.attempt_failed(delivery_id, error, rt.now())
         raise WebhookFailed(delivery_id, type(e).__name__) from None

@@ -15,6 +15,8 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
+
 from crawlsched.catalog import JOB_COLLECTIONS
 from crawlsched.schedules.interval import IntervalSchedule
 from crawlsched.schedules.notice_urls import MAX_NOTICES, parse_notice_url, url_shown
@@ -187,8 +189,8 @@ def _webhook(webhook: Any) -> dict[str, Any]:
     try:
         parts = urlsplit(webhook)
         has_host = bool(parts.hostname)
-        parts.port  # noqa: B018  (a port out of range raises here)
-    except ValueError:
+        httpx.URL(webhook)  # what the sender will parse (it refuses `0177.0.0.1`, a bad port)
+    except (ValueError, httpx.InvalidURL):
         parts, has_host = None, False
     if parts is None or parts.scheme not in ("http", "https") or not has_host:
         raise ValueError("webhook: an http:// or https:// URL with a host")
