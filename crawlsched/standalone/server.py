@@ -211,9 +211,8 @@ def serve(
 ) -> None:
     """Run the standalone server until SIGTERM or Ctrl-C. `run_command` and `attach`: the
     command line, for `POST /v1/cli` (`crawlsched.main` hands them in)."""
-    import uvicorn
-
     from crawlsched.api import create_app
+    from crawlsched.api.serving import api_server
 
     server = StandaloneServer(settings, threads, attach)
     report = server.start()
@@ -222,8 +221,7 @@ def serve(
     app = create_app(server.runtime, delivers=True, run_command=run_command)
     # A write is answered once a snapshot holds it: a `kill -9` right after loses none of it.
     durable = SnapshotBeforeAnswer(app, server.snapshot)
-    config = uvicorn.Config(durable, host=host, port=port, log_level="warning", lifespan="off")
-    web = uvicorn.Server(config)
+    web = api_server(durable, host, port, server.settings)
     announcer = threading.Thread(target=_announce, args=(server, web, host, report), daemon=True)
     announcer.start()
     # uvicorn handles SIGTERM and SIGINT while it serves, then restores the handlers it found
