@@ -15,6 +15,7 @@ from typing import Any
 from crawlsched.drivers.context import CrawlContext
 from crawlsched.ids import encode_id
 from crawlsched.logs import get_logger
+from crawlsched.planning.failures import failure_fields, page_of
 from crawlsched.planning.outcomes import JobUpdate, after_failure, after_success
 from crawlsched.runtime import Runtime
 from crawlsched.store.children import Found
@@ -62,7 +63,8 @@ def failed(rt: Runtime, progress: Progress, doc: dict, error: Exception, started
     attempts = doc.get("attempt_count") or 0
     update = after_failure(doc["_id"], attempts, rt.now(), policy, text)
     progress.updates.append(update)
-    progress.executions.append(execution(doc, update, started_at, rt.now(), 0))
+    row = execution(doc, update, started_at, rt.now(), 0)
+    progress.executions.append({**row, **failure_fields(error)})
 
 
 def execution(
@@ -71,6 +73,8 @@ def execution(
     """The part of a task history row only the loop knows; `record_history` adds the rest."""
     return {
         "job_id": encode_id(doc["_id"]),
+        # What the page was, kept with its row: a discovered page's job expires before it.
+        "url": page_of(doc),
         "started_at": started_at,
         "ended_at": ended_at,
         "outcome": update.outcome,
