@@ -203,3 +203,32 @@ def test_the_cases_cover_names_from_etc_hosts():
     names = hosts_file_names()
     assert names, "/etc/hosts names no other host for 127.0.0.1 on this machine"
     assert all(ipaddress.ip_address(socket.gethostbyname(n)).is_loopback for n in names)
+
+
+def test_no_secret_reaches_a_log_line_a_record_or_an_output(receivers, runtimes, capsys):
+    """Every destination sent refused and allowed, with every log line of the process kept
+    (DEBUG, structlog's and the standard library's, all written to stderr): the secret is in
+    none of them, nor in a delivery record or what a reader is shown of the schedule."""
+    from crawlsched.logs import configure_logging
+    from crawlsched.schedules.notice_urls import public_schedule
+
+    refusing, allowing = runtimes
+    configure_logging("json", "DEBUG")  # onto this test's captured stderr
+    try:
+        for name, template, webhook in destinations(receivers):
+            url = template.format(host="127.0.0.1")
+            schedule_id = _schedule(allowing, url, webhook)
+            for rt in (refusing, allowing):
+                delivery_id = _delivery(rt, schedule_id)
+                with contextlib.suppress(WebhookFailed):
+                    deliver(rt, delivery_id, rt.http)
+                record = rt.deliveries.get(delivery_id)
+                assert SECRET not in repr(record), (name, record)
+            shown = public_schedule(allowing.schedules.get(schedule_id))
+            assert SECRET not in repr(shown) and "gAAAA" not in repr(shown["notify"]), shown
+    finally:
+        logged = capsys.readouterr().err
+        configure_logging("json", "INFO")
+    assert '"webhook_delivered"' in logged and '"notice_failed"' in logged  # lines were kept
+    leaks = [line for line in logged.splitlines() if SECRET in line]
+    assert not leaks, leaks[:3]
