@@ -42,6 +42,7 @@ LOOPBACK_SPELLINGS = [
     "[0:0:0:0:0:ffff:7f00:1]",
     "2002:7f00:1::",  # 6to4 around 127.0.0.1
     "[::1]",
+    "[::ffff:127.0.0.1]:514",  # how some Apprise services keep a host with its port
 ]
 
 

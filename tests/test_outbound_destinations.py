@@ -47,6 +47,7 @@ SPELLINGS = [
     "127.0.1",
     "127.000.000.001",
     "LOCALHOST",
+    "[::ffff:127.0.0.1]",  # IPv4-mapped IPv6
 ]
 
 
@@ -129,7 +130,10 @@ def runtimes() -> Iterator[tuple[Runtime, Runtime]]:
 
 
 def _cases() -> list[tuple[str, int]]:
-    return [(host, index) for host in [*SPELLINGS, *hosts_file_names()] for index in range(8)]
+    cases = [(host, index) for host in [*SPELLINGS, *hosts_file_names()] for index in range(8)]
+    # smtplib and Apprise's rsyslog take no bracketed IPv6 host: allowed or not, they reach
+    # nothing with one (nothing for the control to show).
+    return [(host, index) for host, index in cases if not (host.startswith("[") and index >= 6)]
 
 
 def _notify(url: str, webhook: bool) -> dict:

@@ -122,7 +122,9 @@ def is_local_name(host: str) -> bool:
 def literal_addresses(host: str) -> list[str] | None:
     """The addresses a host's text names without asking DNS: an IP address in any spelling
     (brackets and an IPv6 zone allowed), a `localhost` name as loopback; None for a name."""
-    text = host.strip().removeprefix("[").removesuffix("]")
+    text = host.strip()
+    if text.startswith("["):  # `[v6]`, or `[v6]:port` as some services keep their host
+        text = text[1:].split("]", 1)[0]
     if is_local_name(text):
         return list(LOOPBACK)
     try:

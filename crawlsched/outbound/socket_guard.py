@@ -92,7 +92,10 @@ def _checked(sock: socket.socket, address: Any) -> Any:
         return address
     if sock.family not in (socket.AF_INET, socket.AF_INET6):
         raise guard.refuse(f"a {socket.AddressFamily(sock.family).name} socket ({address!r})")
-    host, port = str(address[0]), int(address[1])
+    try:
+        host, port = str(address[0]), int(address[1])
+    except (TypeError, ValueError, IndexError):
+        raise guard.refuse(f"an address that is no (host, port): {str(address)[:100]!r}") from None
     where = f"//{host}:{port}"
     try:
         addresses = literal_addresses(host) or guard.resolver(host.strip("[]"), port)
