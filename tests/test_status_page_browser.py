@@ -40,7 +40,7 @@ class SlowSite(BaseHTTPRequestHandler):
     """A list page linking ARTICLES slow articles and one that does not exist."""
 
     def do_GET(self) -> None:
-        if self.path == "/news":
+        if self.path.split("?")[0] == "/news":
             links = "".join(f'<article><a href="/a/{i}">{i}</a></article>' for i in range(ARTICLES))
             self._html(200, f"<html><body>{links}<article><a href='/a/missing'>x</a></article>")
         elif self.path.startswith("/a/") and self.path[3:].isdigit():
@@ -280,3 +280,28 @@ def test_no_table_is_wider_than_the_screen(ended_run, server, tokens, width, tmp
     finally:
         browser.quit()
     print(f"\nscreenshots in {shots}")
+
+
+def test_the_retry_and_stop_buttons_act_too(ended_run, server, site, tokens):
+    # (last: a retry adds history rows the tests above count)
+    from selenium.webdriver.common.alert import Alert
+
+    url = api_url(server)
+    browser = chrome()
+    try:
+        signed_in(browser, url, tokens["admin"])
+        # The ended run's failed page is crawled again from its page
+        browser.get(f"{url}/status/runs/{ended_run}")
+        click(browser, "retry-failed")
+        wait_for(lambda: timeline(server, ended_run).get("executions", 0) >= 13, 60, "the retry")
+        wait_for(lambda: timeline(server, ended_run)["ended"], 60, "the retried run to end")
+        # A new run, stopped from its page (the button asks first)
+        server.cli("jobs", "add", "website", f"{site}/news?again=1", "--depth", "1")
+        run_id = json.loads(server.cli("run", "now", "sweep-websites", "--json").stdout)["run_id"]
+        browser.get(f"{url}/status/runs/{run_id}")
+        click(browser, "stop")
+        Alert(browser).accept()
+        wait_for(lambda: timeline(server, run_id)["result"] == "stopped", 60, "the run to stop")
+        wait_for(lambda: _text(browser, "state") == "stopped", 30, "the page to say so")
+    finally:
+        browser.quit()
