@@ -189,7 +189,8 @@ def _webhook(webhook: Any) -> dict[str, Any]:
     try:
         parts = urlsplit(webhook)
         has_host = bool(parts.hostname)
-        httpx.URL(webhook)  # what the sender will parse (it refuses `0177.0.0.1`, a bad port)
+        parts.port  # noqa: B018  (a port out of range raises here)
+        httpx.URL(webhook)  # what the sender will parse (it refuses `0177.0.0.1`)
     except (ValueError, httpx.InvalidURL):
         parts, has_host = None, False
     if parts is None or parts.scheme not in ("http", "https") or not has_host:
