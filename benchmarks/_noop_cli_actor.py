@@ -17,7 +17,9 @@ from dramatiq.brokers.rabbitmq import RabbitmqBroker
 from crawlsched.brokers import middleware
 from crawlsched.settings import Settings
 
-_settings = Settings(broker_url=os.environ["BENCH_AMQP_URL"], log_level="WARNING")
+_settings = Settings(
+    broker_url=os.environ["BENCH_AMQP_URL"], log_level="WARNING", message_signing=False
+)
 broker = RabbitmqBroker(url=_settings.broker_url, middleware=middleware(_settings))
 dramatiq.set_broker(broker)
 

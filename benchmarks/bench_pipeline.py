@@ -53,6 +53,9 @@ from crawlsched.store import client as store_client
 from crawlsched.store import counting
 from crawlsched.store.counting import CommandCounter, CountingCollection
 
+# Messages on RabbitMQ are signed (the settings refuse it without a key).
+BENCH_SIGNING_KEY = "bench-signing-key-" + "b" * 32
+
 TARGET_MESSAGES_PER_JOB = 0.1
 TARGET_COMMANDS_PER_JOB = 0.2
 TARGET_RATIO = 1.0
@@ -507,7 +510,12 @@ def crawlsched_cli_workers(
     """(c) crawlsched on a MongoDB server, drained by `dramatiq crawlsched.actors` processes."""
     sys.path.insert(0, str(BENCH_DIR.parent))
     from crawlsched.actors.ticker import tick
-    from tests.support.workers import TEST_SECRET_KEY, DramatiqWorkers, crawlsched_env
+    from tests.support.workers import (
+        TEST_SECRET_KEY,
+        TEST_SIGNING_KEY,
+        DramatiqWorkers,
+        crawlsched_env,
+    )
 
     key = TEST_SECRET_KEY  # what crawlsched_env gives the worker processes
     db_name = f"bench_pipeline_{os.getpid()}"
@@ -515,6 +523,7 @@ def crawlsched_cli_workers(
         mongo_url=mongo_url,
         mongo_db=db_name,
         broker_url=amqp_url,
+        message_signing_key=TEST_SIGNING_KEY,  # and this
         default_batch_limit=w.BATCH_LIMIT,
         secret_key=key,
     )
@@ -633,6 +642,7 @@ def main() -> int:
     store_client._embedded_clients[mongo_url] = (mongomock.MongoClient(tz_aware=True), TimedRLock())
     settings = Settings(
         broker_url=args.amqp_url,
+        message_signing_key=BENCH_SIGNING_KEY,
         mongo_url=mongo_url,
         mongo_db="bench",
         default_batch_limit=w.BATCH_LIMIT,

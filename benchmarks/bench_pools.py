@@ -25,6 +25,9 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+# Messages on RabbitMQ are signed (the settings refuse it without a key).
+BENCH_SIGNING_KEY = "bench-signing-key-" + "b" * 32
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 ACCOUNTS = 3
@@ -53,6 +56,7 @@ def scarcity(batches: int, jobs: int, hold_s: float) -> dict:
         settings = Settings(
             mongo_url=url,
             broker_url=vhost.url,
+            message_signing_key=BENCH_SIGNING_KEY,
             secret_key=generate_key(),
             driver_modules=["tests.support.slow_driver"],
             log_level="WARNING",

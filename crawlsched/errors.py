@@ -51,11 +51,12 @@ class JobNotFound(CrawlschedError, LookupError):
 
 
 class SecretKeyMissing(CrawlschedError, ValueError):
-    """Account secrets are encrypted at rest and no key was configured."""
+    """Secrets (accounts, webhook and notice URLs) are encrypted at rest and no key was set."""
 
     def __init__(self) -> None:
         super().__init__(
-            "CRAWLSCHED_SECRET_KEY is not set: account secrets are encrypted at rest. "
+            "CRAWLSCHED_SECRET_KEY is not set: account secrets, webhook and notice URLs are "
+            "encrypted at rest. "
             "Create a key with `crawlsched accounts keygen` and set it on every CLI and worker"
         )
 
@@ -118,6 +119,10 @@ class ReportRejected(CrawlschedError, ValueError):
 
 class UnsafeTarget(CrawlschedError, ValueError):
     """A crawl target that must not be fetched (scheme, credentials, or a refused address)."""
+
+
+class HostUnresolvable(UnsafeTarget):
+    """A host name that resolves to no address: nothing to connect to, nothing to check."""
 
 
 class ServiceUnreachable(CrawlschedError, ConnectionError):

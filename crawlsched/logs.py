@@ -192,9 +192,17 @@ def configure_logging(log_format: str = "auto", level: str = "INFO") -> None:
     # backoff step instead (OutageFilter) and a command's failure in one line (services.py).
     logging.getLogger("pika").setLevel(numeric if numeric <= logging.DEBUG else logging.CRITICAL)
 
-    # httpx logs every request's full URL at INFO: the driver logs what matters, scrubbed.
-    for noisy in ("httpx", "httpcore"):
+    # httpx logs every request's full URL at INFO, urllib3 (under Apprise and Selenium) at
+    # DEBUG, query string and all: the driver logs what matters, scrubbed.
+    for noisy in ("httpx", "httpcore", "urllib3"):
         logging.getLogger(noisy).setLevel(max(numeric, logging.WARNING))
+    # Apprise logs a notice's URL, headers and all (`+Authorization=…`), and lowers its own
+    # level while it sends: none of it reaches our logs. What it says about a send reaches the
+    # sender through its log callback, scrubbed of the URL's secrets (`flow/notices.py`).
+    apprise_logger = logging.getLogger("apprise")
+    apprise_logger.propagate = False
+    if not any(isinstance(h, logging.NullHandler) for h in apprise_logger.handlers):
+        apprise_logger.addHandler(logging.NullHandler())  # not the last-resort stderr either
 
 
 def get_logger(name: str) -> structlog.stdlib.BoundLogger:

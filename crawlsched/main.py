@@ -25,9 +25,8 @@ PORT = typer.Option(None, min=0, max=65535, help="Port (default: CRAWLSCHED_API_
 @api_app.command("serve")
 def api_serve(host: str | None = HOST, port: int | None = PORT) -> None:
     """Serve the API on the configured MongoDB and broker (other processes run the workers)."""
-    import uvicorn
-
     from crawlsched.api import create_app
+    from crawlsched.api.serving import api_server
     from crawlsched.cli.common import console
 
     settings = load_settings()
@@ -42,13 +41,9 @@ def api_serve(host: str | None = HOST, port: int | None = PORT) -> None:
     api = create_app(rt, delivers=delivers, run_command=run)
     where = f"{host or settings.api_host}:{settings.api_port if port is None else port}"
     console.print(f"crawlsched API on http://{where} (docs at /docs)")
-    uvicorn.run(
-        api,
-        host=host or settings.api_host,
-        port=settings.api_port if port is None else port,
-        log_level="warning",
-        lifespan="off",
-    )
+    api_server(
+        api, host or settings.api_host, settings.api_port if port is None else port, settings
+    ).run()
 
 
 def standalone(

@@ -281,8 +281,10 @@ class Runtime(ReferenceCache):
 
     @cached_property
     def probe_http(self) -> httpx.Client:
-        """The client the ticker probes Selenium nodes with (a short timeout of its own)."""
-        return httpx.Client(timeout=self.settings.node_probe_timeout_s)
+        """The client Selenium nodes are probed with (a short timeout of its own), connecting
+        only to addresses CRAWLSCHED_NODE_ALLOW_NETWORKS admits."""
+        networks = parse_networks(self.settings.node_allow_networks)
+        return guarded_client(networks, self.settings.node_probe_timeout_s)
 
     @cached_property
     def secrets(self) -> SecretBox:

@@ -21,7 +21,7 @@ from tests.support.mongo_server import (
 from tests.support.rabbit import TestVhost
 from tests.support.scratch import cleanup as cleanup_scratch
 from tests.support.services import service_unavailable
-from tests.support.workers import TEST_HOST_RULES, TEST_SECRET_KEY
+from tests.support.workers import TEST_HOST_RULES, TEST_SECRET_KEY, TEST_SIGNING_KEY
 
 TEST_MONGO_URL_ENV = "CRAWLSCHED_TEST_MONGO_URL"
 
@@ -91,12 +91,22 @@ def embedded_mongo_url(request: pytest.FixtureRequest) -> Iterator[str]:
 def settings_for_tests(**fields):
     from crawlsched.settings import Settings
 
+    # RabbitMQ's messages are signed (the settings refuse it without a key); the in-process
+    # broker signs only when a test gives it a key (forged test messages stay unsigned).
+    shared = not str(fields.get("broker_url", "stub://")).startswith("stub://")
+    signing = {"message_signing_key": TEST_SIGNING_KEY} if shared else {}
     return Settings(
         log_format="json",
         secret_key=TEST_SECRET_KEY,
         browser_host_resolver_rules=TEST_HOST_RULES,
-        # The tests' sites are local and small: no per-host delay unless a test asks for one.
-        **{"target_allow_networks": ["127.0.0.1/32"], "host_delay_s": 0.0, **fields},
+        # The tests' sites and nodes are local and small: no per-host delay unless asked.
+        **{
+            "target_allow_networks": ["127.0.0.1/32"],
+            "node_allow_networks": ["127.0.0.1/32"],
+            "host_delay_s": 0.0,
+            **signing,
+            **fields,
+        },
     )
 
 

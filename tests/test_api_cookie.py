@@ -1,7 +1,8 @@
-"""The status page's cookie reads, it never writes: a page on another port of the same host
-(the same site for SameSite) that auto-submits a form to a changing route, carrying the cookie,
-changes nothing; and the login form takes read tokens only. Judged by the schedules in the
-store, not by the answer alone."""
+"""The status page's cookie reads the API, it never writes it: a page on another port of the
+same host (the same site for SameSite) that auto-submits a form to a changing route, carrying
+the cookie, changes nothing. Only the run page's own buttons act with an admin's cookie, from
+the page's origin with its CSRF token (`test_page_actions.py`). Judged by the schedules in
+the store, not by the answer alone."""
 
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ CHANGING = [
 
 @pytest.mark.parametrize(("method", "path"), CHANGING)
 def test_the_cookie_of_an_admin_token_changes_nothing(api, method, path):
-    # A browser that holds an admin token's cookie (set before admin tokens were refused)
+    # A browser that holds an admin token's cookie (an admin signed in on the page)
     rt = api.runtime
     before = schedules(rt)
     response = api.anonymous.request(
@@ -69,17 +70,26 @@ def test_the_cookie_still_reads(api):
     assert 'id="runs"' in api.anonymous.get("/", headers=cookie).text
 
 
-def test_the_login_form_refuses_admin_tokens_and_takes_read_tokens(api):
-    refused = api.anonymous.post("/login", data={"token": api.admin_token})
-    assert refused.status_code == 303 and refused.headers["location"] == "/?admin"
+def test_the_login_form_takes_read_and_admin_tokens_and_refuses_unknown_ones(api):
+    refused = api.anonymous.post("/login", data={"token": "cs_nobody_nothing"})
+    assert refused.status_code == 303 and refused.headers["location"] == "/?failed"
     assert "set-cookie" not in refused.headers
-    assert "read tokens only" in api.anonymous.get("/?admin").text
-    # An admin token's cookie does not open the page either.
-    page = api.anonymous.get("/", headers={"Cookie": f"{COOKIE}={api.admin_token}"})
-    assert 'name="token"' in page.text
-    taken = api.anonymous.post("/login", data={"token": api.read_token})
-    assert taken.status_code == 303 and taken.headers["location"] == "/"
-    assert f"{COOKIE}={api.read_token}" in taken.headers["set-cookie"]
+    for token, age in ((api.read_token, 30 * 86400), (api.admin_token, 12 * 3600)):
+        taken = api.anonymous.post("/login", data={"token": token})
+        assert taken.status_code == 303 and taken.headers["location"] == "/"
+        cookie = taken.headers["set-cookie"]
+        assert f"{COOKIE}={token}" in cookie and f"Max-Age={age}" in cookie
+        assert "HttpOnly" in cookie and "SameSite=strict" in cookie
+    # The page names its role; only an admin's carries a CSRF token for its buttons.
+    read = api.anonymous.get("/", headers={"Cookie": f"{COOKIE}={api.read_token}"})
+    admin = api.anonymous.get("/", headers={"Cookie": f"{COOKIE}={api.admin_token}"})
+    assert 'name="crawlsched-role" content="read"' in read.text
+    assert 'name="crawlsched-csrf" content=""' in read.text
+    assert 'name="crawlsched-role" content="admin"' in admin.text
+    assert 'name="crawlsched-csrf" content=""' not in admin.text
+    # No page may be framed by another (the buttons could be clicked through a frame).
+    assert admin.headers["x-frame-options"] == "DENY"
+    assert "frame-ancestors 'none'" in admin.headers["content-security-policy"]
 
 
 def _chrome_available() -> bool:

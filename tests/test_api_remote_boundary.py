@@ -191,10 +191,14 @@ def connected(sock: socket.socket) -> bool:
     return True
 
 
-def test_remote_nodes_add_probes_only_where_a_crawl_may_go(server, listener):
+def test_remote_nodes_add_probes_only_where_a_node_may_be(server, listener):
+    # A node's address follows the one address rule for every caller, local or remote: bad
+    # input (exit 2), naming the setting that would allow it.
     url = f"http://127.0.0.1:{listener.getsockname()[1]}"
-    detail = refused(remote(server, ["nodes", "add", url]))
-    assert "loopback" in detail and "CRAWLSCHED_TARGET_ALLOW_NETWORKS" in detail
+    answer = remote(server, ["nodes", "add", url]).json()
+    assert answer["exit_code"] == 2
+    assert "loopback" in answer["stderr"]
+    assert "CRAWLSCHED_NODE_ALLOW_NETWORKS" in answer["stderr"]
     assert not connected(listener)
     assert server.json_lines("nodes", "list") == []
 

@@ -37,21 +37,25 @@ def test_processes_start_at_the_node_their_process_id_picks(monkeypatch):
     starts = set()
     for pid in (300, 301, 302):
         monkeypatch.setattr(settings_module.os, "getpid", lambda pid=pid: pid)
-        starts.add(Settings(broker_url=NODES, broker_spread=True).broker_urls[0])
+        starts.add(
+            Settings(message_signing=False, broker_url=NODES, broker_spread=True).broker_urls[0]
+        )
     assert starts == {"amqp://a:1/v", "amqp://b:2/v", "amqp://c:3/v"}
 
 
 def test_without_spread_every_process_tries_the_nodes_in_the_given_order(monkeypatch):
     for pid in (300, 301, 302):
         monkeypatch.setattr(settings_module.os, "getpid", lambda pid=pid: pid)
-        assert Settings(broker_url=NODES).broker_urls == [
+        assert Settings(message_signing=False, broker_url=NODES).broker_urls == [
             "amqp://a:1/v",
             "amqp://b:2/v",
             "amqp://c:3/v",
         ]
-        urls = Settings(broker_url=NODES, broker_spread=False).broker_urls
+        urls = Settings(message_signing=False, broker_url=NODES, broker_spread=False).broker_urls
         assert urls == ["amqp://a:1/v", "amqp://b:2/v", "amqp://c:3/v"]
 
 
 def test_one_node_is_one_node_whatever_the_process():
-    assert Settings(broker_url="amqp://a:1/v").broker_urls == ["amqp://a:1/v"]
+    assert Settings(message_signing=False, broker_url="amqp://a:1/v").broker_urls == [
+        "amqp://a:1/v"
+    ]

@@ -23,6 +23,7 @@ def invoke(monkeypatch: pytest.MonkeyPatch) -> Iterator[Invoke]:
     monkeypatch.setenv("CRAWLSCHED_MONGO_URL", url)
     monkeypatch.setenv("CRAWLSCHED_SECRET_KEY", KEY)
     monkeypatch.setenv("TEST_ACCOUNT_SECRET", "hunter2-not-shown")
+    monkeypatch.setenv("CRAWLSCHED_NODE_ALLOW_NETWORKS", '["127.0.0.1/32"]')  # nodes on loopback
     runner = CliRunner()
 
     def run(*args: str) -> Result:

@@ -14,6 +14,7 @@ from crawlsched.runtime import Runtime
 from crawlsched.settings import Settings
 from tests.support.cli_store import Invoke, cli_on_fresh_store
 from tests.support.rabbit import queue_depth
+from tests.support.workers import TEST_SIGNING_KEY
 
 RUN = "sweep-profiles@20261123T080000Z"
 
@@ -172,6 +173,7 @@ def test_run_now_sends_a_plan_and_does_not_move_the_schedule(
     rt = Runtime(Settings())
     before = rt.schedules.get("sweep-websites")["next_fire_at"]
     monkeypatch.setenv("CRAWLSCHED_BROKER_URL", rabbitmq_url)
+    monkeypatch.setenv("CRAWLSCHED_MESSAGE_SIGNING_KEY", TEST_SIGNING_KEY)
     depth = queue_depth(rabbitmq_url, "crawlsched.plan")
     result = invoke("run", "now", "sweep-websites", "--json")
     assert result.exit_code == 0, result.output

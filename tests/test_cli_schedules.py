@@ -21,6 +21,7 @@ from crawlsched.runtime import Runtime
 from crawlsched.schedules.triggers import CronTrigger
 from crawlsched.settings import Settings
 from crawlsched.store.client import drop_embedded
+from tests.support.workers import TEST_SECRET_KEY
 
 Invoke = Callable[..., Result]
 
@@ -259,8 +260,10 @@ def test_a_broken_schedule_is_logged_with_its_id_and_the_others_still_fire(url):
     assert [e["schedule_id"] for e in failures] == ["broken"]
 
 
-def test_shards_and_a_webhook_are_set_at_add_changed_by_update_and_removed(invoke):
-    # Given a schedule added with shards and a webhook told of failures only
+def test_shards_and_a_webhook_are_set_at_add_changed_by_update_and_removed(invoke, monkeypatch):
+    # Given a schedule added with shards and a webhook told of failures only (webhook URLs are
+    # sealed with the secret key)
+    monkeypatch.setenv("CRAWLSCHED_SECRET_KEY", TEST_SECRET_KEY)
     added = invoke(
         "schedules", "add", "sharded", "--every", "600", "--collection", "websites",
         "--shards", "4", "--webhook", "https://hooks.example/crawl", "--notify-on", "failed",
@@ -269,7 +272,10 @@ def test_shards_and_a_webhook_are_set_at_add_changed_by_update_and_removed(invok
     assert added.exit_code == 0, added.output
     doc = runtime().schedules.get("sharded")
     assert doc["shards"] == 4
-    assert doc["notify"] == {"webhook": "https://hooks.example/crawl", "on": ["failed"]}
+    assert doc["notify"]["on"] == ["failed"]
+    assert doc["notify"]["webhook"]["shown"] == "https://hooks.example"
+    assert "hooks.example/crawl" not in repr(doc)  # sealed
+    assert json.loads(added.stdout)["notify"]["webhook"] == "https://hooks.example"
     # When an update changes only the shards, the webhook stays
     assert invoke("schedules", "update", "sharded", "--shards", "2").exit_code == 0
     doc = runtime().schedules.get("sharded")

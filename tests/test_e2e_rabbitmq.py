@@ -19,7 +19,7 @@ from crawlsched.settings import Settings
 from tests.support.rabbit import crawl_queue_consumers, publish_raw, queue_depth, queue_holding
 from tests.support.seeding import all_runs_finished, fire_all_now, seed
 from tests.support.waiting import wait_for
-from tests.support.workers import TEST_SECRET_KEY, DramatiqWorkers, crawlsched_env
+from tests.support.workers import TEST_SECRET_KEY, TEST_SIGNING_KEY, DramatiqWorkers, crawlsched_env
 
 pytestmark = pytest.mark.rabbitmq
 
@@ -62,6 +62,7 @@ def _mongo_runtime(mongo_url: str, db_name: str, broker_url: str) -> Runtime:
             mongo_db=db_name,
             broker_url=broker_url,
             secret_key=TEST_SECRET_KEY,
+            message_signing_key=TEST_SIGNING_KEY,
         )
     )
 

@@ -275,15 +275,16 @@ def test_the_signed_text_is_fixed_so_workers_of_two_releases_agree(broker):
 
 
 @pytest.mark.parametrize(
-    ("broker_url", "signing_key", "warnings"),
+    ("broker_url", "signing", "warnings"),
     [
-        ("amqp://guest:guest@127.0.0.1:5672/", None, 1),
-        ("amqp://guest:guest@127.0.0.1:5672/", "s" * 32, 0),
-        ("stub://", None, 0),
+        # Without a key only when signing is switched off (the settings refuse it otherwise).
+        ("amqp://guest:guest@127.0.0.1:5672/", {"message_signing": False}, 1),
+        ("amqp://guest:guest@127.0.0.1:5672/", {"message_signing_key": "s" * 32}, 0),
+        ("stub://", {}, 0),
     ],
 )
 def test_a_worker_on_rabbitmq_without_a_signing_key_warns_once_at_start(
-    broker_url, signing_key, warnings
+    broker_url, signing, warnings
 ):
     # Judged by the worker's own log: one line per worker start, whatever its thread count.
     from dramatiq import Worker
@@ -292,7 +293,7 @@ def test_a_worker_on_rabbitmq_without_a_signing_key_warns_once_at_start(
     from crawlsched.brokers import middleware
     from tests.conftest import settings_for_tests
 
-    settings = settings_for_tests(broker_url=broker_url, message_signing_key=signing_key)
+    settings = settings_for_tests(broker_url=broker_url, **{"message_signing_key": None, **signing})
     broker = StubBroker(middleware=middleware(settings))
     with capture_logs() as logs:
         worker = Worker(broker, worker_threads=3)

@@ -31,7 +31,13 @@ from tests.support.rabbit import publish_raw
 from tests.support.seeding import all_runs_finished, fire_all_now, seed
 from tests.support.services import service_unavailable
 from tests.support.waiting import wait_for
-from tests.support.workers import REPO, TEST_SECRET_KEY, DramatiqWorkers, crawlsched_env
+from tests.support.workers import (
+    REPO,
+    TEST_SECRET_KEY,
+    TEST_SIGNING_KEY,
+    DramatiqWorkers,
+    crawlsched_env,
+)
 
 pytestmark = [pytest.mark.rabbitmq, pytest.mark.multiprocess]
 
@@ -96,6 +102,7 @@ def observed(rabbitmq_url, multiprocess_mongo_url, tmp_path_factory):
             mongo_db=db_name,
             broker_url=rabbitmq_url,
             secret_key=TEST_SECRET_KEY,
+            message_signing_key=TEST_SIGNING_KEY,
         )
     )
     found: dict = {}

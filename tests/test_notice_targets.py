@@ -57,11 +57,15 @@ def test_a_bad_notice_url_is_refused_naming_its_entry_not_its_text(url, named):
     assert url not in str(refused.value) or url.endswith("://")
 
 
-def test_only_literal_addresses_are_checked_before_dns():
-    assert parse_notice_url("json://127.0.0.1:9/x").addresses == ("127.0.0.1",)
-    assert parse_notice_url("json://localhost:9/x").addresses == ("127.0.0.1",)
-    # Telegram's "host" is its bot id: no address at all
-    assert parse_notice_url(TELEGRAM).addresses == ()
+def test_the_servers_a_notice_url_connects_to_are_named_per_service():
+    assert parse_notice_url("json://127.0.0.1:9/x").hosts == (("127.0.0.1", 9),)
+    assert parse_notice_url("xml://LOCALHOST/x").hosts == (("LOCALHOST", 0),)
+    assert parse_notice_url("rsyslog://127.1:5514").hosts == (("127.1", 5514),)
+    # E-mail: the SMTP server, not the sender's domain
+    mail = "mailto://u:pw@example.com?smtp=2130706433&to=a@example.com"
+    assert parse_notice_url(mail).hosts == (("2130706433", 25),)
+    # Telegram's "host" is its bot id: no server of ours at all
+    assert parse_notice_url(TELEGRAM).hosts == ()
 
 
 @given(

@@ -19,7 +19,7 @@ from crawlsched.settings import Settings
 from tests.support.graph_run import announced_end, prepare, start_graph_run
 from tests.support.link_graph import GraphSite, LinkGraph, layered_graph
 from tests.support.waiting import wait_for
-from tests.support.workers import TEST_SECRET_KEY, DramatiqWorkers, crawlsched_env
+from tests.support.workers import TEST_SECRET_KEY, TEST_SIGNING_KEY, DramatiqWorkers, crawlsched_env
 
 pytestmark = [pytest.mark.rabbitmq, pytest.mark.multiprocess]
 
@@ -39,6 +39,7 @@ def cluster(rabbitmq_broker, rabbitmq_url, multiprocess_mongo_url, mongo_databas
             mongo_db=mongo_database_name,
             broker_url=rabbitmq_url,
             secret_key=TEST_SECRET_KEY,
+            message_signing_key=TEST_SIGNING_KEY,
         )
     )
     prepare(rt)

@@ -128,5 +128,15 @@ def test_child_run_ids_name_their_parent(schedule, shard):
 def test_webhook_of_reads_only_a_well_formed_notify_field(notify, word, url):
     from crawlsched.flow.notifying import webhook_of
 
-    assert webhook_of({"_id": "s", "notify": notify}, word) == url
+    # A webhook stored in the clear (by an earlier version) comes out to be sealed.
+    found = webhook_of({"_id": "s", "notify": notify}, word)
+    assert (None if found is None else found["plain"]) == url
     assert webhook_of(None, word) is None
+
+
+def test_webhook_of_hands_on_a_sealed_webhook_as_it_is():
+    from crawlsched.flow.notifying import webhook_of
+
+    sealed = {"secret": "gAAAA-ciphertext", "shown": "https://example.org"}
+    assert webhook_of({"_id": "s", "notify": {"webhook": sealed}}, "failed") == sealed
+    assert webhook_of({"_id": "s", "notify": {"webhook": {"shown": "x"}}}, "failed") is None

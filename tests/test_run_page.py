@@ -120,22 +120,22 @@ def test_run_page_follows_a_run_at_a_phones_width(tmp_path: Path):
             assert len({v for v in values if v < PAGES}) >= 2, seen
             assert values == sorted(values), seen
             assert seen[-1] == (PAGES, PAGES)
-            # While it ran the page offered to pause it (as a command: its cookie only reads);
-            # ended with every page crawled, nothing.
+            # While it ran a reader's page offered to pause or stop it (as commands: buttons
+            # are an admin's); ended with every page crawled, nothing.
             run_id = browser.find_element(By.ID, "run-id").text
-            assert (f"crawlsched run pause {run_id}",) in offered, offered
+            running = (f"crawlsched run pause {run_id}", f"crawlsched run stop {run_id}")
+            assert running in offered, offered
             assert browser.execute_script(actions) == []
             assert browser.execute_script(PROGRESS)["text"].startswith(
                 f"{PAGES} done, 0 outstanding"
             )
 
-            # The chart draws the series: a polyline with a point per bucket.
-            points = browser.execute_script(
-                "return document.querySelector('#chart polyline').getAttribute('points')"
-            ).split()
-            assert len(points) >= 2 and all("," in p for p in points), points
-            heights = {float(p.split(",")[1]) for p in points}
-            assert min(heights) < 98, points  # some bucket above the baseline
+            # The chart draws the series: a bar per bucket, some above the baseline.
+            heights = browser.execute_script(
+                "return [...document.querySelectorAll('#chart .bars rect')]"
+                ".map(r => Number(r.getAttribute('height')))"
+            )
+            assert len(heights) >= 2 and max(heights) > 0, heights
             caption = browser.find_element(By.ID, "chart-caption").text
             assert caption.startswith(f"{PAGES} pages in "), caption
 

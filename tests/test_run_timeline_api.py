@@ -142,13 +142,16 @@ def test_run_timeline_of_an_unknown_run_or_without_a_token_is_refused(embedded_m
         assert api.anonymous.get("/v1/runs/nope@20260101T000000Z/timeline").status_code == 401
 
 
-def test_run_page_needs_a_read_token_in_its_cookie(embedded_mongo_url):
+def test_run_page_needs_a_token_in_its_cookie(embedded_mongo_url):
     with serving(embedded_mongo_url) as api:
         path = "/status/runs/sweep-websites@20260101T000000Z"
-        # No cookie, or an admin token's: the login form (the page takes read tokens only).
+        # No cookie, or an unknown token's: the login form.
         assert 'name="token"' in api.anonymous.get(path).text
+        unknown = {"Cookie": f"{COOKIE}=cs_nobody_nothing"}
+        assert 'name="token"' in api.anonymous.get(path, headers=unknown).text
+        # An admin's page is one with buttons (its role named for the page's script).
         admin_cookie = {"Cookie": f"{COOKIE}={api.admin_token}"}
-        assert 'name="token"' in api.anonymous.get(path, headers=admin_cookie).text
+        assert 'content="admin"' in api.anonymous.get(path, headers=admin_cookie).text
         page = api.anonymous.get(path, headers={"Cookie": f"{COOKIE}={api.read_token}"})
         assert page.status_code == 200
         assert 'id="chart"' in page.text and 'id="actions"' in page.text

@@ -17,6 +17,7 @@ from crawlsched.drivers import targets
 from crawlsched.drivers.net import CheckedBackend
 from crawlsched.drivers.targets import check_target, may_carry_secret, parse_networks
 from crawlsched.errors import UnsafeTarget
+from crawlsched.outbound import addresses
 
 PUBLIC_A, PUBLIC_B = "93.184.216.34", "2606:2800:220:1:248:1893:25c8:1946"
 HOSTILE = {
@@ -259,14 +260,14 @@ def test_resolve_asks_for_tcp_addresses_of_host_and_port(monkeypatch):
         asked.append((host, port, kwargs))
         return [(0, 0, 0, "", ("93.184.216.34", port)), (0, 0, 0, "", ("93.184.216.34", port))]
 
-    monkeypatch.setattr(targets.socket, "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(addresses.socket, "getaddrinfo", getaddrinfo)
     assert targets.resolve("example.com", 8443) == ["93.184.216.34"]
-    assert asked == [("example.com", 8443, {"proto": targets.socket.IPPROTO_TCP})]
+    assert asked == [("example.com", 8443, {"proto": addresses.socket.IPPROTO_TCP})]
 
     def fails(host, port, **kwargs):
-        raise targets.socket.gaierror("Name or service not known")
+        raise addresses.socket.gaierror("Name or service not known")
 
-    monkeypatch.setattr(targets.socket, "getaddrinfo", fails)
+    monkeypatch.setattr(addresses.socket, "getaddrinfo", fails)
     with pytest.raises(UnsafeTarget, match=r"host 'nowhere\.test' does not resolve: Name or"):
         targets.resolve("nowhere.test", 80)
 

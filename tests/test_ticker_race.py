@@ -20,7 +20,7 @@ from crawlsched.schedules.triggers import trigger_of
 from crawlsched.settings import Settings
 from tests.support.rabbit import queue_holding
 from tests.support.waiting import wait_for
-from tests.support.workers import TEST_SECRET_KEY, DramatiqWorkers, crawlsched_env
+from tests.support.workers import TEST_SECRET_KEY, TEST_SIGNING_KEY, DramatiqWorkers, crawlsched_env
 
 pytestmark = [pytest.mark.rabbitmq, pytest.mark.multiprocess]
 
@@ -52,6 +52,7 @@ def test_three_tickers_and_two_clocks_plan_each_fire_time_once(
         mongo_db=mongo_database_name,
         broker_url=rabbitmq_url,
         secret_key=TEST_SECRET_KEY,
+        message_signing_key=TEST_SIGNING_KEY,
     )
     rt = Runtime(settings)
     rt.create_indexes()

@@ -17,6 +17,7 @@ from crawlsched.api.routes import (
     history,
     jobs,
     page,
+    page_actions,
     run_control,
     runs,
     schedules,
@@ -102,7 +103,10 @@ def create_app(
         max_body_bytes=runtime.settings.api_max_body_bytes,
         max_upload_bytes=runtime.settings.api_max_upload_bytes,
     )
-    routers = [m.router for m in (system, schedules, runs, run_control, jobs, history, cli, page)]
+    routers = [
+        m.router
+        for m in (system, schedules, runs, run_control, jobs, history, cli, page, page_actions)
+    ]
     for router in routers:
         app.include_router(router)
     openapi.install(app, runtime, routers)

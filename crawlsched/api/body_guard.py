@@ -22,8 +22,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from crawlsched.api.auth import CHALLENGE, UNKNOWN_TOKEN, VERIFIED, token_of
 from crawlsched.api.problems import problem_response
 
-# Routes a caller without a token may send a body to (the login form is capped all the same).
+# Routes a caller without a bearer token may send a body to (capped all the same): the login
+# form, and the page's buttons, which check the page's cookie, origin and CSRF token.
 OPEN_PATHS = frozenset({"/login", "/logout"})
+PAGE_ACTIONS = "/status/runs/"
 UPLOAD_PATH = "/v1/cli"
 
 Verify = Callable[[str], "dict[str, Any] | None"]
@@ -54,7 +56,7 @@ class BodyGuard:
             await self.app(scope, receive, send)  # no body to bound
             return
         request = Request(scope)
-        if scope["path"] not in OPEN_PATHS:
+        if scope["path"] not in OPEN_PATHS and not scope["path"].startswith(PAGE_ACTIONS):
             token = token_of(request)
             row = await run_in_threadpool(self.verify, token) if token else None
             if row is None:

@@ -40,7 +40,9 @@ _configured: dramatiq.Broker | None = None
 
 
 def middleware(settings: Settings) -> list[dramatiq.Middleware]:
-    key = settings.message_signing_key
+    # Off only by CRAWLSCHED_MESSAGE_SIGNING=false (settings refuse RabbitMQ without a key
+    # otherwise); the in-process broker signs when it has a key (the standalone's).
+    key = settings.message_signing_key if settings.message_signing else None
     shared = not settings.broker_url.startswith("stub://")
     return [
         *([WarnUnsigned()] if shared and key is None else []),

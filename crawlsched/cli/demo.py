@@ -100,6 +100,8 @@ def register(app: typer.Typer) -> None:
             browser_host_resolver_rules="MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
             # The demo site runs on loopback: admitted explicitly, nothing else private is.
             target_allow_networks=["127.0.0.1/32"],
+            # And its chromedriver, a Selenium node on loopback.
+            node_allow_networks=["127.0.0.1/32"],
             # Its sites are its own, on this machine: no per-host delay.
             host_delay_s=0.0,
         )

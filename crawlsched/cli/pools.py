@@ -17,9 +17,9 @@ from crawlsched.cli.common import (
     print_json,
     read_file,
 )
-from crawlsched.drivers.targets import parse_networks
 from crawlsched.errors import UnknownMedia
 from crawlsched.flow import views
+from crawlsched.flow.destinations import check_node
 from crawlsched.flow.resource_events import set_account_status
 from crawlsched.resources import rules
 from crawlsched.resources.node_probe import probe_node
@@ -153,16 +153,13 @@ def nodes_add(
     """Probe a node's /status and add it. A Grid's capacity comes from its slots."""
     settings = load_settings()
     url = url.rstrip("/")
-    caller = invocation(ctx)
-    allowed = parse_networks(settings.target_allow_networks)
-    caller.outbound(url, allowed)  # for a caller of the API: only where a crawl may go
-    with (
-        caller.http_client(allowed, settings.node_probe_timeout_s) as http,
-        cli_runtime(settings) as rt,
-    ):
+    with cli_runtime(settings) as rt:
         try:
-            status = probe_node(url, http)
-        except ValueError as e:  # not a node URL, or not a WebDriver's answer
+            # Where any caller's node may be (CRAWLSCHED_NODE_ALLOW_NETWORKS), probed through
+            # the client that checks every address as it connects.
+            check_node(settings, url)
+            status = probe_node(url, rt.probe_http)
+        except ValueError as e:  # a refused address, not a node URL, or not a WebDriver
             bad_input(str(e))
         if not status.ready:
             raise typer.BadParameter(f"{url} is not ready: {status.message}")

@@ -14,6 +14,7 @@ from typing import Any
 from crawlsched.catalog import JobState
 from crawlsched.ids import encode_id
 from crawlsched.logs import get_logger
+from crawlsched.planning.failures import failure_fields, page_of
 from crawlsched.planning.outcomes import (
     JobUpdate,
     Outcome,
@@ -90,7 +91,8 @@ class Crawled:
             # A discovered child is tried once per run: its failure is final for the run.
             policy = dataclasses.replace(policy, max_attempts=1)
         attempts = done.doc.get("attempt_count") or 0
-        self._add(done, after_failure(done.doc["_id"], attempts, now, policy, text), now, 0)
+        update = after_failure(done.doc["_id"], attempts, now, policy, text)
+        self._add(done, update, now, 0, failure_fields(error))
 
     def given_up(self, done: JobDone, reason: str, now: datetime) -> None:
         """The run gives the page up (not the page's failure: no attempt is counted), and says
@@ -103,16 +105,26 @@ class Crawled:
         log.warning("job_given_up", job_id=str(doc["_id"]), reason=reason)
         self._add(done, update, now, 0)
 
-    def _add(self, done: JobDone, update: JobUpdate, now: datetime, items: int) -> None:
+    def _add(
+        self,
+        done: JobDone,
+        update: JobUpdate,
+        now: datetime,
+        items: int,
+        failure: Mapping[str, Any] | None = None,
+    ) -> None:
         self.updates.append(update)
         self.executions.append(
             {
                 "job_id": encode_id(done.doc["_id"]),
+                # What the page was, kept with its row: a discovered page's job expires first.
+                "url": page_of(done.doc),
                 "started_at": done.started_at,
                 "ended_at": now,
                 "outcome": update.outcome,
                 "error": update.error,
                 "items_stored": items,
+                **(failure or {}),
             }
         )
 

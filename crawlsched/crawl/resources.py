@@ -17,6 +17,7 @@ from crawlsched import metrics
 from crawlsched.drivers.base import LoginRejected, RateLimited
 from crawlsched.drivers.browser_session import is_session_lost, open_browser
 from crawlsched.drivers.context import CrawlContext
+from crawlsched.flow.destinations import check_node
 from crawlsched.flow.resource_events import ban_account_by_lease, node_marked
 from crawlsched.logs import get_logger
 from crawlsched.resources.rules import ACCOUNT_POOL, SELENIUM_POOL, pool_of
@@ -132,6 +133,7 @@ def batch_browser(rt: Runtime, leases: Leases, context: CrawlContext) -> Iterato
             raise ResourceLost("selenium lease revoked before the browser opened")
         session = open_browser(node["url"], **rt.browser_options())
         try:
+            check_node(rt.settings, node["url"], rt.resolver)  # the node's address, again
             browser = session.__enter__()
         except Exception as e:
             reason = f"could not open a browser session: {type(e).__name__}: {e}"

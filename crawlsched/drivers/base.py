@@ -21,6 +21,15 @@ class DriverError(Exception):
     """The crawl of one job failed; the job is retried later (it does not fail the batch)."""
 
 
+class HttpStatusError(DriverError):
+    """The site answered the page with an error status (4xx, 5xx): the page's own failure,
+    counted by its status on the run's page."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class TaskNotSupported(DriverError):
     """The media's driver has no method for this task."""
 

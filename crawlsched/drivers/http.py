@@ -12,7 +12,7 @@ from __future__ import annotations
 from parsel import Selector
 
 from crawlsched.catalog import TASK_RESULTS
-from crawlsched.drivers.base import CrawlJob, DriverError
+from crawlsched.drivers.base import CrawlJob, DriverError, HttpStatusError
 from crawlsched.drivers.context import CrawlContext, normalize_url
 from crawlsched.drivers.targets import redact
 
@@ -34,7 +34,8 @@ def page_links(selector: Selector, base: str, limit: int) -> list[str]:
 def html_of(response, url: str) -> Selector:
     """The page as a parsel Selector, or DriverError for an error status or a non-HTML body."""
     if response.status_code >= 400:
-        raise DriverError(f"GET {redact(url)} answered {response.status_code}")
+        status = response.status_code
+        raise HttpStatusError(f"GET {redact(url)} answered {status}", status)
     content_type = response.headers.get("content-type", "text/html").split(";")[0].strip()
     if content_type.lower() not in HTML_TYPES:
         raise DriverError(f"GET {redact(url)}: not HTML ({content_type[:60]})")

@@ -17,7 +17,13 @@ from urllib.parse import urlsplit
 import httpx
 from parsel import Selector
 
-from crawlsched.drivers.base import CrawlJob, DriverError, LoginRejected, RateLimited
+from crawlsched.drivers.base import (
+    CrawlJob,
+    DriverError,
+    HttpStatusError,
+    LoginRejected,
+    RateLimited,
+)
 from crawlsched.drivers.browser_session import navigate, raise_if_error_page
 from crawlsched.drivers.context import CrawlContext, normalize_url
 from crawlsched.drivers.targets import check_target, redact
@@ -52,7 +58,7 @@ def _log_in(context: CrawlContext, site: str) -> None:
     if response.status_code == 403:
         raise LoginRejected(f"the site refused the login of {context.account.username}")
     if response.status_code >= 400:
-        raise DriverError(f"login answered {response.status_code}")
+        raise HttpStatusError(f"login answered {response.status_code}", response.status_code)
 
 
 def _check_rate(response: httpx.Response) -> None:
@@ -70,7 +76,8 @@ def _get(context: CrawlContext, url: str, login: bool = False) -> Selector:
     if response.status_code == 401:
         raise DriverError(f"{redact(url)} needs a login")
     if response.status_code >= 400:
-        raise DriverError(f"GET {redact(url)} answered {response.status_code}")
+        status = response.status_code
+        raise HttpStatusError(f"GET {redact(url)} answered {status}", status)
     return Selector(text=response.text)
 
 

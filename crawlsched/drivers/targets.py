@@ -1,39 +1,50 @@
 """Where a crawl may go, and where a credential may be sent: checked before any connection.
 
 A crawl target is refused unless it is http(s), carries no userinfo, and every address its host
-resolves to is public — private, loopback, link-local (cloud metadata at 169.254.169.254),
-multicast, reserved and unspecified addresses are refused unless an allowed network admits
-them (`CRAWLSCHED_TARGET_ALLOW_NETWORKS`, e.g. 127.0.0.1/32 for the demo and the tests).
+resolves to may be reached by the rule every outgoing connection follows (`outbound.addresses`:
+private, loopback, link-local, multicast, reserved and unspecified addresses are refused unless
+`CRAWLSCHED_TARGET_ALLOW_NETWORKS` admits them, e.g. 127.0.0.1/32 for the demo and the tests).
 Pure apart from name resolution, which is passed in.
 """
 
 from __future__ import annotations
 
-import ipaddress
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 from crawlsched.errors import UnsafeTarget
+from crawlsched.outbound.addresses import (
+    IpAddress,
+    IpNetwork,
+    Resolver,
+    check_addresses,
+    check_host,
+    literal_addresses,
+    parse_networks,
+    refusal,
+    resolve,
+)
 
-IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
-Resolver = Callable[[str, int], list[str]]
-
-
-def parse_networks(values: Iterable[str]) -> tuple[IpNetwork, ...]:
-    return tuple(ipaddress.ip_network(v.strip(), strict=False) for v in values)
-
-
-def resolve(host: str, port: int) -> list[str]:
-    """Every address the host resolves to (the connection may use any of them)."""
-    try:
-        infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
-    except (socket.gaierror, UnicodeError) as e:
-        raise UnsafeTarget(f"host {host!r} does not resolve: {e}") from None
-    return sorted({str(info[4][0]) for info in infos})
+# The shared rule (`outbound.addresses`) under the names the crawl's modules import.
+__all__ = [
+    "CachingResolver",
+    "IpAddress",
+    "IpNetwork",
+    "Resolver",
+    "check_addresses",
+    "check_literal",
+    "check_target",
+    "declared_origin",
+    "may_carry_secret",
+    "origin_of",
+    "parse_networks",
+    "redact",
+    "refusal",
+    "resolve",
+    "split_web_url",
+]
 
 
 class CachingResolver:
@@ -85,20 +96,6 @@ def redact(url: str) -> str:
     return url[:300]
 
 
-def _refusal(address: IpAddress, allowed: Sequence[IpNetwork]) -> str | None:
-    if any(address in network for network in allowed if network.version == address.version):
-        return None
-    mapped = getattr(address, "ipv4_mapped", None)
-    if mapped is not None:
-        return _refusal(mapped, allowed)
-    for kind in ("loopback", "link_local", "private", "multicast", "reserved", "unspecified"):
-        if getattr(address, f"is_{kind}"):
-            return kind.replace("_", "-")
-    if not address.is_global:
-        return "non-global"
-    return None
-
-
 def split_web_url(url: str) -> tuple[str, int]:
     """(host, port) of an http(s) URL without userinfo, or UnsafeTarget saying what is wrong."""
     try:
@@ -116,33 +113,17 @@ def split_web_url(url: str) -> tuple[str, int]:
 
 
 def check_literal(url: str, allowed: Sequence[IpNetwork]) -> None:
-    """The checks that need no DNS (when a job is added): scheme, userinfo, an IP literal or
-    `localhost` in a refused range. Names are resolved and checked again before each fetch."""
+    """The checks that need no DNS (when a job is added): scheme, userinfo, and a host whose
+    text names a refused address in any spelling (`127.1`, `2130706433`, `LOCALHOST`…).
+    Names are resolved and checked again before each fetch."""
     host, _ = split_web_url(url)
-    if host == "localhost" or host.endswith(".localhost"):
-        check_addresses(url, ["127.0.0.1"], allowed)
-        return
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return
-    check_addresses(url, [str(address)], allowed)
-
-
-def check_addresses(url: str, addresses: Sequence[str], allowed: Sequence[IpNetwork]) -> None:
-    for text in addresses:
-        reason = _refusal(ipaddress.ip_address(text.split("%")[0]), allowed)
-        if reason is not None:
-            raise UnsafeTarget(
-                f"{redact(url)!r} resolves to {reason} address {text}; "
-                "add its network to CRAWLSCHED_TARGET_ALLOW_NETWORKS to allow it"
-            )
+    check_addresses(redact(url), literal_addresses(host) or [], allowed)
 
 
 def check_target(url: str, allowed: Sequence[IpNetwork], resolver: Resolver = resolve) -> None:
     """Before a fetch: resolve the host and refuse the URL if any address is not allowed."""
     host, port = split_web_url(url)
-    check_addresses(url, resolver(host, port), allowed)
+    check_host(host, port, allowed, resolver, where=redact(url))
 
 
 def origin_of(url: str) -> tuple[str, str, int] | None:

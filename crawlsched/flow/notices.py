@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from crawlsched.drivers.targets import check_addresses
+from crawlsched.outbound.socket_guard import only_allowed
 from crawlsched.planning.run_end import RunEnd
 from crawlsched.runtime import Runtime
 from crawlsched.schedules.notice_urls import parse_notice_url, scrub
@@ -71,12 +71,14 @@ def plan_notices(
 
 def send_notice(rt: Runtime, delivery: dict[str, Any]) -> str | None:
     """Send one notice through Apprise: None when the service took it, else why not (with
-    nothing of the URL the redacted form does not show)."""
+    nothing of the URL the redacted form does not show). Every socket Apprise opens on the
+    way goes only where the network rule allows, however the URL spells its server
+    (`outbound.socket_guard`): the check that holds when it is sent, whatever was checked
+    when it was set."""
     url = rt.secrets.decrypt(delivery["secret"])
     shown = delivery.get("shown", "?")
     try:
-        target = parse_notice_url(url)
-        check_addresses(shown, target.addresses, rt.allowed_networks)
+        parse_notice_url(url)
     except ValueError as e:
         return scrub(str(e), url, shown)
     import apprise  # imported where it is used: every command line would pay for it otherwise
@@ -84,13 +86,16 @@ def send_notice(rt: Runtime, delivery: dict[str, Any]) -> str | None:
     sender = apprise.Apprise()
     sender.add(url)
     said: list[str] = []
-    sent = sender.notify(
-        body=delivery["body"],
-        title=delivery["title"],
-        notify_type=apprise.NotifyType(_TYPES.get(delivery.get("result", ""), "warning")),
-        timeout=NOTICE_TIMEOUT_S,
-        log_callback=lambda entry, _plugin: said.append(f"{entry.level}: {entry.message}"),
-    )
+    with only_allowed(rt.allowed_networks) as guard:
+        sent = sender.notify(
+            body=delivery["body"],
+            title=delivery["title"],
+            notify_type=apprise.NotifyType(_TYPES.get(delivery.get("result", ""), "warning")),
+            timeout=NOTICE_TIMEOUT_S,
+            log_callback=lambda entry, _plugin: said.append(f"{entry.level}: {entry.message}"),
+        )
+    if guard.refused:
+        return scrub(f"refused: {guard.refused[0]}", url, shown)
     if sent:
         return None
     problems = [line for line in said if not line.startswith(("DEBUG", "INFO"))] or said

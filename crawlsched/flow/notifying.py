@@ -25,6 +25,7 @@ from crawlsched.flow.notices import NOTICE, NOTICE_HOLD_S, plan_notices, send_no
 from crawlsched.logs import get_logger
 from crawlsched.planning.run_end import RunEnd
 from crawlsched.runtime import Runtime
+from crawlsched.schedules.notice_urls import scrub, url_shown
 from crawlsched.schedules.spec import DEFAULT_NOTIFY_ON
 from crawlsched.store.deliveries import MongoDeliveryStore
 
@@ -44,19 +45,23 @@ def notify_of(schedule: dict[str, Any] | None, result_word: str) -> dict[str, An
     return notify
 
 
-def webhook_of(schedule: dict[str, Any] | None, result_word: str) -> str | None:
-    """The URL to notify of a run that ended `result_word`, or None (unset, or malformed)."""
-    url = (notify_of(schedule, result_word) or {}).get("webhook")
-    if not isinstance(url, str):
+def webhook_of(schedule: dict[str, Any] | None, result_word: str) -> dict[str, Any] | None:
+    """The webhook to notify of a run that ended `result_word`, sealed (`secret`, `shown`),
+    or None (unset, or malformed). A webhook stored in the clear by an earlier version is
+    sealed here, so no delivery record holds it in the clear."""
+    webhook = (notify_of(schedule, result_word) or {}).get("webhook")
+    if isinstance(webhook, dict) and isinstance(webhook.get("secret"), str):
+        return {"secret": webhook["secret"], "shown": str(webhook.get("shown", "?"))}
+    if not isinstance(webhook, str):
         return None
     try:
-        scheme = httpx.URL(url).scheme
+        scheme = httpx.URL(webhook).scheme
     except httpx.InvalidURL:
         scheme = ""
     if scheme not in ("http", "https"):
         log.warning("webhook_ignored_bad_url", schedule_id=(schedule or {}).get("_id"))
         return None
-    return url
+    return {"plain": webhook, "shown": url_shown(webhook)}
 
 
 def plan_webhook(
@@ -73,9 +78,10 @@ def plan_webhook(
     if run.get("parent_id"):
         return None
     word = end.event.removeprefix("Run").lower()
-    url = webhook_of(rt.schedules.get(run.get("schedule_id") or ""), word)
-    if url is None:
+    webhook = webhook_of(rt.schedules.get(run.get("schedule_id") or ""), word)
+    if webhook is None:
         return None
+    secret = webhook.get("secret") or rt.secrets.encrypt(webhook["plain"])
     delivery_id = event_id or f"{run['_id']}:{end.event}"
     body = {
         "event": end.event,
@@ -88,11 +94,8 @@ def plan_webhook(
         "cut": run.get("cut", {}),
         "given_up": given_up or [],
     }
-    rt.deliveries.create(
-        delivery_id,
-        {"url": url, "event": end.event, "run_id": run["_id"], "body": body},
-        rt.now(),
-    )
+    doc = {"secret": secret, "shown": webhook["shown"], "event": end.event, "run_id": run["_id"]}
+    rt.deliveries.create(delivery_id, {**doc, "body": body}, rt.now())
     return delivery_id
 
 
@@ -144,15 +147,20 @@ def deliver(rt: Runtime, delivery_id: str, client: httpx.Client) -> str:
         raise WebhookFailed(delivery_id, "another worker is sending it")
     if taken.get("kind") == NOTICE:
         return _deliver_notice(rt, store, taken)
+    # Sealed as the schedule holds it; a record of an earlier version may hold it in the clear.
+    url = rt.secrets.decrypt(taken["secret"]) if "secret" in taken else taken["url"]
+    shown = str(taken.get("shown") or url_shown(url))
     try:
+        # The checked client: every address of the host is checked as the connection is made.
         response = client.post(
-            taken["url"],
+            url,
             json=taken["body"],
             headers={"Idempotency-Key": delivery_id},
             timeout=timeout_s,
         )
-    except httpx.HTTPError as e:
-        store.attempt_failed(delivery_id, f"{type(e).__name__}: {e}", rt.now())
+    except (httpx.HTTPError, httpx.InvalidURL) as e:
+        error = scrub(f"{type(e).__name__}: {e}", url, shown)
+        store.attempt_failed(delivery_id, error, rt.now())
         raise WebhookFailed(delivery_id, type(e).__name__) from None
     if not response.is_success:
         store.attempt_failed(delivery_id, f"HTTP {response.status_code}", rt.now())

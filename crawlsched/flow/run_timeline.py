@@ -14,6 +14,7 @@ from typing import Any
 
 from crawlsched.flow.views import by_depth, waiting_groups
 from crawlsched.planning import run_control
+from crawlsched.planning.failures import failure_counts
 from crawlsched.planning.outcomes import REDO
 from crawlsched.planning.run_names import ENDED
 from crawlsched.planning.throughput import bucket
@@ -29,7 +30,8 @@ def freeze(rt: Runtime, run: dict[str, Any], exact: bool = True) -> dict[str, An
     """What the timeline reads from the task history and the discovered jobs, computed now
     (`exact`: no pages per depth reused from a moment ago; a live view may take them)."""
     rows = rt.history.ends_of(run["_id"])
-    ends = [r["ended_at"] for r in rows if _ends_a_page(r) and r.get("ended_at") is not None]
+    final = [r for r in rows if _ends_a_page(r)]
+    ends = [r["ended_at"] for r in final if r.get("ended_at") is not None]
     starts = [r["started_at"] for r in rows if r.get("started_at") is not None]
     # From the run's creation: its first batches may go out before its planning closes.
     start = run["created_at"]
@@ -40,6 +42,7 @@ def freeze(rt: Runtime, run: dict[str, Any], exact: bool = True) -> dict[str, An
         "throughput": {"start": start, "width_s": series.width_s, "counts": list(series.counts)},
         "by_depth": by_depth(rt, run, fresh=exact),
         "executions": len(rows),
+        "errors": failure_counts(final),
     }
 
 
@@ -88,6 +91,9 @@ def timeline(rt: Runtime, run: dict[str, Any]) -> dict[str, Any]:
         },
         "by_depth": seen["by_depth"],
         "executions": seen["executions"],
+        # Pages that ended with an error, by HTTP status and by kind (a run frozen before
+        # these were counted has none).
+        "errors": seen.get("errors") or {"by_status": {}, "by_kind": {}},
         "waiting": [] if ended else waiting_groups(rt, rt.waiting.for_run(run["_id"])),
         "shortages": [
             {"reason": s.get("reason"), "jobs": s.get("jobs", 0), "at": s.get("at")}

@@ -15,8 +15,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from crawlsched import metrics
-from crawlsched.drivers.targets import check_addresses, check_literal
 from crawlsched.events import emit
+from crawlsched.flow.destinations import check_when_set, url_host
 from crawlsched.planning.run_names import run_id_for
 from crawlsched.runtime import Runtime
 from crawlsched.schedules.policies import MissedReason, due_times
@@ -27,29 +27,30 @@ from crawlsched.schedules.upcoming import UPCOMING_LIMIT, FireTimeCache, upcomin
 LIVE = ("active", "paused")
 
 
-def _check_webhook(rt: Runtime, notify: Mapping[str, Any] | None) -> None:
-    """A webhook goes only where a crawl may (UnsafeTarget, a ValueError): the address is
-    checked here when it is literal, and every address again when it is delivered."""
-    if notify and notify.get("webhook"):
-        check_literal(notify["webhook"], rt.allowed_networks)
-
-
-def _seal_notices(rt: Runtime, notify: dict[str, Any] | None) -> None:
-    """Encrypt each new notice target's URL in place (it holds the service's secrets), after
-    the addresses it names passed the network rule (UnsafeTarget, a ValueError)."""
-    if not notify or not notify.get("notices"):
+def _seal(rt: Runtime, notify: dict[str, Any] | None) -> None:
+    """Encrypt in place the URL of a new webhook and of each new notice target (they hold
+    the services' secrets), after the servers they name passed the network rule
+    (UnsafeTarget, a ValueError, naming the redacted form). Stored ones are sealed already."""
+    if not notify:
         return
-    for entry in notify["notices"]:
+    webhook = notify.get("webhook")
+    if isinstance(webhook, dict) and "url" in webhook:
+        check_when_set([url_host(webhook["url"])], rt.allowed_networks, webhook["shown"])
+        notify["webhook"] = {
+            "secret": rt.secrets.encrypt(webhook["url"]),
+            "shown": webhook["shown"],
+        }
+    for entry in notify.get("notices") or []:
         if "url" not in entry:
-            continue  # stored before: sealed already
-        check_addresses(entry["shown"], entry.pop("addresses", []), rt.allowed_networks)
+            continue
+        hosts = [(str(host), int(port)) for host, port in entry.pop("hosts", [])]
+        check_when_set(hosts, rt.allowed_networks, entry["shown"])
         entry["secret"] = rt.secrets.encrypt(entry.pop("url"))
 
 
 def create(rt: Runtime, schedule_id: str, given: Mapping[str, Any]) -> dict[str, Any]:
     doc = build_schedule(schedule_id, given, rt.now())
-    _check_webhook(rt, doc.get("notify"))
-    _seal_notices(rt, doc.get("notify"))
+    _seal(rt, doc.get("notify"))
     rt.schedules.insert(doc)
     emit(rt, "ScheduleCreated", schedule_id=schedule_id, owner=doc["owner"])
     return doc
@@ -58,9 +59,7 @@ def create(rt: Runtime, schedule_id: str, given: Mapping[str, Any]) -> dict[str,
 def update(rt: Runtime, schedule_id: str, changes: Mapping[str, Any]) -> dict[str, Any]:
     doc = rt.schedules.require(schedule_id, "update", LIVE)
     fields = apply_update(doc, changes, rt.now())
-    if changes.get("webhook"):
-        _check_webhook(rt, fields.get("notify"))
-    _seal_notices(rt, fields.get("notify"))
+    _seal(rt, fields.get("notify"))
     fields["updated_at"] = rt.now()
     if doc.get("state", "active") == "paused":
         fields["enabled"] = False

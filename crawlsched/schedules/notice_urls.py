@@ -8,7 +8,6 @@ host that is really a token, e.g. Telegram's bot id, as `1...T`).
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -23,13 +22,13 @@ _TOKEN = re.compile(r"[A-Za-z0-9_\-.~%+=]{4,}")
 
 @dataclass(frozen=True)
 class NoticeTarget:
-    """A checked Apprise URL: the URL (secret), its redacted form, and the addresses it names
-    literally (IP literals, localhost), which the network rule checks."""
+    """A checked Apprise URL: the URL (secret), its redacted form, and the servers it
+    connects to as (host, port), which the network rule checks (port 0: the service's own)."""
 
     url: str
     shown: str
     service: str
-    addresses: tuple[str, ...]
+    hosts: tuple[tuple[str, int], ...]
 
 
 def parse_notice_url(url: Any, position: int | None = None) -> NoticeTarget:
@@ -51,7 +50,7 @@ def parse_notice_url(url: Any, position: int | None = None) -> NoticeTarget:
             f"{where}: {name}:// is not a notice URL Apprise accepts (an unknown scheme, "
             "or a URL its service cannot use; see https://appriseit.com/services/)"
         )
-    return NoticeTarget(url, shown_form(plugin), str(plugin.service_name), _addresses(plugin))
+    return NoticeTarget(url, shown_form(plugin), str(plugin.service_name), network_hosts(plugin))
 
 
 def shown_form(plugin: Any) -> str:
@@ -61,24 +60,20 @@ def shown_form(plugin: Any) -> str:
     return f"{private.scheme}://{host}"
 
 
-def _addresses(plugin: Any) -> tuple[str, ...]:
-    """The IP addresses the URL names as the server to reach (an SMTP server, a JSON
-    receiver), `localhost` as 127.0.0.1. Names are not resolved: a service addressed by
-    token has a "host" that is no host at all (Telegram's bot id), so only literals are
-    known to be addresses."""
-    found = []
-    for name in ("smtp_host", "host"):
-        host = getattr(plugin, name, None)
-        if not isinstance(host, str) or not host:
-            continue
-        if host == "localhost" or host.endswith(".localhost"):
-            found.append("127.0.0.1")
-            continue
-        try:
-            found.append(str(ipaddress.ip_address(host.strip("[]"))))
-        except ValueError:
-            continue
-    return tuple(dict.fromkeys(found))
+def network_hosts(plugin: Any) -> tuple[tuple[str, int], ...]:
+    """The server an Apprise service connects to, as (host, port): an e-mail's SMTP server
+    (`smtp=`, or the one Apprise derives from the domain), or the URL's host for services
+    whose template names a `host` (JSON, XML, form, rsyslog, Gotify, ntfy, Matrix, …). Other
+    services are addressed by token (Telegram's "host" is its bot id) and connect to their
+    own cloud; the send is checked at the socket all the same (`outbound.socket_guard`)."""
+    port = plugin.port if isinstance(getattr(plugin, "port", None), int) else 0
+    smtp = getattr(plugin, "smtp_host", None)
+    if isinstance(smtp, str):
+        return ((smtp, port),) if smtp else ()
+    host = getattr(plugin, "host", None)
+    if "host" in getattr(plugin, "template_tokens", {}) and isinstance(host, str) and host:
+        return ((host, port),)
+    return ()
 
 
 def scrub(text: str, url: str, shown: str) -> str:
@@ -90,11 +85,27 @@ def scrub(text: str, url: str, shown: str) -> str:
     return text
 
 
+def url_shown(url: str) -> str:
+    """An http(s) URL as output shows it: `scheme://host[:port]`, nothing else."""
+    try:
+        parts = urlsplit(url)
+        return f"{parts.scheme}://{parts.netloc.rsplit('@', 1)[-1]}"
+    except ValueError:
+        return "?"
+
+
 def public_schedule(doc: dict[str, Any]) -> dict[str, Any]:
-    """The schedule as output shows it: each notice target by its redacted form only (not
-    even the ciphertext leaves the store)."""
+    """The schedule as output shows it: its webhook and each notice target by their redacted
+    forms only (not even the ciphertext leaves the store)."""
     notify = doc.get("notify")
-    if not isinstance(notify, dict) or not notify.get("notices"):
+    if not isinstance(notify, dict):
         return doc
-    shown = [str(entry.get("shown", "?")) for entry in notify["notices"]]
-    return {**doc, "notify": {**notify, "notices": shown}}
+    shown: dict[str, Any] = dict(notify)
+    if notify.get("notices"):
+        shown["notices"] = [str(entry.get("shown", "?")) for entry in notify["notices"]]
+    webhook = notify.get("webhook")
+    if isinstance(webhook, dict):
+        shown["webhook"] = str(webhook.get("shown", "?"))
+    elif isinstance(webhook, str):  # stored before webhooks were sealed
+        shown["webhook"] = url_shown(webhook)
+    return {**doc, "notify": shown}

@@ -15,9 +15,11 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
+
 from crawlsched.catalog import JOB_COLLECTIONS
 from crawlsched.schedules.interval import IntervalSchedule
-from crawlsched.schedules.notice_urls import MAX_NOTICES, parse_notice_url
+from crawlsched.schedules.notice_urls import MAX_NOTICES, parse_notice_url, url_shown
 from crawlsched.schedules.policies import Misfire, Overlap
 from crawlsched.schedules.triggers import CronTrigger, trigger_of
 
@@ -152,7 +154,7 @@ def _notices(given: Any) -> list[dict[str, Any]]:
                 "url": target.url,
                 "shown": target.shown,
                 "service": target.service,
-                "addresses": list(target.addresses),
+                "hosts": [list(host) for host in target.hosts],
             }
         )
     return checked
@@ -175,19 +177,27 @@ def _notify(given: Mapping[str, Any]) -> dict[str, Any]:
     return {"notify": {**notify, "on": [e for e in NOTIFY_EVENTS if e in on]}}
 
 
-def _webhook(webhook: Any) -> str:
+def _webhook(webhook: Any) -> dict[str, Any]:
+    """A new webhook URL, checked (kept in `url` until the caller seals it, with the form
+    output shows, `scheme://host[:port]`); a stored one as it is (`secret` and `shown`)."""
+    if isinstance(webhook, Mapping) and {"secret", "shown"} <= set(webhook):
+        return dict(webhook)
+    if isinstance(webhook, Mapping):  # checked before, not sealed yet
+        webhook = webhook.get("url")
     if not isinstance(webhook, str) or len(webhook) > MAX_URL_CHARS:
         raise ValueError(f"webhook: a URL of at most {MAX_URL_CHARS} characters")
     try:
         parts = urlsplit(webhook)
         has_host = bool(parts.hostname)
-    except ValueError:
+        parts.port  # noqa: B018  (a port out of range raises here)
+        httpx.URL(webhook)  # what the sender will parse (it refuses `0177.0.0.1`)
+    except (ValueError, httpx.InvalidURL):
         parts, has_host = None, False
     if parts is None or parts.scheme not in ("http", "https") or not has_host:
-        raise ValueError(f"webhook: an http:// or https:// URL with a host, got {webhook[:100]!r}")
+        raise ValueError("webhook: an http:// or https:// URL with a host")
     if parts.username or parts.password:
         raise ValueError("webhook: no user:password@ in the URL (it would be logged and stored)")
-    return webhook
+    return {"url": webhook, "shown": url_shown(webhook)}
 
 
 def build_schedule(schedule_id: str, given: Mapping[str, Any], now: datetime) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """One frozen Settings object, parsed at the edges (CLI, broker setup) from CRAWLSCHED_* env.
 
-The settings are declared in four groups, one module each (`connections`, `runs`, `crawling`,
-`operations`); `Settings` is all of them, read from the environment.
+The settings are declared in groups, one module each (`connections`, `runs`, `crawling`,
+`operations`, `serving`); `Settings` is all of them, read from the environment.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from crawlsched.settings.connections import ConnectionSettings
 from crawlsched.settings.crawling import CrawlSettings
 from crawlsched.settings.operations import OperationSettings
 from crawlsched.settings.runs import RunSettings
+from crawlsched.settings.serving import ServingSettings
 from crawlsched.settings.values import (
     LOG_LEVELS,
     MAX_RETAIN_S,
@@ -42,7 +43,14 @@ __all__ = [
 
 
 # The groups in reverse: pydantic lists the fields of the last base first.
-class Settings(OperationSettings, CrawlSettings, RunSettings, ConnectionSettings, BaseSettings):
+class Settings(
+    ServingSettings,
+    OperationSettings,
+    CrawlSettings,
+    RunSettings,
+    ConnectionSettings,
+    BaseSettings,
+):
     model_config = SettingsConfigDict(env_prefix="CRAWLSCHED_", frozen=True, extra="ignore")
 
 

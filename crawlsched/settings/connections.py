@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, Field, SecretStr, ValidationInfo, field_validator
 
 from crawlsched.settings.values import (
     split_broker_urls,
@@ -68,12 +68,34 @@ class ConnectionSettings(BaseModel):
         "(`crawlsched accounts keygen` makes one). Needed by commands and workers that touch "
         "a secret.",
     )
+    message_signing: bool = Field(
+        True,
+        description="Sign every message and dead-letter one without a valid signature. On "
+        "RabbitMQ it needs message_signing_key; false runs unsigned (anyone who can publish on "
+        "the vhost can then send ticks, plans and crawl batches).",
+    )
     message_signing_key: SecretStr | None = Field(
         None,
         min_length=32,
-        description="When set, every message is signed (HMAC-SHA256) and one with a missing or "
-        "bad signature is dead-lettered; the same key on every process.",
+        validate_default=True,
+        description="The HMAC-SHA256 key messages are signed with; the same key on every "
+        "process. Required on RabbitMQ unless message_signing is false; the standalone server "
+        "makes one in its data directory.",
     )
+
+    @field_validator("message_signing_key")
+    @classmethod
+    def _signed_on_rabbitmq(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        # A shared broker takes messages from anyone with publish rights on its vhost: without
+        # a key, a worker would run whatever they send.
+        shared = not str(info.data.get("broker_url", "stub://")).startswith("stub://")
+        if value is None and shared and info.data.get("message_signing", True):
+            raise ValueError(
+                "unset, and messages on RabbitMQ are signed: set the same key (32+ characters, "
+                "e.g. `openssl rand -hex 32`) on every process, or CRAWLSCHED_MESSAGE_SIGNING="
+                "false to run unsigned"
+            )
+        return value
 
     @field_validator("mongo_url")
     @classmethod

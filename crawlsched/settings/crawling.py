@@ -7,7 +7,7 @@ import importlib.util
 import ipaddress
 from typing import Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
 from crawlsched.settings.values import (
     HOST_NAME,
@@ -238,17 +238,23 @@ class CrawlSettings(BaseModel):
     target_allow_networks: list[str] = Field(
         default_factory=list,
         description="Networks (CIDR) crawl targets may resolve to although private, loopback "
-        "or link-local, e.g. 127.0.0.1/32 for a local test site; none by default.",
+        "or link-local, e.g. 127.0.0.1/32 for a local test site; none by default. Webhooks "
+        "and notice servers follow the same rule.",
+    )
+    node_allow_networks: list[str] = Field(
+        default_factory=list,
+        description="Networks (CIDR) Selenium nodes may be on although private, loopback or "
+        "link-local, e.g. 127.0.0.1/32 for a chromedriver on this machine; none by default.",
     )
 
-    @field_validator("target_allow_networks")
+    @field_validator("target_allow_networks", "node_allow_networks")
     @classmethod
-    def _networks(cls, value: list[str]) -> list[str]:
+    def _networks(cls, value: list[str], info: ValidationInfo) -> list[str]:
         for text in value:
             try:
                 ipaddress.ip_network(text.strip(), strict=False)
             except ValueError:
-                raise ValueError(f"target_allow_networks: not a network: {text[:60]!r}") from None
+                raise ValueError(f"{info.field_name}: not a network: {text[:60]!r}") from None
         return value
 
     @field_validator("browser_silenced_hosts")

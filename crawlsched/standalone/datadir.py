@@ -9,6 +9,7 @@ format, switched atomically, plus the API address and a local admin token.
       journal/000042.log               every write applied since snapshot 42 (journal.py)
       api.json                         {"url": …, "token": …} while the server runs (mode 0600)
       secret.key                       encrypts account secrets, unless CRAWLSCHED_SECRET_KEY is set
+      signing.key                      signs messages, unless CRAWLSCHED_MESSAGE_SIGNING_KEY is set
 
 Everything in it is its owner's only: folders 0700, files 0600, whatever the umask, and a
 directory found looser (made by hand, or by an older version) is tightened when a server
@@ -30,7 +31,9 @@ from __future__ import annotations
 import base64
 import json
 import os
+import secrets
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +54,7 @@ API_FILE = "api.json"
 CLEAN_MARK = "CLEAN"
 MESSAGES_FILE = "messages.json"
 SECRET_KEY_FILE = "secret.key"
+SIGNING_KEY_FILE = "signing.key"
 LOCK_FILE = "lock"
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -278,17 +282,12 @@ class DataDir:
         """The key that encrypts account secrets at rest, made once and kept (mode 0600)."""
         from crawlsched.resources.secrets import generate_key
 
-        root.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
-        os.chmod(root, DIR_MODE)
-        path = root / SECRET_KEY_FILE
-        if not path.exists():
-            partial = root / f".{SECRET_KEY_FILE}.partial"
-            partial.unlink(missing_ok=True)
-            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-            with os.fdopen(fd, "w") as out:
-                out.write(generate_key())
-            partial.replace(path)
-        return path.read_text().strip()
+        return _kept_key(root, SECRET_KEY_FILE, generate_key)
+
+    @staticmethod
+    def signing_key(root: Path) -> str:
+        """The key the server's messages are signed with, made once and kept (mode 0600)."""
+        return _kept_key(root, SIGNING_KEY_FILE, lambda: secrets.token_hex(32))
 
     # -- the API's address ------------------------------------------------------------------
 
@@ -303,6 +302,21 @@ class DataDir:
 
     def remove_api(self) -> None:
         (self.root / API_FILE).unlink(missing_ok=True)
+
+
+def _kept_key(root: Path, name: str, make: Callable[[], str]) -> str:
+    """The key in `root/name`, made by `make` on first use (written whole, then renamed)."""
+    root.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+    os.chmod(root, DIR_MODE)
+    path = root / name
+    if not path.exists():
+        partial = root / f".{name}.partial"
+        partial.unlink(missing_ok=True)
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+        with os.fdopen(fd, "w") as out:
+            out.write(make())
+        partial.replace(path)
+    return path.read_text().strip()
 
 
 def read_api(root: Path) -> dict[str, Any] | None:

@@ -36,11 +36,15 @@ LOCAL_TOKEN_NAME = "standalone-local"
 
 
 def standalone_settings(settings: Settings) -> Settings:
-    """The settings with the embedded store and the in-process broker, and an account-secret
-    key: CRAWLSCHED_SECRET_KEY, or one kept in the data directory (made on the first start)."""
+    """The settings with the embedded store and the in-process broker, an account-secret key
+    (CRAWLSCHED_SECRET_KEY, or one kept in the data directory, made on the first start) and a
+    message-signing key the same way: the messages a clean stop saves are checked when the
+    next start puts them back."""
     update: dict[str, Any] = {"mongo_url": STORE_URL, "broker_url": "stub://"}
     if settings.secret_key is None:
         update["secret_key"] = SecretStr(DataDir.secret_key(settings.data_dir))
+    if settings.message_signing and settings.message_signing_key is None:
+        update["message_signing_key"] = SecretStr(DataDir.signing_key(settings.data_dir))
     return settings.model_copy(update=update)
 
 
@@ -224,9 +228,8 @@ def serve(
 ) -> None:
     """Run the standalone server until SIGTERM or Ctrl-C. `run_command` and `attach`: the
     command line, for `POST /v1/cli` (`crawlsched.main` hands them in)."""
-    import uvicorn
-
     from crawlsched.api import create_app
+    from crawlsched.api.serving import api_server
 
     server = StandaloneServer(settings, threads, attach)
     report = server.start()
@@ -235,8 +238,7 @@ def serve(
     app = create_app(server.runtime, delivers=True, run_command=run_command)
     # A write is answered once the journal holding it is on disk: no crash loses it.
     durable = DurableBeforeAnswer(app, server.sync_journal)
-    config = uvicorn.Config(durable, host=host, port=port, log_level="warning", lifespan="off")
-    web = uvicorn.Server(config)
+    web = api_server(durable, host, port, server.settings)
     announcer = threading.Thread(target=_announce, args=(server, web, host, report), daemon=True)
     announcer.start()
     # uvicorn handles SIGTERM and SIGINT while it serves, then restores the handlers it found

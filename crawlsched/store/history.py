@@ -66,8 +66,10 @@ class MongoHistoryStore:
         return self._list({"run_id": run_id}, limit)
 
     def ends_of(self, run_id: str) -> list[dict[str, Any]]:
-        """Each execution of a run, its times and outcome only: what its timeline counts."""
+        """Each execution of a run, its times, outcome and error only: what its timeline
+        counts."""
         fields = {"_id": 0, "started_at": 1, "ended_at": 1, "outcome": 1, "retried": 1}
+        fields |= {"error": 1, "error_kind": 1, "http_status": 1}
         return list(self._history.find({"run_id": run_id}, fields))
 
     def _list(self, query: dict[str, Any], limit: int) -> list[dict[str, Any]]:

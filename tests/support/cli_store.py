@@ -23,6 +23,8 @@ def cli_on_fresh_store(monkeypatch: pytest.MonkeyPatch, name: str) -> Iterator[t
     url = f"mongomock://{name}-{uuid.uuid4().hex}"
     monkeypatch.setenv("CRAWLSCHED_MONGO_URL", url)
     monkeypatch.setenv("CRAWLSCHED_BROKER_URL", "stub://")
+    # The tests' Selenium nodes run on loopback.
+    monkeypatch.setenv("CRAWLSCHED_NODE_ALLOW_NETWORKS", '["127.0.0.1/32"]')
     runner = CliRunner()
 
     def run(*args: str) -> Result:

@@ -114,10 +114,14 @@ def worker_graph_env(
     """A runtime on the shared server with the graph's reference loaded, the environment of
     `dramatiq` workers that record every run end (tests/support/end_probe.py), and the path
     of that record."""
-    from tests.support.workers import TEST_SECRET_KEY, crawlsched_env
+    from tests.support.workers import TEST_SECRET_KEY, TEST_SIGNING_KEY, crawlsched_env
 
     settings = Settings(
-        mongo_url=mongo_url, mongo_db=mongo_db, broker_url=broker_url, secret_key=TEST_SECRET_KEY
+        mongo_url=mongo_url,
+        mongo_db=mongo_db,
+        broker_url=broker_url,
+        secret_key=TEST_SECRET_KEY,
+        message_signing_key=TEST_SIGNING_KEY,
     )
     rt = Runtime(settings)
     prepare(rt)

@@ -15,6 +15,8 @@ from tests.support.scratch import scratch_dir, scratch_file
 REPO = Path(__file__).resolve().parents[2]
 # One key for the whole test session: in-process runtimes and CLI workers must agree on it.
 TEST_SECRET_KEY = generate_key()
+# Messages on RabbitMQ are signed (settings refuse it without a key): one for the session.
+TEST_SIGNING_KEY = "test-signing-key-" + "s" * 32
 # Only loopback resolves in test browsers: a crawl can never leave the machine.
 TEST_HOST_RULES = "MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"
 
@@ -33,8 +35,10 @@ def crawlsched_env(broker_url: str, mongo_url: str, mongo_db: str, **extra: str)
         CRAWLSCHED_MONGO_DB=mongo_db,
         CRAWLSCHED_LOG_FORMAT="json",
         CRAWLSCHED_SECRET_KEY=TEST_SECRET_KEY,
+        CRAWLSCHED_MESSAGE_SIGNING_KEY=TEST_SIGNING_KEY,
         CRAWLSCHED_BROWSER_HOST_RESOLVER_RULES=TEST_HOST_RULES,
         CRAWLSCHED_TARGET_ALLOW_NETWORKS='["127.0.0.1/32"]',
+        CRAWLSCHED_NODE_ALLOW_NETWORKS='["127.0.0.1/32"]',
         CRAWLSCHED_HOST_DELAY_S="0",
         PYTHONPATH=str(REPO),
     )

@@ -2,10 +2,13 @@
 page per run at `/status/runs/{run_id}`.
 
 Server-rendered shell plus a few lines of plain JavaScript that fetch `/v1/status` every two
-seconds (no build step). It needs a read token like the API: the login form keeps it in an
-HttpOnly, SameSite=Strict cookie. The form takes read tokens only, and the cookie counts on GET
-and HEAD only (`auth.token_of`): a page on another port of the same host (SameSite does not
-tell ports apart) may submit a form to a changing route, but it is refused.
+seconds (no build step). It needs a token like the API: the login form keeps it in an
+HttpOnly, SameSite=Strict cookie. The cookie counts on GET and HEAD of the API only
+(`auth.token_of`): a page on another port of the same host (SameSite does not tell ports
+apart) may submit a form to a changing route, but it is refused. An admin's page has buttons
+on each run's page, which act through `routes/page_actions.py` only with the page's origin
+and CSRF token (`api/page_guard.py`). No page may be framed by another (the buttons could be
+clicked through a frame).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 
 from crawlsched.api import run_ids  # noqa: F401  (registers `{run_id:run_id}`)
 from crawlsched.api.auth import COOKIE, Reader, runtime_of
+from crawlsched.api.page_guard import csrf_token
 from crawlsched.api.problems import PROBLEM_RESPONSES
 from crawlsched.encoding import plain
 from crawlsched.flow import views
@@ -35,36 +39,66 @@ def _asset(name: str) -> str:
     return resources.files("crawlsched.api").joinpath("static", name).read_text()
 
 
+# Every page: never framed by another (clickjacking the buttons), nothing sniffed or sent on.
+PAGE_HEADERS = {
+    "Content-Security-Policy": "frame-ancestors 'none'",
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+def _page(html: str) -> HTMLResponse:
+    return HTMLResponse(html, headers=PAGE_HEADERS)
+
+
+def _login_page(message: str = "") -> HTMLResponse:
+    return _page(_asset("login.html").replace("{{message}}", message))
+
+
+def _shell(name: str, token: str, row: dict[str, Any]) -> HTMLResponse:
+    """A page for this session: its role, and for an admin the CSRF token its buttons send
+    (hex and a fixed word: nothing of the store is written into the HTML)."""
+    admin = row["role"] == "admin"
+    return _page(
+        _asset(name)
+        .replace("{{role}}", "admin" if admin else "read")
+        .replace("{{csrf}}", csrf_token(token) if admin else "")
+    )
+
+
 @router.get(
     "/", response_class=HTMLResponse, summary="The status page (a login form without a token)"
 )
 def status_page(request: Request) -> HTMLResponse:
-    if _page_token_row(request, request.cookies.get(COOKIE)) is None:
+    token = request.cookies.get(COOKIE)
+    row = _page_token_row(request, token)
+    if token is None or row is None:
         message = next((m for key, m in LOGIN_MESSAGES.items() if key in request.query_params), "")
-        return HTMLResponse(_asset("login.html").replace("{{message}}", message))
-    return HTMLResponse(_asset("status.html"))
+        return _login_page(message)
+    return _shell("status.html", token, row)
 
 
 @router.get("/status/runs/{run_id:run_id}", response_class=HTMLResponse, include_in_schema=False)
 def run_page(request: Request, run_id: str) -> HTMLResponse:
-    """One run's page; the same static shell for every run (its script reads the id from the
+    """One run's page; the same shell for every run (its script reads the id from the
     address, so no run id is ever written into the HTML)."""
-    if _page_token_row(request, request.cookies.get(COOKIE)) is None:
-        return HTMLResponse(_asset("login.html").replace("{{message}}", ""))
-    return HTMLResponse(_asset("run.html"))
+    token = request.cookies.get(COOKIE)
+    row = _page_token_row(request, token)
+    if token is None or row is None:
+        return _login_page()
+    return _shell("run.html", token, row)
 
 
-LOGIN_MESSAGES = {
-    "failed": '<p class="bad">That token is unknown or revoked.</p>',
-    "admin": '<p class="bad">That is an admin token: the page takes read tokens only '
-    "(<code>crawlsched tokens create --role read --name page</code>).</p>",
-}
+LOGIN_MESSAGES = {"failed": '<p class="bad">That token is unknown or revoked.</p>'}
+# How long the page remembers a token: a read token a month, an admin token a working day.
+COOKIE_AGE_S = {"read": 30 * 86400, "admin": 12 * 3600}
 
 
 def _page_token_row(request: Request, token: str | None) -> dict[str, Any] | None:
-    """The row of a read token the page may be shown with (an admin token never)."""
-    row = runtime_of(request).tokens.verify(token) if token else None
-    return row if row is not None and row["role"] == "read" else None
+    """The row of the token the page is shown with (None: unknown or revoked)."""
+    return runtime_of(request).tokens.verify(token) if token else None
 
 
 @router.post("/login", include_in_schema=False)
@@ -75,10 +109,9 @@ async def login(request: Request) -> RedirectResponse:
     row = runtime_of(request).tokens.verify(token) if token else None
     if row is None:
         return RedirectResponse("/?failed", status_code=303)
-    if row["role"] != "read":
-        return RedirectResponse("/?admin", status_code=303)
     response = RedirectResponse("/", status_code=303)
-    response.set_cookie(COOKIE, token, httponly=True, samesite="strict", max_age=30 * 86400)
+    age = COOKIE_AGE_S.get(row["role"], COOKIE_AGE_S["admin"])
+    response.set_cookie(COOKIE, token, httponly=True, samesite="strict", max_age=age)
     return response
 
 

@@ -16,7 +16,7 @@ from crawlsched.api.problems import PROBLEM_RESPONSES, ApiProblem, problem_doc
 from crawlsched.api.run_rows import runs_page
 from crawlsched.encoding import plain
 from crawlsched.errors import RunAlreadyEnded, RunNotFound
-from crawlsched.flow import run_timeline, schedule_ops, views
+from crawlsched.flow import history_rows, run_timeline, schedule_ops, views
 
 router = APIRouter(prefix="/v1", tags=["runs"], responses=PROBLEM_RESPONSES)
 
@@ -171,7 +171,8 @@ def run_history(
 ) -> dict[str, Any]:
     _run(caller, run_id)
     rows = caller.rt.history.page({"run_id": run_id}, limit + 1, offset)
-    return page_of(rows, limit, offset)
+    # Each row with its page's URL and why it failed (kind of error, HTTP status).
+    return page_of(history_rows.shown_rows(caller.rt, rows), limit, offset)
 
 
 # `{run_id:run_id}`: a run's id or a child run's, `<run>/<shard>` (`api/run_ids.py`).
