@@ -38,6 +38,7 @@ from tests.sim.web_graph import WebSpec
 from tests.sim.world import CrashPolicy, World
 
 SCHEDULE = "sim"
+SECRET_KEY = "bU-rMPNa7ShuGWVfxX8viTUi8T-KfPs5RCZiEz9Yqo8="  # seals the webhook's URL at rest
 REFUSALS_ALLOWED = 3  # a page its host answers 429/503 this often is given up
 SWEEP_S = 30.0  # the store's TTL sweep runs this often (virtual seconds)
 SETTLE_S = 120.0  # after the run is announced: slices and leases run out meanwhile
@@ -74,6 +75,7 @@ def settings_of(seed: int, spec: CrawlSpec) -> Settings:
         mongo_url=f"mongomock://sim-{seed}",
         broker_url="stub://",
         log_level="error",
+        secret_key=SECRET_KEY,
         host_delay_s=spec.host_delay_s,
         host_concurrency=1,
         crawl_lanes=spec.lanes,
@@ -134,7 +136,10 @@ def _seed_store(settings: Settings, world: World, web: SimWeb) -> Runtime:
         "targets": web.seeds(),
         "webhook": f"http://{HOOKS_HOST}/run-ended",
     }
-    rt.schedules.insert(build_schedule(SCHEDULE, given, START))
+    schedule = build_schedule(SCHEDULE, given, START)
+    url = schedule["notify"]["webhook"].pop("url")  # sealed at rest, as `schedules add` does
+    schedule["notify"]["webhook"]["secret"] = rt.secrets.encrypt(url)
+    rt.schedules.insert(schedule)
     return rt
 
 
