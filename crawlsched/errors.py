@@ -107,6 +107,10 @@ class ScheduleExists(CrawlschedError, ValueError):
         self.schedule_id = schedule_id
 
 
+class MediaExists(CrawlschedError, ValueError):
+    """A new media's name or id is another media's."""
+
+
 class ReportRejected(CrawlschedError, ValueError):
     """A report the store does not bear out (forged, foreign or early): dead-lettered."""
 

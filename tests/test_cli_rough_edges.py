@@ -26,8 +26,9 @@ def one_error(err: str) -> str:
     return lines[0]
 
 
-def test_run_history_of_a_schedule_shows_a_reclaimed_row_without_a_start(seeded):  # noqa: F811
+def test_run_history_of_a_schedule_shows_a_reclaimed_row_without_a_start(seeded, monkeypatch):  # noqa: F811
     # Given a row a restart reclaimed: it ended, it never started
+    monkeypatch.setenv("COLUMNS", "200")
     seeded.history.add(
         [
             {
@@ -139,7 +140,8 @@ def test_resuming_a_run_with_nothing_held_says_what_goes_on(seeded):  # noqa: F8
         {"_id": RUN_ID},
         {"$set": {"state": "running", "planning": False, "planned": 3, "outstanding": 3}},
     )
-    assert invoke("run", "pause", RUN_ID)[0] == 0
+    code, out, err = invoke("run", "pause", RUN_ID)
+    assert code == 0, err
     code, out, err = invoke("run", "resume", RUN_ID)
     assert code == 0, err
     assert "0 waiting jobs" not in out

@@ -16,7 +16,14 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from crawlsched.errors import CrawlschedError, RunRefused, ScheduleExists, ScheduleStateError
+from crawlsched.errors import (
+    CrawlschedError,
+    MediaExists,
+    RunAlreadyEnded,
+    RunRefused,
+    ScheduleExists,
+    ScheduleStateError,
+)
 from crawlsched.logs import get_logger
 
 log = get_logger(__name__)
@@ -113,6 +120,10 @@ def _field_errors(error: RequestValidationError) -> list[dict[str, Any]]:
     ]
 
 
+# What the store holds refuses the request (a name taken, a state that forbids it): 409.
+CONFLICTS = (ScheduleExists, ScheduleStateError, RunRefused, RunAlreadyEnded, MediaExists)
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(ApiProblem)
     async def _api_problem(request: Request, exc: ApiProblem) -> JSONResponse:
@@ -155,7 +166,7 @@ def install(app: FastAPI) -> None:
         # A schedule that exists already, or whose state refuses the operation (pausing a
         # stopped one): a conflict with what the store holds, not a malformed request.
         status = 404 if isinstance(exc, LookupError) else 400
-        if isinstance(exc, ScheduleExists | ScheduleStateError | RunRefused):
+        if isinstance(exc, CONFLICTS):
             status = 409
         return problem_response(request, status, str(exc))
 

@@ -71,7 +71,7 @@ def register(app: typer.Typer) -> None:
         from dramatiq import Worker
 
         from crawlsched.brokers import setup_broker
-        from crawlsched.cli.discovery import by_depth, depth_table
+        from crawlsched.cli.discovery import depth_table
         from crawlsched.demo.node import LocalChromedriver
         from crawlsched.demo.report import (
             NEXT_STEPS,
@@ -84,6 +84,7 @@ def register(app: typer.Typer) -> None:
         from crawlsched.demo.seed import demo_accounts, demo_handles, seed_crawl_demo
         from crawlsched.demo.social import DemoSocialNetwork
         from crawlsched.demo.website import DemoWebsite
+        from crawlsched.flow.views import by_depth
         from crawlsched.resources.secrets import generate_key
         from crawlsched.runtime import get_runtime
         from crawlsched.store.client import drop_embedded

@@ -34,11 +34,11 @@ from typing import Any
 import bson
 
 from crawlsched.errors import CrawlschedError
+from crawlsched.standalone.address import API_FILE, read_api
 from crawlsched.store import dump
 from crawlsched.store.counting import CountingDatabase
 
 KEEP_SNAPSHOTS = 2
-API_FILE = "api.json"
 CLEAN_MARK = "CLEAN"
 MESSAGES_FILE = "messages.json"
 SECRET_KEY_FILE = "secret.key"
@@ -259,14 +259,6 @@ class DataDir:
 
     def remove_api(self) -> None:
         (self.root / API_FILE).unlink(missing_ok=True)
-
-
-def read_api(root: Path) -> dict[str, Any] | None:
-    """The running server's {"url", "token", "pid"}, if its file is there."""
-    try:
-        return json.loads((root / API_FILE).read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def restrict(root: Path) -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,22 +71,10 @@ class Periodic(threading.Thread):
         self.join(timeout=60)
 
 
-# Make the commands of this process use a runtime (None: their own again), and whether the
-# messages they send reach workers: the command line's `run_inside`, handed in by the entry point.
-AttachCommands = Callable[[Any, bool], None]
-
-
-def _no_commands(runtime: Any, delivers: bool) -> None:
-    """The server runs no commands in its process."""
-
-
 class StandaloneServer:
-    def __init__(
-        self, settings: Settings, threads: int = 4, attach: AttachCommands = _no_commands
-    ) -> None:
+    def __init__(self, settings: Settings, threads: int = 4) -> None:
         self.settings = standalone_settings(settings)
         self.threads = threads
-        self.attach = attach
         self.data = DataDir(self.settings.data_dir, self.settings.mongo_db)
         self._snapshot_lock = threading.Lock()
         self.runtime: Any = None
@@ -131,7 +118,6 @@ class StandaloneServer:
             recovered = recover_lost_messages(
                 rt, lambda sid, at: planner.plan_crawls.send(sid, at.isoformat()), send_report
             )
-        self.attach(rt, True)
         self.worker = Worker(self.broker, worker_threads=self.threads)
         self.worker.start()
         self._clock = Periodic("clock", self.settings.clock_interval_s, ticker.tick.send)
@@ -184,7 +170,6 @@ class StandaloneServer:
             self._clock.stop()
         if self.worker:
             self.worker.stop(timeout=int(self.settings.crawl_time_limit_s * 1000))
-        self.attach(None, False)
         messages = self.broker.pending() if self.broker else []
         stats = self.snapshot(messages, clean=True)
         self.data.remove_api()
@@ -197,25 +182,17 @@ class StandaloneServer:
         return stats
 
 
-def serve(
-    settings: Settings,
-    host: str,
-    port: int,
-    threads: int,
-    run_command: Any = None,
-    attach: AttachCommands = _no_commands,
-) -> None:
-    """Run the standalone server until SIGTERM or Ctrl-C. `run_command` and `attach`: the
-    command line, for `POST /v1/cli` (`crawlsched.main` hands them in)."""
+def serve(settings: Settings, host: str, port: int, threads: int) -> None:
+    """Run the standalone server until SIGTERM or Ctrl-C."""
     import uvicorn
 
     from crawlsched.api import create_app
 
-    server = StandaloneServer(settings, threads, attach)
+    server = StandaloneServer(settings, threads)
     report = server.start()
     from crawlsched.standalone.durable import SnapshotBeforeAnswer
 
-    app = create_app(server.runtime, delivers=True, run_command=run_command)
+    app = create_app(server.runtime, delivers=True)
     # A write is answered once a snapshot holds it: a `kill -9` right after loses none of it.
     durable = SnapshotBeforeAnswer(app, server.snapshot)
     config = uvicorn.Config(durable, host=host, port=port, log_level="warning", lifespan="off")
