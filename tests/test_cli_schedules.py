@@ -17,7 +17,6 @@ from crawlsched.cli import app
 from crawlsched.flow import schedule_ops
 from crawlsched.flow.planning import plan_run
 from crawlsched.flow.ticking import fire_due
-from crawlsched.logs import configure_logging
 from crawlsched.runtime import Runtime
 from crawlsched.schedules.triggers import CronTrigger
 from crawlsched.settings import Settings
@@ -39,10 +38,7 @@ def invoke(url: str) -> Invoke:
     runner = CliRunner()
 
     def run(*args: str) -> Result:
-        result = runner.invoke(app, list(args))
-        # A command points the logs at its stderr (the runner's stream, now closed).
-        configure_logging("json", "INFO")
-        return result
+        return runner.invoke(app, list(args))
 
     assert run("init-db").exit_code == 0
     return run

@@ -9,9 +9,9 @@ read more than the limit whatever it does. Requests without a body pass straight
 routes' own token check answers them).
 
 Uploads (`UPLOAD_PATHS`: a file a command sends) are for admin tokens only, refused (403)
-before a byte is read, and are not read here: the route reads them as they arrive, counted
-against CRAWLSCHED_API_MAX_UPLOAD_BYTES (`BodyTooLarge` past it), so a large file is never held
-whole in memory.
+before a byte is read, and are not read here: the route spools them to disk as they arrive
+(`api/uploads.py`), counted against CRAWLSCHED_API_MAX_UPLOAD_BYTES (`BodyTooLarge` past it),
+so a large file is never held whole in memory.
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from crawlsched.errors import (
+    Conflict,
     CrawlschedError,
-    MediaExists,
     RunAlreadyEnded,
     RunRefused,
     ScheduleExists,
@@ -121,7 +121,7 @@ def _field_errors(error: RequestValidationError) -> list[dict[str, Any]]:
 
 
 # What the store holds refuses the request (a name taken, a state that forbids it): 409.
-CONFLICTS = (ScheduleExists, ScheduleStateError, RunRefused, RunAlreadyEnded, MediaExists)
+CONFLICTS = (ScheduleExists, ScheduleStateError, RunRefused, RunAlreadyEnded, Conflict)
 
 
 def install(app: FastAPI) -> None:

@@ -1,8 +1,9 @@
-"""Files a caller sends, read as they arrive: a route that takes an upload (`jobs import`,
-`store load`) runs in a worker thread and reads the body chunk by chunk from the event loop
-(never whole: the body guard counts it against CRAWLSCHED_API_MAX_UPLOAD_BYTES, after checking
-the caller may send it at all). Its answer lines are spooled (to disk past a megabyte) and sent
-back as JSON lines once the work is done."""
+"""Files a caller sends (`jobs import`, `store load`): read as they arrive into a spooled file
+(in memory up to a megabyte, on disk past it), counted against CRAWLSCHED_API_MAX_UPLOAD_BYTES
+by the body guard, which refused the request before a byte of it was read unless the token is
+an admin's. Only a whole upload is worked on (one over the limit changes nothing), in a worker
+thread, from the spooled file; the answer lines are spooled the same way and sent back as JSON
+lines once the work is done."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import tempfile
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
-import anyio.from_thread
 from fastapi import Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
@@ -20,7 +20,7 @@ from crawlsched.api.body_guard import BodyTooLarge
 from crawlsched.api.problems import ApiProblem
 
 SPOOLED_IN_MEMORY = 1024 * 1024
-READ_BACK = 64 * 1024
+CHUNK = 64 * 1024
 # The OpenAPI description of an upload's body and of its answer.
 UPLOAD_BODY = {
     "requestBody": {
@@ -31,41 +31,50 @@ UPLOAD_BODY = {
 JSON_LINES = {200: {"content": {"application/x-ndjson": {"schema": {"type": "string"}}}}}
 
 
-def body_chunks(request: Request) -> Iterator[bytes]:
-    """The request's body as it arrives, from a worker thread (413 past the limit)."""
-    stream = request.stream().__aiter__()
-    while True:
-        try:
-            chunk = anyio.from_thread.run(stream.__anext__)
-        except StopAsyncIteration:
-            return
-        except BodyTooLarge as e:
-            raise ApiProblem(413, str(e)) from None
-        if chunk:
-            yield chunk
+def _spool() -> IO[bytes]:
+    return tempfile.SpooledTemporaryFile(max_size=SPOOLED_IN_MEMORY)
 
 
-def _spooled(lines: Iterator[dict[str, Any]]) -> IO[bytes]:
-    spool = tempfile.SpooledTemporaryFile(max_size=SPOOLED_IN_MEMORY)  # noqa: SIM115
+async def _received(request: Request) -> IO[bytes]:
+    """The whole body in a spooled file (413 as soon as it passes the limit)."""
+    upload = _spool()
+    try:
+        async for chunk in request.stream():
+            upload.write(chunk)
+    except BodyTooLarge as e:
+        upload.close()
+        raise ApiProblem(413, str(e)) from None
+    upload.seek(0)
+    return upload
+
+
+def _chunks(upload: IO[bytes]) -> Iterator[bytes]:
+    while chunk := upload.read(CHUNK):
+        yield chunk
+
+
+def _answered(lines: Iterator[dict[str, Any]]) -> IO[bytes]:
+    answer = _spool()
     for line in lines:
-        spool.write(json.dumps(line, default=str).encode() + b"\n")
-    spool.seek(0)
-    return spool
+        answer.write(json.dumps(line, default=str).encode() + b"\n")
+    answer.seek(0)
+    return answer
 
 
-def _read_back(spool: IO[bytes]) -> Iterator[bytes]:
-    with spool:
-        while chunk := spool.read(READ_BACK):
-            yield chunk
+def _sent(answer: IO[bytes]) -> Iterator[bytes]:
+    with answer:
+        yield from _chunks(answer)
 
 
 async def upload_answer(
     request: Request, work: Callable[[Iterator[bytes]], Iterator[dict[str, Any]]]
 ) -> StreamingResponse:
-    """Run `work` on the body's chunks in a worker thread; its answer lines, as JSON lines."""
+    """Run `work` on the whole upload's chunks in a worker thread; its answer lines."""
+    upload = await _received(request)
 
     def run() -> IO[bytes]:
-        return _spooled(work(body_chunks(request)))
+        with upload:
+            return _answered(work(_chunks(upload)))
 
-    spool = await run_in_threadpool(run)
-    return StreamingResponse(_read_back(spool), media_type="application/x-ndjson")
+    answer = await run_in_threadpool(run)
+    return StreamingResponse(_sent(answer), media_type="application/x-ndjson")

@@ -15,7 +15,7 @@ from typing import Any
 
 from crawlsched.catalog import JobState
 from crawlsched.control import Senders
-from crawlsched.errors import BadJobInput
+from crawlsched.errors import BadJobInput, Conflict
 from crawlsched.flow import job_ops, schedule_ops
 from crawlsched.jobs_input import DEFAULT_WEBSITE_MEDIA, MAX_DEPTH, MAX_PAGES
 from crawlsched.runtime import Runtime
@@ -77,7 +77,7 @@ def _job_due_now(rt: Runtime, url: str, depth: int, max_pages: int, media: str) 
     jobs = rt.db[added.collection]
     for doc in added.stored:
         if doc.get("state") == int(JobState.RUNNING) or doc.get("dispatch_id"):
-            raise BadJobInput(
+            raise Conflict(
                 f"{doc['target']} is being crawled (run {doc.get('run_id') or '?'}): wait for "
                 "that run, or stop it"
             )

@@ -40,11 +40,11 @@ def import_jobs(
 ) -> Iterator[dict[str, Any]]:
     """Answer lines: `{"rejected": {line, reason, row}}` for each rejected row, then
     `{"report": {...}}`, with `error` when the import stopped before the end."""
-    if preserve and format != "jsonl":
-        raise BadJobInput("--preserve reads JSON lines (.jsonl, .ndjson) only")
     if kind is not None and kind not in TARGET_KINDS:
         raise BadJobInput(f"kind: one of {', '.join(TARGET_KINDS)}, got {kind!r}")
     rows = parse_import_lines(lines_of(chunks), format)
+    if preserve and format != "jsonl":  # job documents are JSON: every row says so
+        rows = ((n, BadJobInput("preserve reads JSON lines only")) for n, _ in rows)
     importer = JobImporter(rt, kind, preserve)
     error = None
     try:

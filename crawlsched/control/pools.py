@@ -7,10 +7,10 @@ from typing import Any
 
 from crawlsched.control.pages import sliced
 from crawlsched.encoding import plain
-from crawlsched.errors import UnknownMedia
+from crawlsched.errors import NodeUnreachable, UnknownMedia, UnsafeTarget
 from crawlsched.flow import views
 from crawlsched.resources import rules
-from crawlsched.resources.node_probe import probe_node
+from crawlsched.resources.node_probe import check_node_url, probe_node
 from crawlsched.resources.rules import AccountLimits
 from crawlsched.runtime import Runtime
 
@@ -81,7 +81,8 @@ def add_node(
         from crawlsched.drivers.net import guarded_client
         from crawlsched.drivers.targets import check_target
 
-        check_target(url, allowed)
+        _resolves(check_node_url(url))  # a name that names nothing: no node there (404)
+        check_target(url, allowed)  # an address the rules refuse: 400
         client = guarded_client(tuple(allowed), timeout)
     else:
         client = httpx.Client(timeout=timeout)
@@ -92,6 +93,18 @@ def add_node(
     capacity = slots or status.capacity or 1
     new = rt.inventory.add_node(url, status.kind, capacity, rt.now())
     return {"url": url, "kind": status.kind, "capacity": capacity, "added": new}
+
+
+def _resolves(url: str) -> None:
+    from urllib.parse import urlsplit
+
+    from crawlsched.drivers.targets import resolve
+
+    parts = urlsplit(url)
+    try:
+        resolve(parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80))
+    except UnsafeTarget as e:
+        raise NodeUnreachable(url, str(e)) from None
 
 
 def drain_node(rt: Runtime, url: str, draining: bool = True) -> dict[str, Any]:

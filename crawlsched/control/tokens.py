@@ -6,6 +6,7 @@ from typing import Any
 
 from crawlsched.control.pages import sliced
 from crawlsched.encoding import plain
+from crawlsched.errors import Conflict
 from crawlsched.runtime import Runtime
 
 
@@ -25,4 +26,9 @@ def create(rt: Runtime, role: str, name: str) -> dict[str, Any]:
 
 def revoke(rt: Runtime, token_id: str) -> dict[str, Any]:
     """Every request with the token is refused from now on."""
-    return plain(rt.tokens.revoke(token_id, rt.now()))
+    try:
+        return plain(rt.tokens.revoke(token_id, rt.now()))
+    except LookupError:
+        raise
+    except ValueError as e:  # already revoked
+        raise Conflict(str(e)) from None

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from crawlsched.api.auth import Admin
 from crawlsched.api.idempotent import IdempotencyKey, once
+from crawlsched.api.openapi import NAMED_WEB_URL
 from crawlsched.api.problems import PROBLEM_RESPONSES, problem_doc
 from crawlsched.api.senders import senders_of
 from crawlsched.control import crawls
@@ -22,12 +23,18 @@ class NewCrawl(BaseModel):
     from each start URL; the site only (its media's `follow_offsite`)."""
 
     model_config = ConfigDict(extra="forbid")
-    urls: list[str] = Field(
-        ..., min_length=1, max_length=crawls.MAX_START_URLS, description="http(s) start URLs."
-    )
+    urls: list[
+        Annotated[str, Field(max_length=2000, json_schema_extra={"pattern": NAMED_WEB_URL})]
+    ] = Field(..., min_length=1, max_length=crawls.MAX_START_URLS, description="http(s) URLs.")
     depth: int = Field(2, ge=0, le=MAX_DEPTH)
     max_pages: int = Field(100, ge=0, le=MAX_PAGES)
-    media: str = Field("web", min_length=1, max_length=100)
+    media: str = Field(
+        "web",
+        min_length=1,
+        max_length=100,
+        description="The media whose driver crawls them (of the reference data).",
+        json_schema_extra={"enum": ["web"]},
+    )
 
 
 @router.post(

@@ -19,8 +19,29 @@ from crawlsched.resources.host_rules import MAX_CRAWL_DELAY_S
 
 router = APIRouter(prefix="/v1", tags=["hosts"], responses=PROBLEM_RESPONSES)
 
-HostName = Annotated[str, Field(min_length=1, max_length=300)]
+# A host name the schema vouches for (a name with a dot, an origin with its scheme when it has
+# a port); the routes also take IP addresses and the keys of the other groupings
+# (`domain:…`, `address:…`).
+_LABELS = r"([A-Za-z0-9-]{1,20}\.){1,3}[A-Za-z][A-Za-z0-9-]{0,20}"
+HOST_PATTERN = rf"^({_LABELS}|https?://{_LABELS}(:[1-9][0-9]{{0,3}})?)/?$"
+HostName = Annotated[
+    str, Field(min_length=1, max_length=300, json_schema_extra={"pattern": HOST_PATTERN})
+]
 NEW = "The host was never crawled: make it (else 404)."
+# Limits of its own, or `clear` alone.
+_LIMITS = ("delay_s", "concurrency", "daily_pages")
+LIMITS_RULE = {
+    "oneOf": [
+        {
+            "required": ["clear"],
+            "properties": {"clear": {"const": True}, **{k: {"not": {}} for k in _LIMITS}},
+        },
+        {
+            "anyOf": [{"required": [k]} for k in _LIMITS],
+            "properties": {"clear": {"const": False}},
+        },
+    ]
+}
 
 
 class Block(BaseModel):
@@ -39,7 +60,7 @@ class Unblock(BaseModel):
 class Limits(BaseModel):
     """Limits of the host's own, over its media's and the settings' (or `clear` alone)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=LIMITS_RULE)
     host: HostName
     delay_s: Given[float, Field(ge=0, le=MAX_CRAWL_DELAY_S)] = None
     concurrency: Given[int, Field(ge=1, le=64)] = None
@@ -55,7 +76,10 @@ def list_hosts(caller: Reader, limit: Limit = 100, offset: Offset = 0) -> dict[s
 
 @router.get("/hosts/lookup", summary="One host in full, by the name an operator gives it")
 def get_host(
-    caller: Reader, host: Annotated[str, Query(min_length=1, max_length=300)]
+    caller: Reader,
+    host: Annotated[
+        str, Query(min_length=1, max_length=300, json_schema_extra={"pattern": HOST_PATTERN})
+    ],
 ) -> dict[str, Any]:
     return hosts.get(caller.rt, host)
 

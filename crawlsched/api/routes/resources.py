@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from crawlsched.api.auth import Admin, Reader
 from crawlsched.api.models import Given
+from crawlsched.api.openapi import NAMED_WEB_URL
 from crawlsched.api.paging import Limit, Offset, Page
 from crawlsched.api.problems import PROBLEM_RESPONSES
 from crawlsched.control import pools
@@ -23,7 +24,13 @@ WEEK_S = 7 * 86400
 class NewAccount(BaseModel):
     """An account of a media, or new secret and limits for one (`crawlsched accounts add`)."""
 
-    model_config = ConfigDict(extra="forbid")
+    # A rate limit is uses per window: both or neither.
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "dependentRequired": {"rate_uses": ["rate_window_s"], "rate_window_s": ["rate_uses"]}
+        },
+    )
     media: Name
     username: Name
     secret: SecretStr = Field(..., min_length=1, max_length=10_000, description="Kept encrypted.")
@@ -41,7 +48,13 @@ class AccountState(BaseModel):
 
 class NewNode(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    url: str = Field(..., min_length=1, max_length=2000, description="A Grid 4 or a chromedriver.")
+    url: str = Field(
+        ...,
+        min_length=1,
+        max_length=2000,
+        description="A Grid 4 or a chromedriver, http(s).",
+        json_schema_extra={"pattern": NAMED_WEB_URL},
+    )
     slots: Given[int, Field(ge=1, le=1000, description="Browsers at once (chromedriver).")] = None
 
 

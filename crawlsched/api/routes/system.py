@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
 from crawlsched.api.auth import Admin, Reader
 from crawlsched.api.models import StatsView
@@ -15,6 +16,7 @@ from crawlsched.api.paging import Limit, Offset, Page
 from crawlsched.api.problems import PROBLEM_RESPONSES
 from crawlsched.catalog import MODEL_COLLECTIONS
 from crawlsched.control import system
+from crawlsched.reference import ReferenceData
 
 router = APIRouter(tags=["system"], responses=PROBLEM_RESPONSES)
 
@@ -24,7 +26,7 @@ Filter = Annotated[str | None, Query(max_length=300)]
 
 class Reference(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    reference: dict[str, Any] | None = Field(
+    reference: ReferenceData | SkipJsonSchema[None] = Field(
         None,
         description="A reference file's content as JSON (models, media, tasks); default: the "
         "server's (CRAWLSCHED_REFERENCE_FILE, or the packaged one).",
@@ -94,4 +96,5 @@ def drivers(caller: Reader) -> dict[str, Any]:
     summary="Indexes, reference data (models, media, tasks) and the default sweeps (init-db)",
 )
 def init_db(caller: Admin, body: Reference) -> dict[str, Any]:
-    return system.init_db(caller.rt, body.reference)
+    reference = body.reference.model_dump(mode="json") if body.reference else None
+    return system.init_db(caller.rt, reference)
