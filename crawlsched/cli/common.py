@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.console import Console, ConsoleDimensions
@@ -15,7 +15,9 @@ from rich.text import Text
 
 from crawlsched.cli.backend import Backend
 from crawlsched.cli.connect import backend as _backend
-from crawlsched.settings import Settings, load_settings_or_exit
+
+if TYPE_CHECKING:
+    from crawlsched.settings import Settings
 
 # Piped or captured (a file, a pager): this many columns at most.
 PIPED_COLUMNS = 80
@@ -56,6 +58,9 @@ err_console = DataConsole(stderr=True)
 
 
 def load_settings() -> Settings:
+    """The settings, from the environment (one line and exit 2 for a bad one)."""
+    from crawlsched.settings import load_settings_or_exit
+
     return load_settings_or_exit()
 
 

@@ -7,18 +7,26 @@
   store and its changes would vanish);
 - nothing at all: an embedded store of the command's own, which ends with it (a change is
   refused, a read says the store is empty: `LocalBackend.vanishing`).
+
+A command that goes through a server is decided from the four variables that say so, before
+the whole settings are read: it uses none of the others, and is spared their cost at start.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from crawlsched.cli.backend import Backend, CommandFailed
-from crawlsched.settings import Settings, load_settings_or_exit
+
+if TYPE_CHECKING:
+    from crawlsched.settings import Settings
 
 _KEY = "crawlsched.backend"
+PREFIX = "CRAWLSCHED_"
 
 
 def backend(ctx: typer.Context) -> Backend:
@@ -33,13 +41,38 @@ def backend(ctx: typer.Context) -> Backend:
         found = root.obj if isinstance(root.obj, dict) else {}
         if found.get("backend") is not None:
             root.meta[_KEY] = found["backend"]
+        elif found.get("own_process"):
+            root.meta[_KEY] = _server_from_environment() or backend_for(
+                found.get("settings") or _settings(), ctx.command_path
+            )
         else:
-            settings = found.get("settings") or load_settings_or_exit()
-            if found.get("own_process"):
-                root.meta[_KEY] = backend_for(settings, ctx.command_path)
-            else:
-                root.meta[_KEY] = _local(settings, ctx.command_path)
+            root.meta[_KEY] = _local(found.get("settings") or _settings(), ctx.command_path)
     return root.meta[_KEY]
+
+
+def _settings() -> Settings:
+    from crawlsched.settings import load_settings_or_exit
+
+    return load_settings_or_exit()
+
+
+def _server_from_environment() -> Backend | None:
+    """A server the environment names, or one running for the data directory, read from the
+    variables alone; None when the store is to be used here (the settings decide the rest)."""
+    from crawlsched.paths import default_data_dir
+    from crawlsched.standalone.address import running_server
+
+    env = {k.upper(): v for k, v in os.environ.items() if k.upper().startswith(PREFIX)}
+    if url := env.get(f"{PREFIX}API_URL"):
+        return _remote(url, env.get(f"{PREFIX}API_TOKEN", ""), "CRAWLSCHED_API_URL")
+    if not env.get(f"{PREFIX}MONGO_URL", "mongomock://").startswith("mongomock://"):
+        return None
+    given = env.get(f"{PREFIX}DATA_DIR")
+    data_dir = Path(given) if given else default_data_dir()
+    found = running_server(data_dir)
+    if found:
+        return _remote(str(found.get("url")), str(found.get("token")), str(data_dir))
+    return None
 
 
 def running_server_of(settings: Settings) -> dict[str, Any] | None:
