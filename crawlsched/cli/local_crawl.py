@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from pydantic import SecretStr
+
 from crawlsched.settings import Settings
 
 STORE = "mongomock://crawl"
@@ -29,7 +31,7 @@ def embedded_system(settings: Settings, threads: int, delay_s: float | None) -> 
 
     update: dict[str, Any] = {"mongo_url": STORE, "broker_url": "stub://"}
     if settings.secret_key is None:
-        update["secret_key"] = generate_key()  # nothing it encrypts outlives the process
+        update["secret_key"] = SecretStr(generate_key())  # what it encrypts dies with it
     if "log_level" not in settings.model_fields_set:
         update["log_level"] = "ERROR"  # the progress bar and summary say what happens
     if delay_s is not None:

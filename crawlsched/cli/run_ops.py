@@ -92,6 +92,11 @@ def children(
         return
     kids = [r for r in rows if r["kind"] == "run"]
     found = [r for r in rows if r["kind"] == "job"]
+    if not rows and (outcome or errors):
+        api.call(ops.RUN, run_id=run_id)  # an unknown run: one line, exit 2
+        what = f"ended {outcome}" if outcome else "ended with an error"
+        console.print(f"no page discovered by {run_id} {what}")
+        return
     if kids or not found:
         console.print(runs_table(kids, title=f"Child runs of {run_id}: {len(kids)}"))
     if found:

@@ -89,7 +89,27 @@ def follow(
         print_json(run)
     else:
         print_summary(run, timeline)
+        print_failures(api, run)
     return exit_code(run.get("result"))
+
+
+SHOWN_FAILURES = 3
+
+
+def print_failures(api: Backend, run: dict[str, Any]) -> None:
+    """The errors of the first pages that failed on their own (the history says why)."""
+    counts = run.get("counts") or {}
+    for outcome in ("failed", "exhausted"):
+        if not counts.get(outcome):
+            continue
+        rows = api.items(ops.HISTORY, SHOWN_FAILURES, run_id=run["_id"], outcome=outcome)
+        for row in rows:
+            console.print(f"{outcome}: {row.get('error') or row.get('job_id')}")
+        if counts[outcome] > len(rows):
+            console.print(
+                f"… {counts[outcome] - len(rows)} more {outcome} "
+                f"(`crawlsched run history --run {run['_id']}`)"
+            )
 
 
 def print_summary(run: dict[str, Any], timeline: dict[str, Any]) -> None:
@@ -107,7 +127,7 @@ def print_summary(run: dict[str, Any], timeline: dict[str, Any]) -> None:
     if len(run.get("by_depth") or []) > 1:
         depths = ", ".join(f"{r['depth']}: {r['done']}" for r in run["by_depth"])
         console.print(f"pages per depth: {depths}")
-    if took:
+    if took >= 0.05:
         console.print(f"worker time: {took:.1f} s")
 
 
