@@ -226,7 +226,8 @@ def test_sixteen_uploads_by_a_read_token_at_once_are_refused_unread(server, read
     peak = max(peak, rss_bytes(pid))
     # Then each is refused (403) and the server barely grows: no upload was read
     print(
-        f"\nRSS growth under {READ_TOKEN_UPLOADS} read-token uploads: {(peak - start) / 2**20:.1f} MB"
+        f"\nRSS growth under {READ_TOKEN_UPLOADS} read-token uploads: "
+        f"{(peak - start) / 2**20:.1f} MB"
     )
     assert sorted(answers) == [answers[0]] * READ_TOKEN_UPLOADS and " 403 " in answers[0]
     assert peak - start < CONCURRENT_GROWTH_LIMIT, f"grew by {(peak - start) / 2**20:.0f} MB"

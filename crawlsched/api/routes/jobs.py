@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.json_schema import SkipJsonSchema
 
@@ -172,8 +173,10 @@ def list_jobs(
     summary="One job's status and details (GetTaskStatus, GetTaskInfo), with its configured "
     "and current recrawl interval and the evidence behind it",
 )
-def get_job(caller: Reader, collection: Collection, job_id: JobId) -> dict[str, Any]:
-    return jobs.get(caller.rt, collection, job_id)
+def get_job(caller: Reader, collection: Collection, job_id: JobId) -> JSONResponse:
+    # The answer as the command line gets it locally too (the model documents it; validating
+    # it would turn a stored 3600 into 3600.0 and reorder its keys).
+    return JSONResponse(jobs.get(caller.rt, collection, job_id))
 
 
 @router.delete("/jobs/{collection}/{job_id}", summary="Remove a job no crawl holds")
