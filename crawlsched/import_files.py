@@ -68,7 +68,8 @@ def parse_import_lines(
 
 def lines_of(chunks: Iterable[bytes], max_line: int = MAX_LINE_BYTES) -> Iterator[bytes]:
     """The lines (with their line break) of a stream of byte chunks. A line longer than
-    `max_line` is given as one too-long line (its rest skipped), which no parser accepts."""
+    `max_line` (its break aside) is given as one too-long line, which no parser accepts, and
+    never held whole."""
     pending = b""
     skipping = False
     for chunk in chunks:
@@ -78,7 +79,7 @@ def lines_of(chunks: Iterable[bytes], max_line: int = MAX_LINE_BYTES) -> Iterato
             if skipping:
                 skipping = False
                 continue
-            yield line
+            yield TOO_LONG if len(line) > max_line + 1 else line
         if len(pending) > max_line:
             if not skipping:
                 yield TOO_LONG

@@ -72,7 +72,7 @@ def media_list(
         )
     console.print(table)
     if not rows:
-        console.print("no media: the store holds no reference data (run `crawlsched init-db`)")
+        console.print("no media: the store holds no reference data")
 
 
 @app.command("show")
