@@ -37,8 +37,8 @@ class SnapshotBeforeAnswer:
             return
 
         async def answer(message: Message) -> None:
-            # The whole answer is computed when it starts (no route streams): what the request
-            # wrote is in the store now.
+            # The whole answer is computed when it starts (an upload's answer lines are
+            # spooled before they are sent): what the request wrote is in the store now.
             if message["type"] == "http.response.start" and message["status"] < 400:
                 await anyio.to_thread.run_sync(self.snapshot)
             await send(message)
