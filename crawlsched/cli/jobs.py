@@ -8,9 +8,9 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from crawlsched.catalog import JOB_COLLECTIONS, JobState
+from crawlsched.catalog import JOB_COLLECTIONS, STATE_NAMES, JobState
 from crawlsched.cli import ops
-from crawlsched.cli.common import backend, console, print_json, print_lines
+from crawlsched.cli.common import backend, bad_input, console, print_json, print_lines
 from crawlsched.cli.jobs_add import add_app
 from crawlsched.cli.jobs_import import import_command
 from crawlsched.cli.text import duration, when
@@ -100,6 +100,9 @@ def list_jobs(
 ) -> None:
     """Jobs of a collection, filtered by state, task or target: the jobs users added first, in
     id order, then the pages runs discovered."""
+    if state is not None and state not in STATE_NAMES.values():
+        known = ", ".join(STATE_NAMES.values())
+        bad_input(f"unknown job state {state!r}; known: {known}")
     page = backend(ctx).call(
         ops.JOBS, collection=collection, state=state, task=task, target=target,
         limit=limit, offset=skip,

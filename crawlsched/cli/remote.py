@@ -21,6 +21,8 @@ PAGE_LIMIT = 1000
 TIMEOUT = httpx.Timeout(connect=10.0, read=600.0, write=600.0, pool=10.0)
 # Problems that are the caller's to fix (exit 2); anything else failed (exit 1).
 BAD_INPUT = frozenset({400, 404, 409, 413, 422})
+# Where a request's field was (the start of a 422's detail).
+WHERE = ("body.", "query.", "path.")
 
 
 class RemoteBackend:
@@ -109,6 +111,8 @@ class RemoteBackend:
         except ValueError:
             detail = response.text[:200] or response.reason_phrase
         status = response.status_code
+        if status == 422:  # `body.interval_s: …` names the field as the command line does
+            detail = detail.split(".", 1)[1] if detail.startswith(WHERE) else detail
         if status in BAD_INPUT:
             return CommandFailed(detail, 2)
         if status == 401 and not self.token:
