@@ -113,7 +113,7 @@ def test_a_reference_is_sent_as_data_and_checked_there(server):
     twin = {**next(m for m in data["media"] if m["name"] == "twitter"), "name": "leaked"}
     data["media"].append(twin)  # the same id twice
     refused = call(server, "POST", "/v1/reference", json={"reference": data})
-    assert refused.status_code == 400 and "duplicate media id" in refused.json()["detail"]
+    assert refused.status_code == 422 and "duplicate media id" in refused.json()["detail"]
     assert "leaked" not in {m["name"] for m in server.json_lines("media", "list")}
 
 
