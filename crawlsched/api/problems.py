@@ -115,9 +115,17 @@ PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 def _field_errors(error: RequestValidationError) -> list[dict[str, Any]]:
     return [
-        {"location": ".".join(str(p) for p in e.get("loc", ())), "message": e.get("msg", "")}
+        {
+            # A model's own check is at the model (pydantic names it `function-after[…]`).
+            "location": ".".join(str(p) for p in e.get("loc", ()) if not _is_check(p)),
+            "message": str(e.get("msg", "")).removeprefix("Value error, "),
+        }
         for e in error.errors()
     ]
+
+
+def _is_check(part: Any) -> bool:
+    return isinstance(part, str) and part.startswith(("function-after[", "function-before["))
 
 
 # What the store holds refuses the request (a name taken, a state that forbids it): 409.
