@@ -9,6 +9,7 @@ names 2, anything else that failed 1 (a service that cannot be reached included)
 from __future__ import annotations
 
 import importlib
+import logging
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -50,8 +51,11 @@ class LocalBackend:
             from crawlsched.logs import configure_logging
             from crawlsched.runtime import Runtime
 
-            # The flow's log lines go to this command's stderr, never into its output.
+            # The flow's log lines go to this command's stderr, never into its output. What
+            # Apprise refuses, the command says in its own one line: not Apprise's log too.
             configure_logging(self.settings.log_format, self.settings.log_level)
+            for handler in logging.getLogger().handlers:  # (the handler this command set up)
+                handler.addFilter(_not_apprise)
             self._rt = Runtime(self.settings)
         return self._rt
 
@@ -124,6 +128,10 @@ class LocalBackend:
 
     def _translated(self) -> Any:
         return translated(self.settings)
+
+
+def _not_apprise(record: logging.LogRecord) -> bool:
+    return not record.name.startswith("apprise")
 
 
 @contextmanager
