@@ -65,7 +65,7 @@ finished, stopped or running, with counts, created over the past weeks) and R ta
                          default sweeps, worker threads, uvicorn)
 
 (4) an unauthenticated huge body, on the same `crawlsched standalone` subprocess once it
-    answers: `POST /v1/cli` with `Content-Length: 200 MB` and no token, its body sent in 1 MiB
+    answers: `POST /v1/imports` with `Content-Length: 200 MB` and no token, its body sent in 1 MiB
     blocks on a raw socket until the server answers and closes (or all of it is sent), while
     the server's VmRSS (/proc/<pid>/status) is read every few milliseconds.
       unauth_body_growth_mb  its peak RSS over its RSS before the request, in MB (target ≤ 10:
@@ -495,8 +495,8 @@ def _send_unauth_body(url: str, answer: list[str]) -> None:
     host, port = url.removeprefix("http://").rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=60) as sock:
         sock.sendall(
-            f"POST /v1/cli HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {UNAUTH_BODY_BYTES}\r\n\r\n".encode()
+            f"POST /v1/imports?format=csv HTTP/1.1\r\nHost: {host}\r\n"
+            f"Content-Type: text/csv\r\nContent-Length: {UNAUTH_BODY_BYTES}\r\n\r\n".encode()
         )
         block = b"x" * (1024 * 1024)
         try:

@@ -101,3 +101,11 @@ MODEL_COLLECTIONS: dict[str, str] = {
     "story": "stories",
     "article": "articles",
 }
+
+
+# What one job may say of itself (`jobs_input`), kept here so that the command line checks an
+# option without loading the job models.
+MAX_INTERVAL_S = 366 * 24 * 3600  # at least yearly; larger values would overflow date maths
+DEFAULT_WEBSITE_MEDIA = "web"
+MAX_DEPTH = 1000  # links deep: as a media's reference row allows
+MAX_PAGES = 10_000_000

@@ -78,8 +78,9 @@ class NodeNotFound(CrawlschedError, LookupError):
         self.url = url
 
 
-class NodeUnreachable(CrawlschedError):
-    """A Selenium node's /status could not be read (down, refused, or an HTTP error)."""
+class NodeUnreachable(CrawlschedError, LookupError):
+    """A Selenium node's /status could not be read (down, refused, or an HTTP error): no node
+    was found at that URL (404, exit 2)."""
 
     def __init__(self, url: str, reason: str) -> None:
         super().__init__(f"Selenium node {url} unreachable: {reason}")
@@ -106,6 +107,15 @@ class ScheduleExists(CrawlschedError, ValueError):
     def __init__(self, schedule_id: str) -> None:
         super().__init__(f"schedule {schedule_id!r} exists already (use `schedules update`)")
         self.schedule_id = schedule_id
+
+
+class Conflict(CrawlschedError, ValueError):
+    """What the store holds refuses the request as it is: a name taken, a token already
+    revoked, a job being crawled, collections holding documents (409, exit 2)."""
+
+
+class MediaExists(Conflict):
+    """A new media's name or id is another media's."""
 
 
 class ReportRejected(CrawlschedError, ValueError):

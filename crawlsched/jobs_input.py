@@ -16,16 +16,19 @@ from urllib.parse import urlsplit
 from bson import json_util
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from crawlsched.catalog import TARGET_KINDS, JobState
+from crawlsched.catalog import (
+    DEFAULT_WEBSITE_MEDIA,
+    MAX_DEPTH,
+    MAX_INTERVAL_S,
+    MAX_PAGES,
+    TARGET_KINDS,
+    JobState,
+)
 from crawlsched.drivers.targets import check_literal
 from crawlsched.errors import BadJobInput, UnsafeTarget
 
 DEFAULT_INTERVAL_S = 24 * 3600  # a recurring job is crawled again daily unless told otherwise
-MAX_INTERVAL_S = 366 * 24 * 3600  # at least yearly; larger values would overflow date maths
-DEFAULT_WEBSITE_MEDIA = "web"
 MIN_TASKS = {"profile": 2, "website": 1}  # a profile: `profile` plus one more (DESIGN.md §1)
-MAX_DEPTH = 1000  # links deep: as a media's reference row allows
-MAX_PAGES = 10_000_000
 # Fields of a website job stored as given (the bounds, and how its list pages paginate).
 WEBSITE_ONLY = ("max_depth", "max_pages", "pagination", "page_param")
 

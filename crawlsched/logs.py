@@ -140,6 +140,20 @@ def _lost_connection(record: logging.LogRecord) -> bool:
     return False
 
 
+class _CurrentStderr:
+    """`sys.stderr` as it is when a line is written, not when logging was set up: a command
+    run inside another process (a test's runner) swaps it for a while and closes its own."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+_STDERR = _CurrentStderr()
+
+
 def configure_logging(log_format: str = "auto", level: str = "INFO") -> None:
     use_json = log_format == "json" or (log_format == "auto" and not sys.stderr.isatty())
     renderer = (
@@ -167,11 +181,11 @@ def configure_logging(log_format: str = "auto", level: str = "INFO") -> None:
         # One write per line: in a `dramatiq` group every write to stderr is a message of its
         # own on the pipe to the parent, and `print` writes the line and its newline apart, so
         # another process's line could land between them (two JSON objects on one line).
-        logger_factory=structlog.WriteLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.WriteLoggerFactory(file=_STDERR),
         cache_logger_on_first_use=False,
     )
     # dramatiq and pika log through the standard library: route them through the same renderer.
-    handler = logging.StreamHandler(sys.stderr)
+    handler = logging.StreamHandler(_STDERR)
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             processors=[

@@ -261,6 +261,7 @@ LONG_STANDALONE_FILES = {
     "test_api_schema.py",
     "test_datadir_modes.py",
     "test_api_remote_boundary.py",
+    "test_crawl_command.py",
 }
 
 

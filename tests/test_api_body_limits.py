@@ -86,19 +86,33 @@ def test_a_json_body_of_exactly_the_limit_is_taken_and_one_byte_more_refused(ser
     assert at_limit in ids and over not in ids
 
 
-@pytest.mark.parametrize("streamed", [False, True], ids=["content-length", "chunked"])
-def test_a_command_upload_of_exactly_its_limit_runs_and_one_byte_more_is_refused(server, streamed):
-    def command(name: str, size: int) -> httpx.Response:
-        argv = ["schedules", "add", name, "--every", "3600", "--collection", "websites"]
-        body = padded({"argv": argv}, size)
-        return post(server, "/v1/cli", chunks(body, 65536) if streamed else body)
+def website_count(server: Standalone) -> int:
+    return server.get("/v1/jobs")["items"][1]["total"]
 
-    at_limit, over = f"cli-at-limit-{streamed}", f"cli-over-limit-{streamed}"
-    ran = command(at_limit, UPLOAD_LIMIT)
-    assert ran.status_code == 200 and ran.json()["exit_code"] == 0, ran.text
-    assert command(over, UPLOAD_LIMIT + 1).status_code == 413
-    ids = schedule_ids(server)
-    assert at_limit in ids and over not in ids
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["content-length", "chunked"])
+def test_an_upload_of_exactly_its_limit_is_taken_and_one_byte_more_refused(server, streamed):
+    def upload(name: str, size: int) -> httpx.Response:
+        row = json.dumps({"kind": "website", "target": f"https://{name}.example.org/"})
+        body = (row + "\n").encode().ljust(size, b"\n")
+        body = chunks(body, 65536) if streamed else body
+        api = api_of(server)
+        return httpx.post(
+            f"{api['url']}/v1/imports?format=jsonl",
+            content=body,
+            headers={"Authorization": f"Bearer {api['token']}"},
+            timeout=120,
+        )
+
+    before = website_count(server)
+    taken = upload(f"at-limit-{streamed}", UPLOAD_LIMIT)
+    assert taken.status_code == 200, taken.text
+    report = json.loads(taken.text.splitlines()[-1])["report"]
+    assert report["inserted"] == 1
+    refused = upload(f"over-limit-{streamed}", UPLOAD_LIMIT + 1)
+    assert refused.status_code == 413, refused.text
+    # The upload over the limit changed nothing: only the one at the limit was imported
+    assert website_count(server) == before + 1
 
 
 def test_a_body_without_a_valid_token_is_401_before_its_size_is_looked_at(server):
@@ -159,20 +173,61 @@ def request_head(path: str, authorization: str = "") -> str:
 
 
 CASES = {
-    "unauthenticated route, Content-Length": ("/v1/cli", "", False, "401"),
-    "unauthenticated route, chunked": ("/v1/cli", "", True, "401"),
+    "unauthenticated upload, Content-Length": ("/v1/imports", "", False, "401"),
+    "unauthenticated upload, chunked": ("/v1/imports", "", True, "401"),
+    "read token upload, chunked": ("/v1/store/load", "READ", True, "403"),
     "bad token, Content-Length": ("/v1/schedules", "cs_0000_bad", False, "401"),
     "login form, Content-Length": ("/login", "", False, "413"),
     "login form, chunked": ("/login", "", True, "413"),
-    "admin token over the upload limit, chunked": ("/v1/cli", "ADMIN", True, "413"),
+    "admin token over the upload limit, chunked": ("/v1/imports?format=csv", "ADMIN", True, "413"),
 }
 
 
+@pytest.fixture(scope="module")
+def read_token(server: Standalone) -> str:
+    return server.json_lines("tokens", "create", "--role", "read", "--name", "limits")[0]["token"]
+
+
 @pytest.mark.parametrize("case", list(CASES))
-def test_a_huge_body_the_server_must_refuse_is_never_read(server, case):
+def test_a_huge_body_the_server_must_refuse_is_never_read(server, read_token, case):
     path, token, streamed, status = CASES[case]
-    token = api_of(server)["token"] if token == "ADMIN" else token
+    token = {"ADMIN": api_of(server)["token"], "READ": read_token}.get(token, token)
     growth, answer = growth_under_huge_body(server, request_head(path, token), streamed)
     assert growth < GROWTH_LIMIT, f"{case}: the server grew by {growth / 2**20:.0f} MB"
     assert f" {status} " in answer, answer
     assert httpx.get(f"{api_of(server)['url']}/health", timeout=30).status_code == 200
+
+
+READ_TOKEN_UPLOADS = 16
+# What the server may grow by while 16 uploads it must refuse arrive at once (the target of
+# the issue this answers: +50 MB; each upload read would take it past HUGE).
+CONCURRENT_GROWTH_LIMIT = 50 * 1024 * 1024
+
+
+def test_sixteen_uploads_by_a_read_token_at_once_are_refused_unread(server, read_token):
+    # Given 16 clients sending 200 MB each, at once, with a token that may only read
+    pid = server.process.pid
+    start = peak = rss_bytes(pid)
+    stop = threading.Event()
+    answers: list[str] = []
+    head = request_head("/v1/imports?format=jsonl", read_token)
+    senders = [
+        threading.Thread(
+            target=lambda: answers.append(send_huge(api_of(server)["url"], head, True, stop))
+        )
+        for _ in range(READ_TOKEN_UPLOADS)
+    ]
+    for sender in senders:
+        sender.start()
+    while any(sender.is_alive() for sender in senders):
+        peak = max(peak, rss_bytes(pid))
+        for sender in senders:
+            sender.join(timeout=0.005)
+    peak = max(peak, rss_bytes(pid))
+    # Then each is refused (403) and the server barely grows: no upload was read
+    print(
+        f"\nRSS growth under {READ_TOKEN_UPLOADS} read-token uploads: "
+        f"{(peak - start) / 2**20:.1f} MB"
+    )
+    assert sorted(answers) == [answers[0]] * READ_TOKEN_UPLOADS and " 403 " in answers[0]
+    assert peak - start < CONCURRENT_GROWTH_LIMIT, f"grew by {(peak - start) / 2**20:.0f} MB"

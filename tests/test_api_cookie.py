@@ -47,7 +47,9 @@ CHANGING = [
     ("DELETE", f"/v1/schedules/{SCHEDULE}"),
     ("PATCH", f"/v1/schedules/{SCHEDULE}"),
     ("POST", "/v1/schedules"),
-    ("POST", "/v1/cli"),
+    ("POST", "/v1/imports?format=csv"),
+    ("POST", "/v1/store/load?drop=true"),
+    ("POST", "/v1/tokens"),
 ]
 
 

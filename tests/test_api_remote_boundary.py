@@ -1,26 +1,30 @@
-"""A remote command reaches the store only: `POST /v1/cli` with an admin token, as an attacker
-on the same machine would send it to `crawlsched standalone`, names the server's files, its
-environment and addresses the target rules refuse. Each attack is judged by its victim's own
-record: the file on disk unchanged, the folder never made, the account never added, the
-listener never connected to, the store as it was. Each refusal is one 400 naming what to do.
+"""A caller of the API reaches the store only, against a real `crawlsched standalone`: no route
+runs a command, takes a path on the server or one of its environment variables; files travel
+as uploads (admin only, refused unread with a read token) and downloads, and a dump unpacks
+within its bound. Each attack is judged by its victim's own record: the file on disk
+unchanged, the folder never made, the account never added, the listener never connected to,
+the store as it was, the disk not filled.
 """
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import socket
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-import yaml
 
-from crawlsched.invocation import unpack_folder
+from crawlsched.archives import untar_bounded
 from crawlsched.reference import load_reference
 from tests.support.standalone import Standalone, standalone_env
 
 CANARY = "canary-value-7f3e9a"
+UNPACK_LIMIT = 4 * 1024 * 1024
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +32,12 @@ def server(tmp_path_factory) -> Iterator[Standalone]:
     # No network allowed to crawls (loopback included): what the server reaches for a caller
     # must follow the same rules.
     data = tmp_path_factory.mktemp("remote-boundary") / "data"
-    env = standalone_env(data, CANARY_SECRET=CANARY, CRAWLSCHED_TARGET_ALLOW_NETWORKS="[]")
+    env = standalone_env(
+        data,
+        CANARY_SECRET=CANARY,
+        CRAWLSCHED_TARGET_ALLOW_NETWORKS="[]",
+        CRAWLSCHED_API_MAX_UNPACKED_BYTES=str(UNPACK_LIMIT),
+    )
     with Standalone(env) as started:
         yield started
 
@@ -37,26 +46,15 @@ def api_of(server: Standalone) -> dict:
     return json.loads((server.data_dir / "api.json").read_text())
 
 
-def remote(
-    server: Standalone,
-    argv: list[str],
-    uploads: dict[str, str] | None = None,
-    downloads: list[str] | None = None,
-) -> httpx.Response:
-    """`crawlsched ARGV` sent straight to the API with the server's admin token."""
+def call(server: Standalone, method: str, path: str, token: str | None = None, **kw):
     api = api_of(server)
-    return httpx.post(
-        f"{api['url']}/v1/cli",
-        json={"argv": argv, "uploads": uploads or {}, "downloads": downloads or []},
-        headers={"Authorization": f"Bearer {api['token']}"},
-        timeout=120,
-    )
+    headers = {"Authorization": f"Bearer {token or api['token']}", **kw.pop("headers", {})}
+    return httpx.request(method, f"{api['url']}{path}", headers=headers, timeout=120, **kw)
 
 
-def refused(response: httpx.Response) -> str:
-    assert response.status_code == 400, response.text
-    assert "internal error" not in response.text
-    return response.json()["detail"]
+@pytest.fixture(scope="module")
+def read_token(server: Standalone) -> str:
+    return server.json_lines("tokens", "create", "--role", "read", "--name", "r")[0]["token"]
 
 
 def jobs_summary(server: Standalone) -> list[dict]:
@@ -67,107 +65,108 @@ def usernames(server: Standalone) -> list[str]:
     return [a["username"] for a in server.json_lines("accounts", "list")]
 
 
-def victim_file(tmp_path: Path, name: str, text: str) -> tuple[Path, str, int]:
-    path = tmp_path / name
-    path.write_text(text)
-    return path, text, path.stat().st_mtime_ns
+def test_no_route_runs_a_command(server):
+    paths = httpx.get(f"{api_of(server)['url']}/openapi.json", timeout=30).json()["paths"]
+    assert not [p for p in paths if "cli" in p]
+    answer = call(server, "POST", "/v1/cli", json={"argv": ["stats", "--json"]})
+    assert answer.status_code in (404, 405)
 
 
-def unchanged(path: Path, text: str, mtime_ns: int) -> bool:
-    return path.read_text() == text and path.stat().st_mtime_ns == mtime_ns
-
-
-def test_remote_rejects_cannot_overwrite_a_server_file(server, tmp_path):
-    victim = victim_file(tmp_path, "authorized_keys", "ssh-ed25519 AAAA keep-me\n")
+def test_an_upload_with_a_read_token_is_refused_and_imports_nothing(server, read_token):
     before = jobs_summary(server)
-    rows = "kind,media,target\nprofile,twitter,remote-bob\nprofile,myspace,eve\n"
-    response = remote(
-        server,
-        ["jobs", "import", "@upload:rows.csv", "--rejects", str(victim[0])],
-        uploads={"rows.csv": rows},
-    )
-    assert "--rejects" in refused(response) and "@upload:" in response.json()["detail"]
-    assert unchanged(*victim)
-    assert jobs_summary(server) == before  # nothing imported either
-
-
-def test_remote_rejects_still_come_back_as_a_download(server):
-    rows = "kind,media,target\nprofile,myspace,eve\n"
-    response = remote(
-        server,
-        ["jobs", "import", "@upload:rows.csv", "--rejects", "@upload:rejects.jsonl"],
-        uploads={"rows.csv": rows},
-        downloads=["rejects.jsonl"],
-    )
-    assert response.status_code == 200, response.text
-    [rejected] = response.json()["downloads"]["rejects.jsonl"].splitlines()
-    assert "myspace" in rejected
-
-
-def test_remote_import_cannot_read_a_server_file(server, tmp_path):
-    path, _, _ = victim_file(tmp_path, "rows.csv", "kind,media,target\nprofile,twitter,bob-x\n")
-    before = jobs_summary(server)
-    assert "FILE" in refused(remote(server, ["jobs", "import", str(path)]))
+    rows = b"kind,media,target\nprofile,twitter,reader-bob\n"
+    refused = call(server, "POST", "/v1/imports?format=csv", read_token, content=rows)
+    assert refused.status_code == 403 and "admin" in refused.json()["detail"]
     assert jobs_summary(server) == before
 
 
-def test_remote_secret_file_cannot_read_a_server_file(server, tmp_path):
-    path, _, _ = victim_file(tmp_path, "token", "the-servers-own-secret\n")
-    response = remote(server, ["accounts", "add", "twitter", "mallory", "--secret-file", str(path)])
-    assert "--secret-file" in refused(response)
-    assert "mallory" not in usernames(server)
+def test_rejected_rows_come_back_in_the_answer_never_written_on_the_server(server, tmp_path):
+    rows = b"kind,media,target\nprofile,myspace,eve\nprofile,twitter,remote-bob\n"
+    answer = call(server, "POST", "/v1/imports?format=csv", content=rows)
+    assert answer.status_code == 200, answer.text
+    lines = [json.loads(line) for line in answer.text.splitlines()]
+    [rejected] = [line["rejected"] for line in lines if "rejected" in line]
+    assert rejected["line"] == 2 and "myspace" in rejected["reason"]
+    assert lines[-1]["report"]["inserted"] == 2  # bob's profile and publication
 
 
-def test_remote_secret_env_is_refused_without_saying_whether_it_exists(server):
-    answers = [
-        remote(server, ["accounts", "add", "twitter", "eve", "--secret-env", name])
-        for name in ("CANARY_SECRET", "NO_SUCH_VARIABLE_HERE")
-    ]
-    details = [refused(answer) for answer in answers]
-    assert details[0] == details[1] and "environment" in details[0]
-    assert all(CANARY not in answer.text for answer in answers)
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/v1/accounts", {"media": "twitter", "username": "eve", "secret_env": "CANARY_SECRET"},
+         "secret_env"),
+        ("/v1/accounts", {"media": "twitter", "username": "eve", "secret_file": "/etc/passwd"},
+         "secret_file"),
+        ("/v1/reference", {"reference": "/etc/crawlsched/reference.yaml"}, "reference"),
+        ("/v1/reference", {"path": "/etc/crawlsched/reference.yaml"}, "path"),
+    ],
+)  # fmt: skip
+def test_no_route_takes_a_server_path_or_environment_variable(server, path, body, field):
+    answer = call(server, "POST", path, json=body)
+    assert answer.status_code == 422, answer.text
+    assert field in answer.text and CANARY not in answer.text
     assert "eve" not in usernames(server)
 
 
-def test_remote_store_dump_cannot_write_a_server_folder(server, tmp_path):
-    target = tmp_path / "dumped"
-    assert "FOLDER" in refused(remote(server, ["store", "dump", str(target)]))
-    assert not target.exists()
+def test_a_reference_is_sent_as_data_and_checked_there(server):
+    data = load_reference().model_dump(mode="json")
+    twin = {**next(m for m in data["media"] if m["name"] == "twitter"), "name": "leaked"}
+    data["media"].append(twin)  # the same id twice
+    refused = call(server, "POST", "/v1/reference", json={"reference": data})
+    assert refused.status_code == 422 and "duplicate media id" in refused.json()["detail"]
+    assert "leaked" not in {m["name"] for m in server.json_lines("media", "list")}
 
 
-def test_remote_store_dump_comes_back_as_a_download(server, tmp_path):
-    response = remote(server, ["store", "dump", "@upload:dump"], downloads=["dump"])
-    assert response.status_code == 200 and response.json()["exit_code"] == 0, response.text
-    unpack_folder(response.json()["downloads"]["dump"], tmp_path / "here")
+def test_a_dump_comes_back_as_a_stream_and_unpacks_here(server, tmp_path):
+    with httpx.stream(
+        "GET",
+        f"{api_of(server)['url']}/v1/store/dump",
+        headers={"Authorization": f"Bearer {api_of(server)['token']}"},
+        timeout=120,
+    ) as answer:
+        assert answer.status_code == 200
+        untar_bounded(answer.iter_bytes(), tmp_path / "here", UNPACK_LIMIT)
     assert (tmp_path / "here" / "crawlsched" / "schedules.bson").stat().st_size > 0
 
 
-def test_remote_store_load_cannot_read_a_server_folder(server, tmp_path):
-    # Given a dump on the server's disk without the schedule added after it
-    response = remote(server, ["store", "dump", "@upload:dump"], downloads=["dump"])
-    unpack_folder(response.json()["downloads"]["dump"], tmp_path / "old")
-    server.cli("schedules", "add", "added-after", "--every", "3600", "--collection", "websites")
-    # When a remote caller asks the server to load it over the store
-    detail = refused(remote(server, ["store", "load", str(tmp_path / "old"), "--drop"]))
-    # Then it is refused and the store still holds what it held
-    assert "FOLDER" in detail
-    assert "added-after" in {s["_id"] for s in server.json_lines("schedules", "list")}
+def bomb(size: int) -> bytes:
+    """A gzipped tar of one file of `size` zero bytes: a few kilobytes that say `size`."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        info = tarfile.TarInfo("crawlsched/schedules.bson")
+        info.size = size
+        tar.addfile(info, io.BytesIO(bytes(size)))
+    return buffer.getvalue()
 
 
-def test_remote_reference_cannot_read_a_server_file(server, tmp_path):
-    data = load_reference().model_dump(mode="json")
-    twin = {**next(m for m in data["media"] if m["name"] == "twitter"), "name": "leaked"}
-    data["media"].append(twin)
-    path = tmp_path / "reference.yaml"
-    path.write_text(yaml.safe_dump(data))
-    assert "--reference" in refused(remote(server, ["init-db", "--reference", str(path)]))
-    # The store's reference never learnt the media of that file.
-    added = remote(
-        server,
-        ["accounts", "add", "leaked", "u", "--secret-file", "@upload:s"],
-        uploads={"s": "x"},
-    )
-    assert added.json()["exit_code"] == 2 and "leaked" in added.json()["stderr"]
+def test_a_load_that_unpacks_past_its_bound_is_refused_and_changes_nothing(server):
+    # Given an archive of 32 MB of zeros, a few kilobytes gzipped (the unpack limit: 4 MB)
+    archive = bomb(8 * UNPACK_LIMIT)
+    assert len(archive) < 64 * 1024
+    before = server.json_lines("schedules", "list")
+    disk_before = free_bytes(server.data_dir)
+    answer = call(server, "POST", "/v1/store/load?drop=true", content=archive)
+    assert answer.status_code == 400, answer.text
+    assert "unpacks to more than" in answer.json()["detail"]
+    assert server.json_lines("schedules", "list") == before
+    assert free_bytes(server.data_dir) > disk_before - 2 * UNPACK_LIMIT
+
+
+def free_bytes(path: Path) -> int:
+    import os
+
+    stats = os.statvfs(path)
+    return stats.f_bavail * stats.f_frsize
+
+
+@pytest.mark.parametrize(
+    "archive",
+    [b"not gzip at all", gzip.compress(b"not a tar")],
+    ids=["not gzip", "not tar"],
+)
+def test_a_load_of_something_else_than_a_dump_is_one_400(server, archive):
+    answer = call(server, "POST", "/v1/store/load", content=archive)
+    assert answer.status_code == 400 and "internal" not in answer.text
 
 
 @pytest.fixture
@@ -191,43 +190,48 @@ def connected(sock: socket.socket) -> bool:
     return True
 
 
-def test_remote_nodes_add_probes_only_where_a_node_may_be(server, listener):
+def test_a_node_is_probed_only_where_a_node_may_be(server, listener):
     # A node's address follows the one address rule for every caller, local or remote: bad
-    # input (exit 2), naming the setting that would allow it.
+    # input, naming the setting that would allow it.
     url = f"http://127.0.0.1:{listener.getsockname()[1]}"
-    answer = remote(server, ["nodes", "add", url]).json()
-    assert answer["exit_code"] == 2
-    assert "loopback" in answer["stderr"]
-    assert "CRAWLSCHED_NODE_ALLOW_NETWORKS" in answer["stderr"]
+    answer = call(server, "POST", "/v1/nodes", json={"url": url})
+    assert answer.status_code == 400, answer.text
+    detail = answer.json()["detail"]
+    assert "loopback" in detail and "CRAWLSCHED_NODE_ALLOW_NETWORKS" in detail
     assert not connected(listener)
     assert server.json_lines("nodes", "list") == []
+    # The command line beside the server says the same, in one line
+    done = server.cli("nodes", "add", url, check=False)
+    assert done.returncode == 2 and "loopback" in done.stderr and not connected(listener)
 
 
 def test_a_webhook_to_a_refused_address_is_refused_when_the_schedule_is_made(server, listener):
-    api = api_of(server)
     hook = f"http://127.0.0.1:{listener.getsockname()[1]}/hook"
-    response = httpx.post(
-        f"{api['url']}/v1/schedules",
-        json={"id": "hooked", "interval_s": 3600, "collections": ["websites"], "webhook": hook},
-        headers={"Authorization": f"Bearer {api['token']}"},
-        timeout=60,
-    )
+    body = {"id": "hooked", "interval_s": 3600, "collections": ["websites"], "webhook": hook}
+    response = call(server, "POST", "/v1/schedules", json=body)
     assert response.status_code == 400 and "loopback" in response.json()["detail"]
     assert "hooked" not in {s["_id"] for s in server.json_lines("schedules", "list")}
     assert not connected(listener)
 
 
-def test_the_command_line_beside_the_server_still_sends_its_files(server, tmp_path):
-    # The local CLI turns its own files into uploads and downloads: the same commands work.
+def test_the_command_line_beside_the_server_sends_its_own_files(server, tmp_path):
+    # Secrets are read here, from a file or this shell's variable, and sent in the request
     secret = tmp_path / "secret"
     secret.write_text("alice-password\n")
     server.cli("accounts", "add", "twitter", "alice", "--secret-file", str(secret))
     server.cli("accounts", "add", "twitter", "carol", "--secret-env", "CAROL", CAROL="pw")
     assert {"alice", "carol"} <= set(usernames(server))
+    # A file of rows goes up; every rejected row comes back into a file written here
+    rows = tmp_path / "rows.csv"
+    rows.write_text("kind,media,target\nprofile,myspace,eve\nprofile,twitter,dan\n")
+    rejects = tmp_path / "rejects.jsonl"
+    server.cli("jobs", "import", str(rows), "--rejects", str(rejects))
+    [rejected] = [json.loads(line) for line in rejects.read_text().splitlines()]
+    assert rejected["line"] == 2 and "myspace" in rejected["reason"]
+    # A dump comes down into a folder here; a folder goes up to be loaded
     dump = tmp_path / "dump"
     server.cli("store", "dump", str(dump))
     assert (dump / "crawlsched" / "accounts.bson").stat().st_size > 0
-    # A dump of one collection under a new name travels back as an archive and is loaded
     folder = tmp_path / "one" / "crawlsched"
     folder.mkdir(parents=True)
     (dump / "crawlsched" / "accounts.bson").rename(folder / "copied_accounts.bson")
@@ -235,22 +239,14 @@ def test_the_command_line_beside_the_server_still_sends_its_files(server, tmp_pa
     assert f"{len(usernames(server))} documents loaded into 1 collections" in loaded.stdout
 
 
-@pytest.mark.parametrize(
-    "argv", [["demo"], ["clock", "--count", "1"], ["standalone"], ["api", "serve", "--port", "0"]]
-)
-def test_commands_that_start_processes_are_refused_through_the_api(server, argv):
-    before = child_processes(server.process.pid)
-    detail = refused(remote(server, argv))
-    assert "starts processes of its own" in detail
-    assert child_processes(server.process.pid) == before
-
-
-def child_processes(pid: int) -> set[str]:
-    """The server's child processes, from every one of its threads (one may end meanwhile)."""
-    found: set[str] = set()
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            found.update((task / "children").read_text().split())
-        except FileNotFoundError:
-            continue
-    return found
+def test_a_load_with_drop_keeps_the_server_s_tokens(server, tmp_path, read_token):
+    # Given a dump holding the tokens of its own store (none of this server's)
+    dump = tmp_path / "dump"
+    server.cli("store", "dump", str(dump))
+    tokens = dump / "crawlsched" / "api_tokens.bson"
+    tokens.write_bytes(b"")  # a dump whose tokens are not this server's
+    # When it is loaded with --drop through the server
+    loaded = server.cli("store", "load", str(dump), "--drop")
+    assert "the server's API tokens were kept" in loaded.stdout
+    # Then every client's token still works
+    assert call(server, "GET", "/v1/stats", read_token).status_code == 200

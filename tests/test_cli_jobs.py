@@ -12,6 +12,7 @@ from bson import ObjectId
 from typer.testing import CliRunner, Result
 
 from crawlsched.cli import app, jobs_import
+from crawlsched.control import imports
 from crawlsched.planning.problems import diagnose
 from crawlsched.runtime import Runtime
 from crawlsched.settings import Settings
@@ -210,7 +211,7 @@ def test_import_writes_in_chunks_and_caps_the_rejects_list(
     invoke: Invoke, rt: Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     # Given small chunks, and a spy recording each bulk the real store writes
-    monkeypatch.setattr(jobs_import, "IMPORT_CHUNK", 3)
+    monkeypatch.setattr(imports, "IMPORT_CHUNK", 3)
     bulks: list[int] = []
     real_insert_new = MongoJobStore.insert_new
 
@@ -388,7 +389,7 @@ def test_import_whose_write_got_no_answer_says_its_outcome_is_unknown(
     # Given chunks of 3, and a store that applies the second write but never answers it
     import pymongo.errors
 
-    monkeypatch.setattr(jobs_import, "IMPORT_CHUNK", 3)
+    monkeypatch.setattr(imports, "IMPORT_CHUNK", 3)
     real_insert_new = MongoJobStore.insert_new
     real_count_present = MongoJobStore.count_present
     writes: list[int] = []

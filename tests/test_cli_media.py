@@ -3,16 +3,15 @@ file would set them, bad input refused with the field named (exit 2, nothing sto
 
 from __future__ import annotations
 
-import contextlib
 import json
 
 import pytest
 
-from crawlsched.cli.common import run_inside
 from crawlsched.reference import load_reference
 from crawlsched.runtime import Runtime
 from crawlsched.settings import Settings
 from tests.support.api import serving
+from tests.support.cli_remote import remote_cli
 from tests.support.cli_store import cli_on_fresh_store
 
 
@@ -136,29 +135,20 @@ def test_media_bad_input_is_exit_2_naming_the_field(cli, args, named):
     assert {name: _stored(url, name) for name in ("web", "x")} == before
 
 
-@contextlib.contextmanager
-def _inside(runtime):
-    """Commands run in the server's runtime, as `crawlsched api serve` sets it up."""
-    run_inside(runtime)
-    try:
-        yield
-    finally:
-        run_inside(None)
-
-
 def test_media_reads_take_a_read_token_and_changes_an_admin_one(embedded_mongo_url):
     # Given the API over a seeded store (the command line goes there with CRAWLSCHED_API_URL)
-    with serving(embedded_mongo_url) as api, _inside(api.runtime):
-        listed = api.reader.post("/v1/cli", json={"argv": ["media", "list", "--json"]})
-        assert listed.status_code == 200, listed.text
-        assert listed.json()["exit_code"] == 0
-        names = {json.loads(line)["name"] for line in listed.json()["stdout"].splitlines()}
+    with serving(embedded_mongo_url) as api:
+        reader = remote_cli(api.url, api.read_token)
+        listed = reader("media", "list", "--json")
+        assert listed.exit_code == 0, listed.output
+        names = {json.loads(line)["name"] for line in listed.stdout.splitlines()}
         assert "web" in names
-        shown = api.reader.post("/v1/cli", json={"argv": ["media", "show", "web"]})
-        assert shown.json()["exit_code"] == 0 and "driver_class    http" in shown.json()["stdout"]
-        change = {"argv": ["media", "update", "web", "--max-depth", "4"]}
-        assert api.reader.post("/v1/cli", json=change).status_code == 403
-        changed = api.admin.post("/v1/cli", json=change)
-        assert changed.status_code == 200 and changed.json()["exit_code"] == 0, changed.text
+        shown = reader("media", "show", "web")
+        assert shown.exit_code == 0 and "driver_class    http" in shown.stdout
+        refused = reader("media", "update", "web", "--max-depth", "4")
+        assert refused.exit_code == 1 and "403" in refused.stderr
+        assert api.runtime.media("web", fresh=True).get("max_depth") != 4
+        changed = remote_cli(api.url, api.admin_token)("media", "update", "web", "--max-depth", "4")
+        assert changed.exit_code == 0, changed.output
         # The server's own runtime (its workers) sees the new bound at once.
         assert api.runtime.media("web")["max_depth"] == 4

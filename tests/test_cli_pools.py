@@ -85,12 +85,13 @@ def test_pool_commands_reject_bad_input_in_one_line_and_store_nothing(
 
 
 def test_nodes_add_refuses_what_is_not_a_webdriver_endpoint(invoke: Invoke):
+    # (No node answers there: a URL to fix, exit 2, as the API's 404.)
     with JsSite() as site:  # a plain web server: /status is a 404
         result = invoke("nodes", "add", site.base_url)
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "unreachable: /status answered HTTP 404" in one_line(result)
     closed = invoke("nodes", "add", "http://127.0.0.1:1")
-    assert closed.exit_code == 1 and "unreachable" in one_line(closed)
+    assert closed.exit_code == 2 and "unreachable" in one_line(closed)
     assert invoke("nodes", "add", "ftp://127.0.0.1:1").exit_code != 0
     assert Runtime(Settings()).db.selenium_nodes.count_documents({}) == 0
 

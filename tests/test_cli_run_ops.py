@@ -59,16 +59,16 @@ def one_line(result: Result) -> str:
 
 MISSING_ROW = "6b0745000000000000000000"  # fixed: a test id must not change between collections
 BAD_INPUT = [
-    (("run", "now", "no-such-schedule"), "no schedule with id 'no-such-schedule'"),
+    (("run", "now", "no-such-schedule"), "no schedule 'no-such-schedule'"),
     (("run", "now", "sweep-profiles"), "set CRAWLSCHED_BROKER_URL=amqp://"),
     (("run", "stop", "no-such-run"), "no run with id 'no-such-run'"),
     (("run", "stop", RUN, "--task", "profile", "--children"), "not both"),
     (("run", "status", "no-such-run"), "no run with id 'no-such-run'"),
     (("run", "children", "no-such-run"), "no run with id 'no-such-run'"),
     (("run", "resources", "no-such-run"), "no run with id 'no-such-run'"),
-    (("run", "history", "--schedule", "nope"), "no schedule with id 'nope'"),
+    (("run", "history", "--schedule", "nope"), "no schedule 'nope'"),
     (("run", "history", "--job", "nope"), "no task history for job 'nope'"),
-    (("run", "history"), "exactly one of --schedule or --job"),
+    (("run", "history"), "exactly one of --schedule, --job or --run"),
     (("run", "history", "--schedule", "a", "--job", "b"), "exactly one of"),
     (("run", "correct", "--row", "xyz", "--note", "n", "--reason", "r"), "not a history row"),
     (

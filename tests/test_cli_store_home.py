@@ -5,8 +5,8 @@
   changes the store refuses, exit 1, saying where data has to live, and prints nothing it
   would have made (no token); one that reads says the store is empty and why. Judged by the
   commands' own output and the data directory, which stays absent.
-- `store load --drop` run by a server (for a command line elsewhere) keeps the server's API
-  tokens: judged by the store's `api_tokens` collection after the load.
+(`store load --drop` through a server keeps the server's API tokens:
+`tests/test_api_remote_boundary.py`.)
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from crawlsched.cli import run
-from crawlsched.cli.common import run_inside
 from crawlsched.runtime import Runtime
 from crawlsched.store.dump import dump_database
 from tests.conftest import settings_for_tests
@@ -71,26 +69,3 @@ def test_a_read_says_the_store_is_empty_and_why(tmp_path):
     assert done.stdout == ""
     [line] = done.stderr.splitlines()
     assert line.startswith("note: the store is empty: no crawlsched standalone server runs")
-
-
-def test_a_store_load_drop_run_by_a_server_keeps_the_server_s_tokens(embedded_mongo_url, tmp_path):
-    # Given a dump holding one token, and a server's store holding two others
-    source = Runtime(settings_for_tests(mongo_url=f"{embedded_mongo_url}-source"))
-    source.tokens.create("admin", "from-the-dump", source.now())
-    dump_database(source.db, tmp_path / "dump" / "crawlsched")
-    rt = Runtime(settings_for_tests(mongo_url=embedded_mongo_url))
-    rt.tokens.create("admin", "local", rt.now())
-    _, kept = rt.tokens.create("read", "a-client", rt.now())
-    before = sorted(row["_id"] for row in rt.tokens.all())
-
-    # When the server runs `store load --drop` for a command line
-    run_inside(rt, delivers=False)
-    try:
-        assert run(["store", "load", str(tmp_path / "dump"), "--drop"]) == 0
-    finally:
-        run_inside(None)
-
-    # Then its tokens are the ones it had: every client's token still works
-    assert sorted(row["_id"] for row in rt.tokens.all()) == before
-    assert rt.tokens.verify(kept) is not None
-    assert "from-the-dump" not in [row["name"] for row in rt.tokens.all()]

@@ -1,7 +1,8 @@
 """The README's standalone walk-through, run as written: its environment block (with a data
 directory of the test's own and free ports as the values of the variables it sets), the demo
-sites and the standalone server in the background, then every command of terminal 3 in order,
-checking what its comments say the output shows."""
+sites and the standalone server in the background, then every command of terminal 3 in order
+(in a folder of the test's own, where `.venv` is the checkout's: the items file is written
+there), checking what its comments say the output shows."""
 
 from __future__ import annotations
 
@@ -51,10 +52,10 @@ def _serving(url: str, process: subprocess.Popen, log) -> bool:
         return False
 
 
-def _run(command: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+def _run(command: str, env: dict[str, str], cwd: Path = REPO) -> subprocess.CompletedProcess:
     done = subprocess.run(
         ["bash", "-c", f"set -o pipefail; {command}"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False,
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert done.returncode == 0, f"{command}: exit {done.returncode}\n{done.stderr}"
     return done
@@ -89,29 +90,40 @@ def test_the_readme_walkthrough_crawls_the_local_site_as_written(tmp_path: Path)
         started.append(process)
         health = f"http://127.0.0.1:{api_port}/health"
         wait_for(lambda: _serving(health, process, log), 90, "the standalone server")
+        here = tmp_path / "terminal-3"
+        here.mkdir()
+        (here / ".venv").symlink_to(REPO / ".venv")
         checked = 0
         for line in lines(found["terminal 3"]):
             if line.repeat_until is not None:
                 deadline = time.monotonic() + 180
-                while line.repeat_until not in (out := _run(line.command, env).stdout):
+                while line.repeat_until not in (out := _run(line.command, env, here).stdout):
                     assert time.monotonic() < deadline, f"{line.command}: never showed\n{out}"
                     time.sleep(1)
                 checked += 1
             else:
-                out = _run(line.command, env).stdout
+                out = _run(line.command, env, here).stdout
             if line.prints is not None:
                 assert out.strip() == line.prints, f"{line.command}: printed {out!r}"
                 checked += 1
-        assert checked == 2  # the run succeeded; the stored pages counted
-        # What the README says of the run, read from the server itself.
+            if line.shows is not None:
+                assert line.shows in out, f"{line.command}: showed {out!r}"
+                checked += 1
+        assert checked == 2  # the stored pages counted; the run succeeded
+        # What the README says of the crawl: its summary, and the run the server kept.
+        first = _run(lines(found["terminal 3"])[0].command, env, here).stdout
+        said = " ".join(first.split())
+        assert ": succeeded" in said and "pages: 6 ended (6 succeeded)" in said
         api = json.loads((data_dir / "api.json").read_text())
         runs = httpx.get(
-            f"{api['url']}/v1/runs?schedule_id=sweep-websites",
+            f"{api['url']}/v1/runs",
             headers={"Authorization": f"Bearer {api['token']}"},
             timeout=30,
         ).json()["items"]
-        [run] = [r for r in runs if r.get("planned")]
-        assert (run["planned"], run["discovered"], run["counts"]) == (1, 5, {"succeeded": 6})
+        crawls = [r for r in runs if r["_id"].startswith("crawl-")]
+        assert [(r["planned"], r["discovered"], r["counts"]) for r in crawls] == [
+            (1, 5, {"succeeded": 6})
+        ] * 2  # (the crawl ran again just above: the same site, the same bounds)
     finally:
         codes = _stop(started)
     # Ctrl-C stops both cleanly.

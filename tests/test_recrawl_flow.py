@@ -16,7 +16,6 @@ from bson import ObjectId
 from typer.testing import CliRunner
 
 from crawlsched.cli import run
-from crawlsched.cli.common import run_inside
 from crawlsched.crawl.batch import crawl_batch
 from crawlsched.demo.seed import demo_reference
 from crawlsched.ids import encode_id
@@ -28,6 +27,7 @@ from crawlsched.store.job_claims import ClaimRequest
 from tests.conftest import settings_for_tests
 from tests.support.api import ApiServer, seeded_runtime
 from tests.support.claimed import Clock, claimed_batch
+from tests.support.cli_remote import remote_cli
 from tests.support.factories import NOW
 
 RUN = "recrawl@20240601T120000Z"
@@ -248,18 +248,13 @@ def test_the_api_and_jobs_show_give_the_estimated_time_between_changes_behind_th
 
     # When it is read through the API and shown by the CLI
     recrawl = api.reader.get(f"/v1/jobs/websites/{job_id}").json()["recrawl"]
-    run_inside(rt)
-    try:
-        argv = ["jobs", "show", "websites", job_id]
-        shown = api.reader.post("/v1/cli", json={"argv": argv}).json()
-    finally:
-        run_inside(None)
+    shown = remote_cli(api.url, api.read_token)("jobs", "show", "websites", job_id)
 
     # Then both give the estimate the interval follows (twice it, within the bounds)
     assert recrawl["method"] == "estimate"
     assert recrawl["estimated_change_every_s"] == pytest.approx(every)
     assert recrawl["current_interval_s"] == pytest.approx(2 * every)
-    out = " ".join(shown["stdout"].split())
+    out = " ".join(shown.stdout.split())
     assert "adaptive (estimate)" in out
     assert f"estimated change every │ {every / 3600:.3g}h ({every:.0f} s)" in out
 
@@ -273,15 +268,9 @@ def test_the_api_says_404_for_an_unknown_job_and_401_without_a_token(api):
 
 def test_jobs_show_is_a_read_command_through_the_api(api):
     job_id = _web_job(api.runtime, None)
-    run_inside(api.runtime)  # as `crawlsched.main` composes a server: commands use its store
-    try:
-        argv = ["jobs", "show", "websites", job_id]
-        response = api.reader.post("/v1/cli", json={"argv": argv})
-    finally:
-        run_inside(None)
-    assert response.status_code == 200, response.text
-    assert response.json()["exit_code"] == 0, response.json()
-    out = " ".join(response.json()["stdout"].split())
+    shown = remote_cli(api.url, api.read_token)("jobs", "show", "websites", job_id)
+    assert shown.exit_code == 0, shown.output
+    out = " ".join(shown.stdout.split())
     assert "adaptive" in out and "configured interval │ 2h (7200 s)" in out
 
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from crawlsched.demo.website import DemoWebsite
 from tests.support.standalone import (
     Standalone,
@@ -128,13 +126,6 @@ def test_the_data_directory_loads_into_a_mongodb_server_and_plans_the_same_jobs(
     planned_there = [json.loads(line) for line in direct.stdout.splitlines()]
     assert planned_there == planned_here
     assert sum(row.get("due", 0) for row in planned_here) == 7
-
-
-@pytest.mark.parametrize("command", [["demo"], ["clock", "--count", "1"]])
-def test_commands_that_start_processes_run_here_not_on_the_server(tmp_path: Path, command):
-    from crawlsched.commands import refusal
-
-    assert refusal(command) is not None
 
 
 def test_a_missing_or_broken_api_token_is_said_as_such_not_as_a_server_down(tmp_path: Path):

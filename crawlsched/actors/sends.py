@@ -82,6 +82,13 @@ DRAMATIQ = Sends(_through_dramatiq, lambda: get_runtime().now())
 
 # The same, as functions (the command line and the API send through these).
 send_plan = DRAMATIQ.plan
+
+
+def send_plan_iso(schedule_id: str, fire_at: str) -> None:
+    """`send_plan` for a fire time already written as ISO 8601 (a caller of the API's)."""
+    DRAMATIQ.plan(schedule_id, datetime.fromisoformat(fire_at))
+
+
 send_plan_children = DRAMATIQ.plan_children
 send_crawl = DRAMATIQ.crawl
 send_batch = DRAMATIQ.batch

@@ -11,17 +11,21 @@ from crawlsched import __version__
 from crawlsched.api import openapi, problems
 from crawlsched.api.auth import verify_token
 from crawlsched.api.body_guard import BodyGuard
-from crawlsched.api.cli_runner import CommandRunner
 from crawlsched.api.routes import (
-    cli,
+    crawls,
+    files,
     history,
+    hosts,
     jobs,
+    media,
     page,
     page_actions,
+    resources,
     run_control,
     runs,
     schedules,
     system,
+    tokens,
 )
 from crawlsched.api.run_rows import EncodedRows
 from crawlsched.api.token_cache import TokenCache
@@ -71,12 +75,10 @@ def create_app(
     runtime: Runtime,
     delivers: bool = False,
     health_checks: dict[str, HealthCheck] | None = None,
-    run_command: CommandRunner | None = None,
 ) -> FastAPI:
     """The API over `runtime`. `delivers`: messages sent from this process reach workers (a
     real broker, or the standalone's in-process worker); without it, starting and stopping
-    runs answers 503. `run_command`: how `POST /v1/cli` runs a command (the command line's
-    `run`, handed in by the process that composes both); without it, 503."""
+    runs answers 503."""
     app = FastAPI(
         title="crawlsched",
         version=__version__,
@@ -85,7 +87,6 @@ def create_app(
     )
     app.state.runtime = runtime
     app.state.delivers = delivers
-    app.state.run_command = run_command
     app.state.health_checks = health_checks or default_health_checks(runtime)
     problems.install(app)
 
@@ -103,10 +104,11 @@ def create_app(
         max_body_bytes=runtime.settings.api_max_body_bytes,
         max_upload_bytes=runtime.settings.api_max_upload_bytes,
     )
-    routers = [
-        m.router
-        for m in (system, schedules, runs, run_control, jobs, history, cli, page, page_actions)
-    ]
+    modules = (
+        system, schedules, runs, run_control, crawls, jobs, history, resources, hosts, media,
+        tokens, files, page, page_actions,
+    )  # fmt: skip
+    routers = [m.router for m in modules]
     for router in routers:
         app.include_router(router)
     openapi.install(app, runtime, routers)

@@ -7,6 +7,11 @@ are open, being how a browser gets or drops its token) and only up to its size l
 does. The body is read here, bounded, and handed to the route as one message, so no route can
 read more than the limit whatever it does. Requests without a body pass straight through (the
 routes' own token check answers them).
+
+Uploads (`UPLOAD_PATHS`: a file a command sends) are for admin tokens only, refused (403)
+before a byte is read, and are not read here: the route spools them to disk as they arrive
+(`api/uploads.py`), counted against CRAWLSCHED_API_MAX_UPLOAD_BYTES (`BodyTooLarge` past it),
+so a large file is never held whole in memory.
 """
 
 from __future__ import annotations
@@ -21,12 +26,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from crawlsched.api.auth import CHALLENGE, UNKNOWN_TOKEN, VERIFIED, token_of
 from crawlsched.api.problems import problem_response
+from crawlsched.store.tokens import allows
 
 # Routes a caller without a bearer token may send a body to (capped all the same): the login
 # form, and the page's buttons, which check the page's cookie, origin and CSRF token.
 OPEN_PATHS = frozenset({"/login", "/logout"})
 PAGE_ACTIONS = "/status/runs/"
-UPLOAD_PATH = "/v1/cli"
+UPLOAD_PATHS = frozenset({"/v1/imports", "/v1/store/load"})
+UPLOAD_ROLE = "admin"
 
 Verify = Callable[[str], "dict[str, Any] | None"]
 
@@ -44,7 +51,7 @@ class BodyGuard:
         self.max_upload_bytes = max_upload_bytes
 
     def limit_of(self, path: str) -> int:
-        return self.max_upload_bytes if path == UPLOAD_PATH else self.max_body_bytes
+        return self.max_upload_bytes if path in UPLOAD_PATHS else self.max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -64,6 +71,10 @@ class BodyGuard:
                 await _refuse(request, send, 401, detail, CHALLENGE)
                 return
             scope.setdefault("state", {})[VERIFIED] = (token, row)
+            if scope["path"] in UPLOAD_PATHS and not allows(row["role"], UPLOAD_ROLE):
+                detail = f"an upload needs an {UPLOAD_ROLE} token; yours is {row['role']}"
+                await _refuse(request, send, 403, detail)
+                return
         limit = self.limit_of(scope["path"])
         if declared is not None:
             if not declared.isdigit():
@@ -72,6 +83,9 @@ class BodyGuard:
             if int(declared) > limit:
                 await _refuse(request, send, 413, f"the body is over {limit} bytes")
                 return
+        if scope["path"] in UPLOAD_PATHS:
+            await self.app(scope, _counted(receive, limit), send)
+            return
         try:
             body = await _read_bounded(receive, limit)
         except _TooLarge:
@@ -84,6 +98,25 @@ class BodyGuard:
 
 class _TooLarge(Exception):
     pass
+
+
+class BodyTooLarge(Exception):
+    """An upload passed its limit while the route read it."""
+
+
+def _counted(receive: Receive, limit: int) -> Receive:
+    """`receive`, raising BodyTooLarge once the body passes `limit` (the rest is never read)."""
+    size = 0
+
+    async def counted() -> Message:
+        nonlocal size
+        message = await receive()
+        size += len(message.get("body", b""))
+        if size > limit:
+            raise BodyTooLarge(f"the body is over {limit} bytes")
+        return message
+
+    return counted
 
 
 class _Disconnected(Exception):

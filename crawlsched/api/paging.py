@@ -6,7 +6,11 @@ from typing import Annotated, Any
 
 import pydantic_core
 from fastapi import Query, Response
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
+
+from crawlsched.control.pages import page_of
+
+__all__ = ["CountedPage", "Limit", "Offset", "Page", "page_json", "page_of", "page_response"]
 
 MAX_LIMIT = 1000
 
@@ -21,18 +25,10 @@ class Page(BaseModel):
     next_offset: int | None = None
 
 
-def page_of(items: list[dict[str, Any]], limit: int, offset: int) -> dict[str, Any]:
-    """A page of `items`, which the store read with `limit + 1`: the extra one only tells
-    whether there is a next page."""
-    from crawlsched.encoding import plain
+class CountedPage(Page):
+    """A page of a list that says how long it is."""
 
-    more = len(items) > limit
-    return {
-        "items": plain(items[:limit]),
-        "limit": limit,
-        "offset": offset,
-        "next_offset": offset + limit if more else None,
-    }
+    total: int = Field(description="How many items match, on every page.")
 
 
 def page_json(items: list[bytes], limit: int, offset: int, more: bool) -> bytes:

@@ -16,7 +16,14 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from crawlsched.errors import CrawlschedError, RunRefused, ScheduleExists, ScheduleStateError
+from crawlsched.errors import (
+    Conflict,
+    CrawlschedError,
+    RunAlreadyEnded,
+    RunRefused,
+    ScheduleExists,
+    ScheduleStateError,
+)
 from crawlsched.logs import get_logger
 
 log = get_logger(__name__)
@@ -108,9 +115,21 @@ PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 def _field_errors(error: RequestValidationError) -> list[dict[str, Any]]:
     return [
-        {"location": ".".join(str(p) for p in e.get("loc", ())), "message": e.get("msg", "")}
+        {
+            # A model's own check is at the model (pydantic names it `function-after[…]`).
+            "location": ".".join(str(p) for p in e.get("loc", ()) if not _is_check(p)),
+            "message": str(e.get("msg", "")).removeprefix("Value error, "),
+        }
         for e in error.errors()
     ]
+
+
+def _is_check(part: Any) -> bool:
+    return isinstance(part, str) and part.startswith(("function-after[", "function-before["))
+
+
+# What the store holds refuses the request (a name taken, a state that forbids it): 409.
+CONFLICTS = (ScheduleExists, ScheduleStateError, RunRefused, RunAlreadyEnded, Conflict)
 
 
 def install(app: FastAPI) -> None:
@@ -155,7 +174,7 @@ def install(app: FastAPI) -> None:
         # A schedule that exists already, or whose state refuses the operation (pausing a
         # stopped one): a conflict with what the store holds, not a malformed request.
         status = 404 if isinstance(exc, LookupError) else 400
-        if isinstance(exc, ScheduleExists | ScheduleStateError | RunRefused):
+        if isinstance(exc, CONFLICTS):
             status = 409
         return problem_response(request, status, str(exc))
 

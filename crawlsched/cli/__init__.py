@@ -1,4 +1,6 @@
-"""The `crawlsched` command line (Typer). Each sub-module adds one group of commands."""
+"""The `crawlsched` command line (Typer). Each sub-module adds one group of commands; each
+command asks a backend (`cli/backend.py`: a server's API, or the store itself) and renders the
+answer here, on the caller's terminal."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from crawlsched import __version__
 from crawlsched.cli import (
     activity,
     admin,
+    crawl,
     demo,
     doctor,
     hosts,
@@ -22,13 +25,15 @@ from crawlsched.cli import (
     runs,
     schedules,
     server,
+    watch,  # noqa: F401  (adds watch to `run`)
 )
-from crawlsched.invocation import LOCAL, Invocation
+from crawlsched.cli.group import CommandGroup
 
 app = typer.Typer(
     help="crawlsched: plan, admit, run and watch crawl jobs (dramatiq over RabbitMQ, MongoDB).",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
+    cls=CommandGroup,
 )
 
 
@@ -50,6 +55,7 @@ def _options(
 admin.register(app)
 server.register(app)
 demo.register(app)
+crawl.register(app)
 runs.register(app)
 pools.register(app)
 doctor.register(app)
@@ -63,16 +69,23 @@ app.add_typer(
 )
 
 
-def run(args: list[str], invocation: Invocation = LOCAL) -> int:
-    """Run one command here for `invocation` (the local user, or a caller of the API); its
-    exit code. Every error is one line on stderr: 2 for a usage error or bad input, 1 for an
-    operation that failed (see the README's exit codes). What a remote caller may not do
-    raises `RemoteRefused`."""
+def run(args: list[str], own_process: bool = False) -> int:
+    """Run one command; its exit code. Every error is one line on stderr: 2 for a usage error
+    or bad input, 1 for an operation that failed (see the README's exit codes).
+
+    `own_process`: the command is the whole process (`crawlsched …` typed in a shell), so an
+    embedded store of its own would end with it, and a running server is the store to use
+    (`cli/connect.py`)."""
+    from typer._click.exceptions import NoArgsIsHelpError
+
+    obj = {"own_process": own_process}
     try:
-        result = app(args=args, prog_name="crawlsched", standalone_mode=False, obj=invocation)
+        result = app(args=args, prog_name="crawlsched", standalone_mode=False, obj=obj)
     except typer.Abort:
         print("error: aborted", file=sys.stderr)
         return 1
+    except NoArgsIsHelpError:
+        return 0  # the help is printed: asking for it is no error
     except typer.TyperException as e:  # usage errors: typer's own click (ClickException)
         ctx = getattr(e, "ctx", None)
         where = ctx.command_path if ctx is not None else "crawlsched"

@@ -8,52 +8,51 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from crawlsched.cli.common import cli_runtime, console, print_json
-from crawlsched.cli.runs import require_run
+from crawlsched.cli import ops
+from crawlsched.cli.common import backend, console, print_json, print_lines
 from crawlsched.cli.server import store_app
-from crawlsched.flow import views
+from crawlsched.cli.text import when
 
 
 def register(app: typer.Typer) -> None:
     @app.command("activity")
     def activity(
+        ctx: typer.Context,
         limit: int = typer.Option(50, min=1, max=10_000),
         run: str | None = typer.Option(None, help="Only the events of this run."),
         as_json: bool = typer.Option(False, "--json"),
     ) -> None:
         """The activity feed: run and schedule events, newest first."""
-        with cli_runtime() as rt:
-            events = views.activity(rt, run, limit)
-            if run is not None and not events:
-                require_run(rt, run)
-            if as_json:
-                for event in events:
-                    print_json(event)
-                return
-            table = Table(title=f"Activity ({len(events)})")
-            for column in ("at", "event", "subject"):
-                table.add_column(column)
-            for e in events:
-                subject = e.get("run_id") or e.get("schedule_id") or "-"
-                table.add_row(e["at"].strftime("%Y-%m-%d %H:%M:%S"), e["event"], str(subject))
-            console.print(table)
+        api = backend(ctx)
+        events = api.items(ops.ACTIVITY, limit, run_id=run)
+        if run is not None and not events:
+            api.call(ops.RUN, run_id=run)  # an unknown run: one line, exit 2
+        if as_json:
+            print_lines(events)
+            return
+        table = Table(title=f"Activity ({len(events)})")
+        for column in ("at", "event", "subject"):
+            table.add_column(column)
+        for e in events:
+            subject = e.get("run_id") or e.get("schedule_id") or "-"
+            table.add_row(when(e["at"], ""), e["event"], str(subject))
+        console.print(table)
 
     @store_app.command("stats")
-    def stats(as_json: bool = typer.Option(False, "--json")) -> None:
+    def stats(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> None:
         """Runs, jobs, executions, waiting batches, webhooks and events, counted."""
-        with cli_runtime() as rt:
-            figures = views.gather_stats(rt)
-            if as_json:
-                print_json(figures)
-                return
-            table = Table(title="Stats", show_header=False)
-            table.add_column("figure", no_wrap=True)
-            table.add_column("of")
-            table.add_column("counts")
-            for name, value in figures.items():
-                for of, counts in _breakdown(value):
-                    table.add_row(name.replace("_", " "), of, counts)
-            console.print(table)
+        figures = backend(ctx).call(ops.STATS)
+        if as_json:
+            print_json(figures)
+            return
+        table = Table(title="Stats", show_header=False)
+        table.add_column("figure", no_wrap=True)
+        table.add_column("of")
+        table.add_column("counts")
+        for name, value in figures.items():
+            for of, counts in _breakdown(value):
+                table.add_row(name.replace("_", " "), of, counts)
+        console.print(table)
 
     app.command("stats", hidden=True, help="Old spelling of `store stats`.")(stats)
 

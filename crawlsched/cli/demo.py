@@ -14,7 +14,6 @@ from crawlsched.catalog import JOB_COLLECTIONS, JobState
 from crawlsched.cli import demo_sites
 from crawlsched.cli.common import console, err_console, labelled
 from crawlsched.planning.run_names import FINISHED
-from crawlsched.settings import Settings
 
 DEMO_STORE = "mongomock://demo"
 # How long a batch may wait for an account or a browser slot. A Chrome batch takes a few
@@ -71,7 +70,7 @@ def register(app: typer.Typer) -> None:
         from dramatiq import Worker
 
         from crawlsched.brokers import setup_broker
-        from crawlsched.cli.discovery import by_depth, depth_table
+        from crawlsched.cli.discovery import depth_table
         from crawlsched.demo.node import LocalChromedriver
         from crawlsched.demo.report import (
             NEXT_STEPS,
@@ -84,8 +83,10 @@ def register(app: typer.Typer) -> None:
         from crawlsched.demo.seed import demo_accounts, demo_handles, seed_crawl_demo
         from crawlsched.demo.social import DemoSocialNetwork
         from crawlsched.demo.website import DemoWebsite
+        from crawlsched.flow.views import by_depth
         from crawlsched.resources.secrets import generate_key
         from crawlsched.runtime import get_runtime
+        from crawlsched.settings import Settings
         from crawlsched.store.client import drop_embedded
 
         settings = Settings(

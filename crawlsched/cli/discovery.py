@@ -1,14 +1,10 @@
-"""What a run discovered while crawling: per depth, the children, and the cut-offs."""
+"""What a run discovered while crawling, drawn: per depth, the pages, and the cut-offs."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from rich.table import Table
-
-__all__ = ["by_depth", "children_rows", "children_table", "depth_table", "summary"]
-
-from crawlsched.flow.views import by_depth, children_rows
 
 
 def depth_table(rows: list[dict[str, Any]]) -> Table:
@@ -35,10 +31,15 @@ def summary(run: dict[str, Any]) -> str:
 
 def children_table(rows: list[dict[str, Any]], title: str) -> Table:
     table = Table(title=title)
-    for column in ("depth", "task", "state", "outcome", "url"):
+    for column in ("depth", "task", "state", "outcome", "url", "error"):
         table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(
-            str(row["depth"]), row["task"], row["state"], row["outcome"] or "-", row["url"]
+            str(row["depth"]),
+            row["task"],
+            row["state"],
+            row["outcome"] or "-",
+            row["url"],
+            row.get("error") or "-",
         )
     return table

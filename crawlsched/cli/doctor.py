@@ -8,63 +8,23 @@ not due yet, running, exhausted or already set aside.
 
 from __future__ import annotations
 
-from collections import Counter
-from typing import Any
-
 import typer
 from rich.table import Table
 
-from crawlsched.catalog import JOB_COLLECTIONS, JobState
-from crawlsched.cli.common import cli_runtime, console, print_json
-from crawlsched.errors import BadJobDocument
-from crawlsched.planning.due import parse_due_job
-from crawlsched.planning.problems import diagnose
-from crawlsched.runtime import Runtime
-from crawlsched.store.children import MARKER_FILTER
-from crawlsched.store.pipeline import due_filter
-
-
-def examine(rt: Runtime, collection: str) -> dict[str, Any]:
-    """Read-only: the planner's own queries, with their answers counted instead of acted on."""
-    now = rt.now()
-    store = rt.jobs(collection)
-    raw = rt.db[collection]
-    fields = rt.target_fields(collection)
-    report: dict[str, Any] = {
-        "collection": collection,
-        "jobs": raw.count_documents({"$nor": [MARKER_FILTER]}),
-        "pages_seen": store.pages_seen(),
-        "due": raw.count_documents(due_filter(now)),
-        "running": raw.count_documents({"state": int(JobState.RUNNING)}),
-        "exhausted": raw.count_documents({"exhausted": True}),
-        "already_set_aside": raw.count_documents({"problem": {"$ne": None}}),
-        "plan": Counter(),
-        "wait": Counter(),
-        "set_aside": Counter(),
-    }
-    for problem in map(diagnose, store.audit(now)):
-        report["set_aside" if problem.set_aside else "wait"][problem.reason] += 1
-    for task in store.due_tasks(now):
-        for category, rows in store.categorized(task, now, fields).items():
-            for row in rows:
-                try:
-                    parse_due_job(row, fields)
-                except BadJobDocument as e:
-                    report["set_aside"][e.reason] += 1
-                else:
-                    report["plan"][f"{task} / {category.value}"] += 1
-    return report
+from crawlsched.cli import ops
+from crawlsched.cli.common import backend, console, print_lines
 
 
 def register(app: typer.Typer) -> None:
     @app.command("doctor")
-    def doctor(as_json: bool = typer.Option(False, "--json", help="One JSON object per line.")):
+    def doctor(
+        ctx: typer.Context,
+        as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
+    ) -> None:
         """What the next sweep would plan, leave waiting or set aside, and why (read-only)."""
-        with cli_runtime() as rt:
-            reports = [examine(rt, collection) for collection in JOB_COLLECTIONS]
+        reports = backend(ctx).call(ops.DOCTOR)["items"]
         if as_json:
-            for report in reports:
-                print_json(report)
+            print_lines(reports)
             return
         for report in reports:
             seen = f", {report['pages_seen']} pages seen" if report["pages_seen"] else ""

@@ -1,146 +1,115 @@
 """`crawlsched hosts …`: the cluster's one clock per host (politeness), seen and steered.
 
-A host is its origin (`https://example.com:443`); an operator may name it `example.com` (https
-on 443) or by its whole origin (`http://127.0.0.1:8001`).
+A host is named `example.com` (https on 443, or http on 80 if that is the one crawled),
+`127.0.0.1:8001` (whichever scheme was crawled there), or by its whole origin
+(`http://127.0.0.1:8001`). A host never crawled is changed only with `--new`.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 import typer
 from rich.table import Table
 
-from crawlsched.cli.common import bad_input, cli_runtime, console, print_json
-from crawlsched.flow import views
-from crawlsched.resources import host_rules
-from crawlsched.resources.host_grouping import is_pacing_key
+from crawlsched.cli import ops
+from crawlsched.cli.common import backend, bad_input, console, print_json, print_lines
+from crawlsched.cli.text import moment, soon, when
 
 app = typer.Typer(help="Hosts as the cluster paces them: limits, holder, blocks, pages today.")
 
-
-def _key(host: str) -> str:
-    try:
-        key = host_rules.parse_host(host)
-    except ValueError as e:
-        bad_input(f"not a host: {host!r} ({e})")
-    if not is_pacing_key(key):
-        bad_input(f"not a host: {host!r} (domain:NAME with a registrable NAME, or address:IP)")
-    return key
+HOST = typer.Argument(..., help="example.com, 127.0.0.1:8001, or an origin: http://…:8001")
+NEW = typer.Option(False, "--new", help="The host was never crawled: set it up all the same.")
 
 
 def _when(value: Any) -> str:
-    return value.strftime("%Y-%m-%d %H:%M:%S") if value else "-"
+    return when(value, "")
 
 
 @app.command("list")
-def hosts_list(as_json: bool = typer.Option(False, "--json", help="One JSON object per line.")):
+def hosts_list(
+    ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="One JSON per line.")
+) -> None:
     """Every host crawled so far: its limits, holder and requests in flight (as of its last
     renewal), next start, block and pages today."""
-    with cli_runtime() as rt:
-        rows = views.host_rows(rt)
-        if as_json:
-            for row in rows:
-                print_json(row)
-            return
-        table = Table(title="Hosts")
-        for column in (
-            "host",
-            "delay",
-            "at once",
-            "held by",
-            "in flight",
-            "next start",
-            "blocked",
-            "today",
-        ):
-            table.add_column(column, overflow="fold")
-        for row in rows:
-            blocked = _when(row["blocked_until"])
-            if row["blocked_reason"]:
-                blocked += f" ({row['blocked_reason']})"
-            budget = f"/{row['daily_pages']}" if row["daily_pages"] else ""
-            table.add_row(
-                row["host"],
-                f"{row['delay_s']:g} s",
-                str(row["concurrency"]),
-                row["held_by"] or "-",
-                f"{row['in_flight']}/{row['concurrency']}" if row["held_by"] else "-",
-                _when(row["next_start"]),
-                blocked,
-                f"{row['pages_today']}{budget}",
-            )
-        console.print(table)
+    rows = backend(ctx).items(ops.HOSTS, 10_000_000)
+    if as_json:
+        print_lines(rows)
+        return
+    # No outer frame, times of day: a host (one word, never split) and its figures fit 80
+    # columns.
+    table = Table(title="Hosts", show_edge=False, pad_edge=False)
+    table.add_column("host", no_wrap=True)
+    for column in ("delay", "at once", "held by", "in flight", "next start", "blocked", "today"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        blocked = soon(row["blocked_until"])
+        if row["blocked_reason"]:
+            blocked += f" ({row['blocked_reason']})"
+        budget = f"/{row['daily_pages']}" if row["daily_pages"] else ""
+        table.add_row(
+            row["host"],
+            f"{row['delay_s']:g} s",
+            str(row["concurrency"]),
+            row["held_by"] or "-",
+            f"{row['in_flight']}/{row['concurrency']}" if row["held_by"] else "-",
+            soon(row["next_start"]),
+            blocked,
+            f"{row['pages_today']}{budget}",
+        )
+    console.print(table)
 
 
 @app.command("show")
-def hosts_show(
-    host: str = typer.Argument(..., help="example.com, or an origin: http://127.0.0.1:8001"),
-    as_json: bool = typer.Option(False, "--json"),
-) -> None:
+def hosts_show(ctx: typer.Context, host: str = HOST, as_json: bool = typer.Option(False, "--json")):
     """One host in full: its limits and where they come from, robots.txt, holder, block."""
-    key = _key(host)
-    with cli_runtime() as rt:
-        doc = rt.hosts.get(key)
-        if doc is None:
-            bad_input(f"no host {key}: nothing was crawled there yet")
-        row = views.host_row(rt, doc)
-        if as_json:
-            print_json(row)
-            return
-        for name, value in row.items():
-            shown = _when(value) if hasattr(value, "strftime") else value
-            console.print(f"{name:18} {shown if shown not in (None, {}, '') else '-'}")
+    row = backend(ctx).call(ops.HOST, host=host)
+    if as_json:
+        print_json(row)
+        return
+    for name, value in row.items():
+        shown = _when(value) if moment(value) is not None else value
+        console.print(f"{name:18} {shown if shown not in (None, {}, '') else '-'}")
 
 
 @app.command("block")
 def hosts_block(
-    host: str = typer.Argument(...),
+    ctx: typer.Context,
+    host: str = HOST,
     for_s: float = typer.Option(3600.0, "--for", min=1, max=30 * 86400, help="Seconds."),
     reason: str = typer.Option("blocked by an operator", "--reason"),
+    new: bool = NEW,
 ) -> None:
     """Stop every worker from sending to the host for a while (batches wait for it)."""
-    key = _key(host)
-    with cli_runtime() as rt:
-        now = rt.now()
-        until, _began = rt.hosts.block(key, now + timedelta(seconds=for_s), reason, now)
-        console.print(f"{key} blocked until {_when(until)}: {reason}")
+    done = backend(ctx).call(ops.HOST_BLOCK, host=host, for_s=for_s, reason=reason, new=new)
+    console.print(f"{done['host']} blocked until {_when(done['blocked_until'])}: {reason}")
 
 
 @app.command("unblock")
-def hosts_unblock(host: str = typer.Argument(...)) -> None:
+def hosts_unblock(ctx: typer.Context, host: str = HOST) -> None:
     """Lift a block (an operator's, or a 429's) and reset the host's backoff."""
-    key = _key(host)
-    with cli_runtime() as rt:
-        if not rt.hosts.unblock(key, rt.now()):
-            bad_input(f"no host {key}: nothing was crawled there yet")
-        console.print(f"{key} unblocked")
+    done = backend(ctx).call(ops.HOST_UNBLOCK, host=host)
+    console.print(f"{done['host']} unblocked")
 
 
 @app.command("set")
 def hosts_set(
-    host: str = typer.Argument(...),
+    ctx: typer.Context,
+    host: str = HOST,
     delay: float | None = typer.Option(None, "--delay", min=0, max=60, help="Seconds."),
     concurrency: int | None = typer.Option(None, "--concurrency", min=1, max=64),
     daily_pages: int | None = typer.Option(None, "--daily-pages", min=0, help="0: no cap."),
     clear: bool = typer.Option(False, "--clear", help="Forget this host's own limits."),
+    new: bool = NEW,
 ) -> None:
     """Give the host limits of its own (over its media's and the settings')."""
-    key = _key(host)
     if clear == any(v is not None for v in (delay, concurrency, daily_pages)):
         bad_input("give --delay, --concurrency or --daily-pages, or --clear alone")
-    limits = (
-        dict.fromkeys(host_rules.POLICY_KEYS)
-        if clear
-        else {"delay_s": delay, "concurrency": concurrency, "daily_pages": daily_pages}
+    row = backend(ctx).call(
+        ops.HOST_LIMITS, host=host, delay_s=delay, concurrency=concurrency,
+        daily_pages=daily_pages, clear=clear, new=new,
+    )  # fmt: skip
+    console.print(
+        f"{row['host']}: {row['delay_s']:g} s between requests, {row['concurrency']} at once, "
+        + (f"{row['daily_pages']} pages a day" if row["daily_pages"] else "no daily cap")
     )
-    with cli_runtime() as rt:
-        if not clear:
-            limits = {k: v for k, v in limits.items() if v is not None}
-        doc = rt.hosts.set_policy(key, limits, rt.now())
-        row = views.host_row(rt, doc)
-        console.print(
-            f"{key}: {row['delay_s']:g} s between requests, {row['concurrency']} at once, "
-            + (f"{row['daily_pages']} pages a day" if row["daily_pages"] else "no daily cap")
-        )

@@ -1,5 +1,6 @@
-"""`crawlsched jobs add profile|website`: schedule the tasks of one target, and say when they
-first run, what discovery may reach and which of them wait for a disabled media or task."""
+"""`crawlsched jobs add profile|website`: schedule the tasks of one target, and say their ids,
+when they first run, what discovery may reach and which of them wait for a disabled media or
+task."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from typing import Annotated, Any
 
 import typer
 
-from crawlsched.cli.common import cli_runtime, console, labelled
-from crawlsched.flow import job_ops
-from crawlsched.jobs_input import DEFAULT_WEBSITE_MEDIA, MAX_DEPTH, MAX_PAGES
+from crawlsched.catalog import DEFAULT_WEBSITE_MEDIA, MAX_DEPTH, MAX_PAGES
+from crawlsched.cli import ops
+from crawlsched.cli.common import backend, console, labelled, print_json
+from crawlsched.cli.text import when
 
 add_app = typer.Typer(help="Schedule the tasks of one profile or website.", no_args_is_help=True)
 
@@ -39,6 +41,7 @@ StartAt = Annotated[
     str | None,
     typer.Option("--start-at", help="First run, ISO 8601 (naive means UTC); default: now."),
 ]
+Json = Annotated[bool, typer.Option("--json", help="The API's answer, as one JSON document.")]
 
 
 def _every(seconds: int | None) -> str:
@@ -50,51 +53,47 @@ def _every(seconds: int | None) -> str:
     return f"every {seconds}s"
 
 
-def _add(fields: dict[str, Any]) -> None:
+def _add(ctx: typer.Context, fields: dict[str, Any], as_json: bool) -> None:
     if fields.get("interval_s") is not None and fields.get("one_off"):
         raise typer.BadParameter("--interval and --once exclude each other")
-    with cli_runtime() as rt:
-        added = job_ops.add_target(rt, fields)
-        first = added.docs[0]
-        console.print(
-            f"{added.media['media_name']} {first['target']}: "
-            f"{', '.join(d['task'] for d in added.docs)} "
-            f"({_every(first['interval_s'])}, first at {first['execution_date']:%Y-%m-%d %H:%M} "
-            f"UTC) in {added.collection}: {added.inserted} new job(s)"
-        )
-        bounds = [
-            f"links {first['max_depth']} deep" if "max_depth" in first else "",
-            f"at most {first['max_pages']} pages a run" if "max_pages" in first else "",
-        ]
-        if any(bounds):
-            console.print(f"discovery: {', '.join(b for b in bounds if b)}")
-        if added.skipped:
-            console.print(f"{len(added.skipped)} already scheduled: skipped, not duplicated")
-        _warn_if_off(added.media, added.disabled_tasks)
+    added = backend(ctx).call(ops.JOB_ADD, **{k: v for k, v in fields.items() if v is not None})
+    if as_json:
+        print_json(added)
+        return
+    jobs = added["jobs"]
+    first = jobs[0]
+    console.print(
+        f"{added['media']} {first.get('target')}: {', '.join(j['task'] for j in jobs)} "
+        f"({_every(first.get('interval_s'))}, first at "
+        f"{when(first.get('execution_date'), ' UTC')[:16]} UTC) in {added['collection']}: "
+        f"{added['inserted']} new job(s)"
+    )
+    console.print("job ids: " + ", ".join(f"{j['job_id']} ({j['task']})" for j in jobs))
+    bounds = [
+        f"links {first['max_depth']} deep" if "max_depth" in first else "",
+        f"at most {first['max_pages']} pages a run" if "max_pages" in first else "",
+    ]
+    if any(bounds):
+        console.print(f"discovery: {', '.join(b for b in bounds if b)}")
+    if added["skipped"]:
+        console.print(f"{added['skipped']} already scheduled: skipped, not duplicated")
+    _warn_if_off(added)
 
 
-def _warn_if_off(media: dict[str, Any], off: list[str]) -> None:
-    if media.get("enabled") is False:
-        console.print(
-            labelled(
-                "note:",
-                "yellow",
-                f"media {media['media_name']} is disabled; these jobs wait until it is enabled",
-            )
-        )
+def _warn_if_off(added: dict[str, Any]) -> None:
+    media, off = added["media"], added["disabled_tasks"]
+    if not added["media_enabled"]:
+        message = f"media {media} is disabled; these jobs wait until it is enabled"
     elif off:
-        console.print(
-            labelled(
-                "note:",
-                "yellow",
-                f"task(s) {', '.join(off)} disabled for {media['media_name']}; "
-                "those jobs wait until enabled",
-            )
-        )
+        message = f"task(s) {', '.join(off)} disabled for {media}; those jobs wait until enabled"
+    else:
+        return
+    console.print(labelled("note:", "yellow", message))
 
 
 @add_app.command("profile")
 def add_profile(
+    ctx: typer.Context,
     media: str = typer.Argument(..., help="Media name, e.g. twitter."),
     handle: str = typer.Argument(..., help="Profile handle, e.g. alice (a leading @ is dropped)."),
     task: Tasks = None,
@@ -104,26 +103,20 @@ def add_profile(
     validated: Validated = False,
     certitude: Certitude = 0.5,
     start_at: StartAt = None,
+    as_json: Json = False,
 ) -> None:
     """Schedule a profile: `profile` plus publication by default (or the --task ones)."""
-    _add(
-        {
-            "kind": "profile",
-            "media": media,
-            "target": handle,
-            "url": url,
-            "tasks": task,
-            "interval_s": interval,
-            "one_off": once,
-            "human_validation": validated,
-            "certitude": certitude,
-            "start_at": start_at,
-        }
-    )
+    fields = {
+        "kind": "profile", "media": media, "target": handle, "url": url, "tasks": task,
+        "interval_s": interval, "one_off": once, "human_validation": validated,
+        "certitude": certitude, "start_at": start_at,
+    }  # fmt: skip
+    _add(ctx, fields, as_json)
 
 
 @add_app.command("website")
 def add_website(
+    ctx: typer.Context,
     url: str = typer.Argument(..., help="The site's http(s) URL."),
     media: str = typer.Option(DEFAULT_WEBSITE_MEDIA, help="Media whose driver crawls it."),
     task: Tasks = None,
@@ -152,22 +145,13 @@ def add_website(
     page_param: str | None = typer.Option(
         None, "--page-param", help="The page number's query parameter (page_param; 'page')."
     ),
+    as_json: Json = False,
 ) -> None:
     """Schedule a website: article by default (or the --task ones)."""
-    _add(
-        {
-            "kind": "website",
-            "media": media,
-            "target": url,
-            "tasks": task,
-            "interval_s": interval,
-            "one_off": once,
-            "human_validation": validated,
-            "certitude": certitude,
-            "start_at": start_at,
-            "max_depth": depth,
-            "max_pages": max_pages,
-            "pagination": pagination.value if pagination else None,
-            "page_param": page_param,
-        }
-    )
+    fields = {
+        "kind": "website", "media": media, "target": url, "tasks": task, "interval_s": interval,
+        "one_off": once, "human_validation": validated, "certitude": certitude,
+        "start_at": start_at, "max_depth": depth, "max_pages": max_pages,
+        "pagination": pagination.value if pagination else None, "page_param": page_param,
+    }  # fmt: skip
+    _add(ctx, fields, as_json)

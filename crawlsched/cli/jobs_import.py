@@ -1,187 +1,166 @@
-"""What `crawlsched jobs import` does with a file's rows: validate each one, write the valid
-ones in bulks, keep the rejected ones with their reason, and report what was written (also when
-the import stops halfway, so that a re-run is safe to plan)."""
+"""`crawlsched jobs import FILE`: the file is sent as it is read (a progress bar of the bytes
+gone), the rows checked and written where the store is; every rejected row comes back with
+its reason (`--rejects` keeps them all, here), then a report of what was written."""
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections import defaultdict
+from collections.abc import Iterator
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, TextIO
 
-import pymongo.errors
+import typer
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from crawlsched.catalog import TARGET_KINDS
-from crawlsched.cli.common import UNANSWERED_WRITE_ERRORS, console
-from crawlsched.errors import BadJobInput, WriteOutcomeUnknown
-from crawlsched.flow import job_ops
-from crawlsched.jobs_input import (
-    DEFAULT_WEBSITE_MEDIA,
-    JobInput,
-    build_job_docs,
-    from_extended_json,
-    job_input_from_row,
-    preserved_job_doc,
-)
-from crawlsched.runtime import Runtime
+from crawlsched.cli import ops
+from crawlsched.cli.common import backend, bad_input, console, print_error
 
-IMPORT_CHUNK = 1000  # job documents per bulk write
 SHOWN_REJECTS = 50
-RERUN_IS_SAFE = (
-    "Running the same import again is safe: jobs already in the store are skipped as duplicates."
-)
+CHUNK = 64 * 1024
+FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
 
 
-class JobImporter:
-    """Validates rows one by one and writes their jobs in bulks of IMPORT_CHUNK per collection."""
-
-    def __init__(
-        self, rt: Runtime, kind: str | None, rejects: TextIO | None, preserve: bool = False
-    ) -> None:
-        self.rt, self.kind, self.rejects_out, self.preserve = rt, kind, rejects, preserve
-        self.now = rt.now()
-        self.rows = self.valid = self.inserted = self.duplicates = self.rejected = 0
-        self.shown: list[tuple[int, str]] = []
-        self.pending: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        self.media: dict[str, tuple[dict[str, Any], set[str]] | BadJobInput] = {}
-        # (jobs in the write MongoDB never answered, how many of them it holds: None unknown)
-        self.unanswered: tuple[int, int | None] | None = None
-
-    def _media_of(self, job: JobInput) -> tuple[dict[str, Any], set[str]]:
-        return self._media_named(job.media_name)
-
-    def _media_named(self, name: str) -> tuple[dict[str, Any], set[str]]:
-        if name not in self.media:
-            try:
-                row, task_rows = job_ops.media_and_tasks(self.rt, name)
-                self.media[name] = (row, set(task_rows))
-            except BadJobInput as e:
-                self.media[name] = e
-        found = self.media[name]
-        if isinstance(found, BadJobInput):
-            raise found
-        return found
-
-    def add(self, line: int, raw: dict[str, Any] | Exception) -> None:
-        self.rows += 1
-        if isinstance(raw, Exception):
-            self._reject(line, str(raw), None)
-            return
-        try:
-            if self.preserve:
-                collection, docs = self._preserved(raw)
-            else:
-                job = job_input_from_row(raw, self.kind)
-                docs = build_job_docs(job, *self._media_of(job), self.now, self.rt.allowed_networks)
-                collection = TARGET_KINDS[job.kind].collection
-        except BadJobInput as e:
-            self._reject(line, str(e), raw)
-            return
-        self.valid += 1
-        self.pending[collection].extend(docs)
-        while len(self.pending[collection]) >= IMPORT_CHUNK:
-            self._flush(collection, IMPORT_CHUNK)
-
-    def _preserved(self, raw: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
-        try:
-            row = from_extended_json(raw)
-        except (ValueError, TypeError) as e:
-            raise BadJobInput(f"not valid extended JSON: {e}") from None
-        kind = row.get("kind") or self.kind
-        if kind not in TARGET_KINDS:
-            raise BadJobInput(f"kind must be one of {sorted(TARGET_KINDS)} (column or --kind)")
-        name = row.get("media_name") or row.get("media")
-        if not isinstance(name, str) or not name:
-            name = DEFAULT_WEBSITE_MEDIA if kind == "website" else ""
-        if not name:
-            raise BadJobInput("a profile job needs media_name (or media)")
-        doc = preserved_job_doc(row, *self._media_named(name), self.now)
-        return TARGET_KINDS[kind].collection, [doc]
-
-    def finish(self) -> None:
-        for collection in list(self.pending):
-            while self.pending[collection]:
-                self._flush(collection, IMPORT_CHUNK)
-
-    def _flush(self, collection: str, size: int) -> None:
-        chunk, self.pending[collection] = (
-            self.pending[collection][:size],
-            self.pending[collection][size:],
-        )
-        store = self.rt.jobs(collection)
-        try:
-            if self.preserve:
-                inserted, skipped_count = store.insert_preserved(chunk)
-            else:
-                inserted, skipped = store.insert_new(chunk)
-                skipped_count = len(skipped)
-        except pymongo.errors.ServerSelectionTimeoutError:
-            raise  # no server to send it to: it never left (MongoDB unreachable)
-        except UNANSWERED_WRITE_ERRORS as e:
-            # The write may have been applied: read back what the store holds of it, if the
-            # store answers that.
-            self.unanswered = (len(chunk), self._read_back(store, chunk))
-            raise WriteOutcomeUnknown(f"a write of {len(chunk)} jobs", e, RERUN_IS_SAFE) from None
-        self.inserted += inserted
-        self.duplicates += skipped_count
-
-    @staticmethod
-    def _read_back(store, chunk: list[dict[str, Any]]) -> int | None:
-        try:
-            return store.count_present(chunk)
-        except pymongo.errors.PyMongoError:
-            return None
-
-    def _reject(self, line: int, reason: str, raw: dict[str, Any] | None) -> None:
-        self.rejected += 1
-        if len(self.shown) < SHOWN_REJECTS:
-            self.shown.append((line, reason))
-        if self.rejects_out is not None:
-            record = {"line": line, "reason": reason, "row": raw}
-            self.rejects_out.write(json.dumps(record, default=str) + "\n")
+class Kind(StrEnum):
+    profile = "profile"
+    website = "website"
 
 
-def count_lines(path: Path) -> int:
-    lines, last = 0, b"\n"
+def _chunks(path: Path, progress: Progress, bar: Any) -> Iterator[bytes]:
     with path.open("rb") as f:
-        while block := f.read(1 << 20):
-            lines += block.count(b"\n")
-            last = block[-1:]
-    return lines + (last != b"\n")
+        while chunk := f.read(CHUNK):
+            yield chunk
+            progress.advance(bar, len(chunk))
 
 
-def import_report(imp: JobImporter) -> None:
+def import_command(
+    ctx: typer.Context,
+    given: str = typer.Argument(
+        ..., metavar="FILE", help="JSON lines (.jsonl, .ndjson) or CSV (.csv)."
+    ),
+    kind: Kind | None = typer.Option(None, help="Kind of rows that don't say (column `kind`)."),
+    rejects: str | None = typer.Option(
+        None, help="Write every rejected line and its reason here, as JSON lines."
+    ),
+    preserve: bool = typer.Option(
+        False,
+        "--preserve",
+        help="Rows are job documents (e.g. a mongoexport of another database, JSON lines): "
+        "keep _id, state, enabled, execution_date, modified_at, human_validation, certitude, "
+        "attempt_count and every other field as they are.",
+    ),
+) -> None:
+    """Add many jobs from a file; duplicates are skipped, bad rows reported with their reason.
+
+    Columns/keys: kind, media, target, url, tasks (CSV: separated by `;`), interval_s, one_off,
+    human_validation, certitude, start_at. With --preserve, one job document per line: kind
+    (or --kind), media_name, task, and the document's own fields. Exit 0 if any row was valid,
+    1 if none, 2 if the file can't be read.
+    """
+    path = Path(given)
+    file_format = FORMATS.get(path.suffix.lower())
+    if file_format is None:
+        known = ", ".join(FORMATS)
+        bad_input(f"cannot import {path.name}: unknown extension; use one of {known}")
+    if preserve and file_format != "jsonl":
+        bad_input("--preserve reads JSON lines (.jsonl, .ndjson) only")
+    try:
+        size = path.stat().st_size
+        path.open("rb").close()
+    except OSError as e:
+        bad_input(f"cannot read {given}: {e.strerror or e}")
+    with contextlib.ExitStack() as stack:
+        rejects_out = None
+        if rejects is not None:
+            try:
+                rejects_out = stack.enter_context(Path(rejects).open("w", encoding="utf-8"))
+            except OSError as e:
+                bad_input(f"--rejects: cannot write {rejects}: {e.strerror or e}")
+        report = _send(ctx, path, size, file_format, kind, preserve, rejects_out)
+    _finish(report, rejects_out is not None)
+
+
+def _send(
+    ctx: typer.Context,
+    path: Path,
+    size: int,
+    file_format: str,
+    kind: Kind | None,
+    preserve: bool,
+    rejects_out: TextIO | None,
+) -> dict[str, Any]:
+    shown: list[tuple[int, str]] = []
+    columns = (TextColumn("importing {task.description}"), BarColumn(), DownloadColumn())
+    columns += (TimeElapsedColumn(),)
+    report: dict[str, Any] = {}
+    with Progress(*columns, console=console, transient=True) as progress:
+        bar = progress.add_task(path.name, total=size)
+        lines = backend(ctx).upload(
+            ops.JOB_IMPORT,
+            _chunks(path, progress, bar),
+            format=file_format,
+            kind=kind.value if kind else None,
+            preserve=preserve or None,
+        )
+        for line in lines:
+            if "rejected" in line:
+                rejected = line["rejected"]
+                if len(shown) < SHOWN_REJECTS:
+                    shown.append((rejected["line"], rejected["reason"]))
+                if rejects_out is not None:
+                    rejects_out.write(json.dumps(rejected, default=str) + "\n")
+            report = line.get("report", report)
+    report["shown"] = shown
+    return report
+
+
+def _finish(report: dict[str, Any], kept: bool) -> None:
+    import_report(report, kept)
+    error = report.get("error")
+    if error is not None:
+        console.print(stopped_note(report))
+        print_error(error["message"])
+        raise typer.Exit(1)
+    if report["valid"] == 0:
+        print_error("no valid row in the file; nothing imported")
+        raise typer.Exit(1)
+
+
+def import_report(report: dict[str, Any], kept: bool) -> None:
     table = Table(title="Import")
     table.add_column("")
     table.add_column("count", justify="right")
-    for label, value in (
-        ("rows read", imp.rows),
-        ("valid rows", imp.valid),
-        ("jobs inserted", imp.inserted),
-        ("duplicates skipped", imp.duplicates),
-        ("rows rejected", imp.rejected),
+    for label, key in (
+        ("rows read", "rows"),
+        ("valid rows", "valid"),
+        ("jobs inserted", "inserted"),
+        ("duplicates skipped", "duplicates"),
+        ("rows rejected", "rejected"),
     ):
-        table.add_row(label, str(value))
+        table.add_row(label, str(report[key]))
     console.print(table)
-    if not imp.shown:
+    shown = report["shown"]
+    if not shown:
         return
     rejects = Table(title="Rejected rows")
     rejects.add_column("line", justify="right")
     rejects.add_column("reason", overflow="fold")
-    for line, reason in imp.shown:
+    for line, reason in shown:
         rejects.add_row(str(line), reason)
     console.print(rejects)
-    if imp.rejected > len(imp.shown):
-        hint = "" if imp.rejects_out else " (--rejects FILE writes them all)"
-        console.print(f"… and {imp.rejected - len(imp.shown)} more rejected rows{hint}")
+    if report["rejected"] > len(shown):
+        hint = "" if kept else " (--rejects FILE writes them all)"
+        console.print(f"… and {report['rejected'] - len(shown)} more rejected rows{hint}")
 
 
-def stopped_note(imp: JobImporter) -> str:
-    note = f"import stopped at row {imp.rows}; the jobs counted as inserted above are written"
-    if imp.unanswered is None:
+def stopped_note(report: dict[str, Any]) -> str:
+    note = f"import stopped at row {report['rows']}; the jobs counted as inserted above are written"
+    error = report["error"]
+    jobs, present = error.get("unanswered"), error.get("present")
+    if jobs is None:
         return note
-    jobs, present = imp.unanswered
     if present is None:
         return f"{note}; the last write ({jobs} jobs) got no answer: its outcome is unknown"
     return (

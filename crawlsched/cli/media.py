@@ -9,22 +9,10 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from crawlsched.cli import media_edit
-from crawlsched.cli.common import cli_runtime, console, print_json
-from crawlsched.cli.media_edit import stored_media
-from crawlsched.flow.job_ops import empty_store_hint
-from crawlsched.reference.media_rows import stored_row
-from crawlsched.runtime import Runtime
+from crawlsched.cli import media_edit, ops
+from crawlsched.cli.common import backend, console, print_json, print_lines
 
 app = typer.Typer(no_args_is_help=True)
-
-
-def _rows(rt: Runtime) -> list[dict[str, Any]]:
-    rows = []
-    for media in sorted(rt.reference.media(), key=lambda m: str(m.get("media_name"))):
-        tasks = rt.reference.tasks_of(media.get("media_name_id", media["_id"])).values()
-        rows.append(stored_row(media, tasks))
-    return rows
 
 
 def _politeness(row: dict[str, Any]) -> str:
@@ -57,66 +45,68 @@ def _bound(row: dict[str, Any], key: str) -> str:
 
 
 @app.command("list")
-def media_list(as_json: bool = typer.Option(False, "--json", help="One JSON object per line.")):
+def media_list(
+    ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="One JSON per line.")
+) -> None:
     """Every media: driver, discovery bounds, politeness, recrawl and tasks."""
-    with cli_runtime() as rt:
-        rows = _rows(rt)
-        if as_json:
-            for row in rows:
-                print_json(row)
-            return
-        table = Table(title="Media", caption="depth, pages -: the settings' defaults")
-        for column in ("media", "id", "driver", "depth", "pages", "polite", "recrawl"):
-            table.add_column(column, overflow="fold")
-        table.add_column("tasks", overflow="fold")
-        for row in rows:
-            table.add_row(
-                row["name"] + ("" if row.get("enabled", True) else " (off)"),
-                str(row["id"]),
-                row.get("driver_class", "-"),
-                _bound(row, "max_depth"),
-                _bound(row, "max_pages"),
-                _politeness(row),
-                _recrawl(row).replace(" ", "\n", 1),
-                "\n".join(sorted(row["tasks"])),
-            )
-        console.print(table)
-        if not rows:
-            console.print(f"no media: {empty_store_hint(rt)}")
+    rows = backend(ctx).items(ops.MEDIA, 100_000)
+    if as_json:
+        print_lines(rows)
+        return
+    table = Table(title="Media", caption="depth, pages -: the settings' defaults")
+    for column in ("media", "id", "driver", "depth", "pages", "polite", "recrawl"):
+        table.add_column(column, overflow="fold")
+    # A task name is one word: the column is as wide as the longest (`profile_replies`).
+    longest = max((len(t) for row in rows for t in row["tasks"]), default=5)
+    table.add_column("tasks", no_wrap=True, min_width=longest)
+    for row in rows:
+        table.add_row(
+            row["name"] + ("" if row.get("enabled", True) else " (off)"),
+            str(row["id"]),
+            row.get("driver_class", "-"),
+            _bound(row, "max_depth"),
+            _bound(row, "max_pages"),
+            _politeness(row),
+            _recrawl(row).replace(" ", "\n", 1),
+            "\n".join(sorted(row["tasks"])),
+        )
+    console.print(table)
+    if not rows:
+        console.print("no media: the store holds no reference data")
 
 
 @app.command("show")
 def media_show(
+    ctx: typer.Context,
     name: str = typer.Argument(..., help="A media name, e.g. web."),
     as_json: bool = typer.Option(False, "--json", help="The row as the reference file has it."),
 ) -> None:
     """One media in full, as a reference file row (`--json`: paste-able into YAML)."""
-    with cli_runtime() as rt:
-        row = stored_media(rt, name)
-        if as_json:
-            print_json(row)
-            return
-        tasks = row.pop("tasks")
-        row["politeness"] = _politeness(row)
-        row["recrawl"] = _recrawl(row)
-        for key in ("max_depth", "max_pages"):
-            row[key] = row.get(key, "- (the settings' default)")
-        for key, value in row.items():
-            shown = ", ".join(map(str, value)) if isinstance(value, list) else value
-            console.print(f"{key:15} {shown if shown not in (None, '') else '-'}")
-        table = Table(title=f"Tasks of {name}")
-        for column in ("task", "login", "selenium", "crawl limit", "batch limit", "enabled"):
-            table.add_column(column, overflow="fold")
-        for task, t in sorted(tasks.items()):
-            table.add_row(
-                task,
-                "yes" if t.get("need_login") else "no",
-                "yes" if t.get("need_selenium") else "no",
-                str(t.get("crawl_limit", "-")),
-                str(t.get("batch_limit", "default")),
-                "no" if t.get("enabled") is False else "yes",
-            )
-        console.print(table)
+    row = backend(ctx).call(ops.MEDIA_ONE, name=name)
+    if as_json:
+        print_json(row)
+        return
+    tasks = row.pop("tasks")
+    row["politeness"] = _politeness(row)
+    row["recrawl"] = _recrawl(row)
+    for key in ("max_depth", "max_pages"):
+        row[key] = row.get(key, "- (the settings' default)")
+    for key, value in row.items():
+        shown = ", ".join(map(str, value)) if isinstance(value, list) else value
+        console.print(f"{key:15} {shown if shown not in (None, '') else '-'}")
+    table = Table(title=f"Tasks of {name}")
+    for column in ("task", "login", "selenium", "crawl limit", "batch limit", "enabled"):
+        table.add_column(column, overflow="fold")
+    for task, t in sorted(tasks.items()):
+        table.add_row(
+            task,
+            "yes" if t.get("need_login") else "no",
+            "yes" if t.get("need_selenium") else "no",
+            str(t.get("crawl_limit", "-")),
+            str(t.get("batch_limit", "default")),
+            "no" if t.get("enabled") is False else "yes",
+        )
+    console.print(table)
 
 
 media_edit.register(app)

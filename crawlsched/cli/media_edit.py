@@ -8,11 +8,8 @@ from typing import Any
 
 import typer
 
-from crawlsched.cli.common import bad_input, cli_runtime, console
-from crawlsched.drivers import registry
-from crawlsched.flow.job_ops import empty_store_hint
-from crawlsched.reference.media_rows import changed_row, stored_row
-from crawlsched.runtime import Runtime
+from crawlsched.cli import ops
+from crawlsched.cli.common import backend, bad_input, console
 
 
 class Recrawl(StrEnum):
@@ -20,36 +17,16 @@ class Recrawl(StrEnum):
     fixed = "fixed"
 
 
-def stored_media(rt: Runtime, name: str) -> dict[str, Any]:
-    """The media row as a reference file has it, or one line and exit 2 for an unknown name."""
-    media = rt.reference.media_by_name(name)
-    if media is None:
-        known = ", ".join(sorted(m["media_name"] for m in rt.reference.media()))
-        bad_input(f"no media {name!r}; known: {known or empty_store_hint(rt)}")
-    return stored_row(
-        media, rt.reference.tasks_of(media.get("media_name_id", media["_id"])).values()
+def _save(ctx: typer.Context, name: str, existing: bool, changes: dict, tasks: dict) -> None:
+    given = {k: v for k, v in changes.items() if v is not None}
+    if existing:
+        row = backend(ctx).call(ops.MEDIA_UPDATE, name=name, changes=given, tasks=tasks)
+    else:
+        row = backend(ctx).call(ops.MEDIA_ADD, name=name, changes=given, tasks=tasks)
+    console.print(
+        f"media {row['name']} ({'updated' if existing else 'added'}): id {row['id']}, driver "
+        f"{row['driver_class']}, tasks {', '.join(sorted(row['tasks']))}"
     )
-
-
-def _save(name: str, existing: bool, changes: dict[str, Any], task_changes: dict) -> None:
-    with cli_runtime() as rt:
-        current = stored_media(rt, name) if existing else None
-        if not existing:
-            if rt.reference.media_by_name(name) is not None:
-                bad_input(f"media {name!r} exists: change it with `crawlsched media update`")
-            ids = {m.get("media_name_id", m["_id"]) for m in rt.reference.media()}
-            if changes.get("id") is None:
-                changes["id"] = max((i for i in ids if isinstance(i, int)), default=0) + 1
-            elif changes["id"] in ids:
-                bad_input(f"id: {changes['id']} is another media's id")
-            changes["name"] = name
-        row = changed_row(current, changes, task_changes, registry.known())
-        rt.reference.save_media(row)
-        rt.media(name, fresh=True)  # this process's cache (workers re-read theirs)
-        console.print(
-            f"media {row.name} ({'updated' if existing else 'added'}): id {row.id}, driver "
-            f"{row.driver_class}, tasks {', '.join(sorted(row.tasks))}"
-        )
 
 
 def _changes(**given: Any) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
@@ -122,6 +99,7 @@ def _options(add: bool):
     driver_help = "The crawl driver (see `crawlsched drivers`)."
 
     def command(
+        ctx: typer.Context,
         name: str = typer.Argument(..., help="Media name: letters, digits, . _ - (news-site)."),
         driver: str | None = typer.Option(None, "--driver", help=driver_help),
         max_depth: int | None = typer.Option(None, help="Links deep a run follows (0: none)."),
@@ -164,7 +142,11 @@ def _options(add: bool):
         if add and not task:
             bad_input("--task: a new media needs at least one task")
         changes, task_changes = _changes(**given)
-        _save(name, not add, changes, task_changes)
+        tasks = {
+            task: {k: v for k, v in fields.items() if v is not None}
+            for task, fields in task_changes.items()
+        }
+        _save(ctx, name, not add, changes, tasks)
 
     return command
 

@@ -2,203 +2,187 @@
 
 from __future__ import annotations
 
-import contextlib
+import re
 from typing import Any
 
 import typer
 from rich.table import Table
 
-from crawlsched.cli import discovery
-from crawlsched.cli.common import (
-    bad_input,
-    cli_runtime,
-    console,
-    ensure_broker,
-    print_json,
-    sends_messages,
-)
-from crawlsched.cli.runs import require_run, run_app, runs_table
-from crawlsched.errors import CrawlschedError
-from crawlsched.flow import schedule_ops
-from crawlsched.ids import decode_id
+from crawlsched.cli import discovery, ops
+from crawlsched.cli.backend import Backend
+from crawlsched.cli.common import backend, bad_input, console, print_json, print_lines
+from crawlsched.cli.runs import JSON, RUN_ID, run_app, runs_table
+from crawlsched.cli.text import seconds_between
 from crawlsched.planning.outcomes import all_outcomes
-from crawlsched.runtime import Runtime
-from crawlsched.store.history import row_id
 
 OUTCOMES = all_outcomes()
-
-
-def _with_broker() -> Any:
-    """Set the broker up (messages leave this process) and return the webhook sender."""
-    ensure_broker()
-    from crawlsched.actors.sends import send_webhook
-
-    return send_webhook
-
-
-def _print_json(docs: list[dict[str, Any]]) -> None:
-    for doc in docs:
-        print_json(doc)
+HISTORY_ROW = r"[0-9a-fA-F]{24}"
 
 
 @run_app.command("now")
 def run_now(
+    ctx: typer.Context,
     schedule_id: str = typer.Argument(..., help="The schedule to run once, now."),
-    as_json: bool = typer.Option(False, "--json"),
+    wait: bool = typer.Option(
+        False, "--wait", help="Follow the run to its end (as `run watch`); exit by its result."
+    ),
+    as_json: bool = JSON,
 ) -> None:
     """A one-time test run of a schedule: plans it now; its next fire time does not move."""
-    with cli_runtime() as rt:
-        if rt.schedules.get(schedule_id) is None:
-            bad_input(f"no schedule with id {schedule_id!r}")
-        if not sends_messages(rt.settings):
-            # A stub broker lives and dies with this command: the message would reach nobody.
-            bad_input("run now sends a message to the workers: set CRAWLSCHED_BROKER_URL=amqp://…")
-        _with_broker()
-        from crawlsched.actors.planner import plan_crawls
+    api = backend(ctx)
+    started = api.call(ops.RUN_NOW, schedule_id=schedule_id)
+    run_id = started["run_id"]
+    if as_json:
+        print_json(started)
+    else:
+        console.print(f"sent: run {run_id} (see `crawlsched run status {run_id}`)")
+    if wait:
+        from crawlsched.cli.watch import follow
 
-        run_id = schedule_ops.run_now(rt, schedule_id, plan_crawls.send)
-        if as_json:
-            print_json({"run_id": run_id, "schedule_id": schedule_id})
-        else:
-            console.print(f"sent: run {run_id} (see `crawlsched run status {run_id}`)")
+        raise typer.Exit(follow(api, run_id, quiet=as_json))
 
 
 @run_app.command("stop")
 def stop(
-    run_id: str = typer.Argument(..., help="As shown by `crawlsched run list`."),
+    ctx: typer.Context,
+    run_id: str = RUN_ID,
     task: str | None = typer.Option(None, help="Stop only this task of the run."),
     children: bool = typer.Option(False, "--children", help="Stop only the run's children."),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = JSON,
 ) -> None:
     """Stop a run: nothing more is dispatched, crawls stop between jobs, waiting batches go."""
-    from crawlsched.flow.stopping import stop_children, stop_run
-
-    with cli_runtime() as rt:
-        require_run(rt, run_id)
-        if children and task:
-            bad_input("give --task or --children, not both")
-        notify = _with_broker()
-        try:
-            summary = (
-                stop_children(rt, run_id, notify)
-                if children
-                else stop_run(rt, run_id, task, notify)
-            )
-        except CrawlschedError as e:
-            bad_input(str(e))
-        if not summary.runs:
-            bad_input(f"run {run_id!r} has no running children to stop")
-        result = {
-            "stopping": summary.runs,
-            "task": task,
-            "released_batches": summary.released_batches,
-            "released_jobs": summary.released_jobs,
-            "ended": summary.ended,
-        }
-        if as_json:
-            print_json(result)
-            return
-        what = f"task {task} of " if task else ""
-        console.print(
-            f"stopping {what}{', '.join(summary.runs)}; released {summary.released_jobs} "
-            f"waiting jobs; ended now: {', '.join(summary.ended) or 'none (crawls finish first)'}"
-        )
+    if children and task:
+        bad_input("give --task or --children, not both")
+    api = backend(ctx)
+    if children:
+        result = api.call(ops.RUN_STOP_CHILDREN, run_id=run_id)
+    else:
+        result = api.call(ops.RUN_STOP, run_id=run_id, task=task)
+    if as_json:
+        print_json(result)
+        return
+    what = f"task {task} of " if task else ""
+    console.print(
+        f"stopping {what}{', '.join(result['stopping'])}; released {result['released_jobs']} "
+        f"waiting jobs; ended now: {', '.join(result['ended']) or 'none (crawls finish first)'}"
+    )
 
 
 @run_app.command("children")
 def children(
+    ctx: typer.Context,
     run_id: str = typer.Argument(..., help="A run (multi-process, or one that discovered)."),
     limit: int = typer.Option(50, min=1, max=10_000, help="Discovered jobs to list."),
     skip: int = typer.Option(0, min=0, help="Discovered jobs to skip (paging)."),
-    as_json: bool = typer.Option(False, "--json"),
+    outcome: str | None = typer.Option(
+        None, "--outcome", help=f"Only pages whose last try ended so ({', '.join(OUTCOMES)})."
+    ),
+    errors: bool = typer.Option(False, "--errors", help="Only pages whose last try had an error."),
+    as_json: bool = JSON,
 ) -> None:
-    """A run's children: its child runs (multi-process) and the jobs its crawls discovered."""
-    with cli_runtime() as rt:
-        run = require_run(rt, run_id)
-        kids = rt.runs.children_of(run_id)
-        found = discovery.children_rows(rt, run_id, limit, skip)
-        if as_json:
-            _print_json(kids)
-            _print_json(found)
-            return
-        if kids or not found:
-            console.print(runs_table(kids, title=f"Child runs of {run_id}: {len(kids)}"))
-        if found:
-            total = run.get("discovered", 0)
-            title = f"Discovered by {run_id}: {skip + 1}-{skip + len(found)} of {total}"
-            console.print(discovery.children_table(found, title))
+    """A run's children: its child runs (multi-process) and the pages its crawls discovered,
+    with the outcome and error of each page's last try."""
+    if outcome is not None and outcome not in OUTCOMES:
+        bad_input(f"--outcome: one of {', '.join(OUTCOMES)}, got {outcome!r}")
+    api = backend(ctx)
+    filters = {"outcome": outcome, "errors": errors or None}
+    rows = api.items(ops.RUN_CHILDREN, limit, run_id=run_id, offset=skip, **filters)
+    if as_json:
+        print_lines(rows)
+        return
+    kids = [r for r in rows if r["kind"] == "run"]
+    found = [r for r in rows if r["kind"] == "job"]
+    if not rows and (outcome or errors):
+        api.call(ops.RUN, run_id=run_id)  # an unknown run: one line, exit 2
+        what = f"ended {outcome}" if outcome else "ended with an error"
+        console.print(f"no page discovered by {run_id} {what}")
+        return
+    if kids or not found:
+        console.print(runs_table(kids, title=f"Child runs of {run_id}: {len(kids)}"))
+    if found:
+        total = api.call(ops.RUN, run_id=run_id).get("discovered", 0)
+        shown = f"{skip + 1}-{skip + len(found)}"
+        picked = f" ({outcome or ''}{' with errors' if errors else ''})".replace("( ", "(")
+        title = f"Discovered by {run_id}: {shown} of {total}" + (
+            picked if outcome or errors else ""
+        )
+        console.print(discovery.children_table(found, title))
 
 
 def _job_keys(job: str) -> list[str]:
     """The stored forms a job id given on the command line may have."""
-    try:
-        decode_id(job)
+    if job.startswith(("oid:", "int:", "str:")):
         return [job]
-    except ValueError:
-        pass
     keys = [f"str:{job}"]
     if job.isdigit():
         keys.append(f"int:{job}")
-    with contextlib.suppress(ValueError):
-        keys.append(f"oid:{row_id(job)}")
+    if re.fullmatch(HISTORY_ROW, job):
+        keys.append(f"oid:{job.lower()}")
     return keys
 
 
-def _history(rt: Runtime, schedule: str | None, job: str | None, limit: int) -> list[dict]:
-    if (schedule is None) == (job is None):
-        bad_input("give exactly one of --schedule or --job")
+def _history(
+    api: Backend, schedule: str | None, job: str | None, run: str | None, limit: int
+) -> list[dict[str, Any]]:
+    if sum(x is not None for x in (schedule, job, run)) != 1:
+        bad_input("give exactly one of --schedule, --job or --run")
+    if run is not None:
+        return api.items(ops.RUN_HISTORY, limit, run_id=run)
     if schedule is not None:
-        rows = rt.history.for_schedule(schedule, limit)
-        if not rows and rt.schedules.get(schedule) is None:
-            bad_input(f"no schedule with id {schedule!r}")
+        rows = api.items(ops.HISTORY, limit, schedule_id=schedule)
+        if not rows:
+            api.call(ops.SCHEDULE, schedule_id=schedule)  # unknown: one line, exit 2
         return rows
-    rows = [r for key in _job_keys(job or "") for r in rt.history.for_job(key, limit)]
-    if not rows:
-        bad_input(f"no task history for job {job!r}")
-    return rows
+    for key in _job_keys(job or ""):
+        if rows := api.items(ops.HISTORY, limit, job_id=key):
+            return rows
+    bad_input(f"no task history for job {job!r}")
 
 
 @run_app.command("history")
 def history(
+    ctx: typer.Context,
     schedule: str | None = typer.Option(None, help="Executions of this schedule's runs."),
     job: str | None = typer.Option(None, help="Executions of this job."),
+    run: str | None = typer.Option(None, help="Executions of this run."),
     limit: int = typer.Option(100, min=1, max=10_000),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = JSON,
 ) -> None:
     """Task history: one row per job execution, newest first."""
-    with cli_runtime() as rt:
-        rows = _history(rt, schedule, job, limit)
-        if as_json:
-            _print_json(rows)
-            return
-        table = Table(title=f"Task history ({len(rows)})")
-        for column in ("row", "run", "job", "outcome", "items", "account", "node", "took"):
-            table.add_column(column)
-        for r in rows:
-            took = (r["ended_at"] - r["started_at"]).total_seconds()
-            fixed = " (corrected)" if r.get("corrections") else ""
-            table.add_row(
-                str(r["_id"]),
-                r["run_id"],
-                r["job_id"],
-                f"{r['outcome']}{fixed}",
-                str(r.get("items_stored", 0)),
-                r.get("account") or "-",
-                r.get("node") or "-",
-                f"{took:.2f}s",
-            )
-        console.print(table)
+    rows = _history(backend(ctx), schedule, job, run, limit)
+    if as_json:
+        print_lines(rows)
+        return
+    table = Table(title=f"Task history ({len(rows)})")
+    for column in ("row", "run", "job", "outcome", "items", "account", "node", "took"):
+        table.add_column(column)
+    for r in rows:
+        took = seconds_between(r.get("started_at"), r.get("ended_at"))
+        fixed = " (corrected)" if r.get("corrections") else ""
+        table.add_row(
+            str(r["_id"]),
+            r.get("run_id") or "-",
+            r.get("job_id") or "-",
+            f"{r.get('outcome', '-')}{fixed}",
+            str(r.get("items_stored", 0)),
+            r.get("account") or "-",
+            r.get("node") or "-",
+            # A row a restart reclaimed ended without having started.
+            "-" if took is None else f"{took:.2f}s",
+        )
+    console.print(table)
 
 
 @run_app.command("correct")
 def correct(
+    ctx: typer.Context,
     rows: list[str] = typer.Option([], "--row", help="A history row id (repeatable)."),
     status: str | None = typer.Option(None, help="Correct every row with this outcome."),
     outcome: str | None = typer.Option(None, help="The corrected outcome."),
     error: str | None = typer.Option(None, help="The corrected error text."),
     note: str | None = typer.Option(None, help="A note kept on the row."),
     reason: str = typer.Option(..., help="Why: kept in the row's audit trail."),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = JSON,
 ) -> None:
     """Correct task history: one row, several rows, or all rows with a given outcome."""
     if bool(rows) == (status is not None):
@@ -211,17 +195,13 @@ def correct(
         bad_input("nothing to correct: give --outcome, --error or --note")
     if not reason.strip():
         bad_input("--reason must say why")
-    with cli_runtime() as rt:
-        try:
-            ids = [row_id(r) for r in rows] if rows else None
-        except ValueError as e:
-            bad_input(str(e))
-        if ids is not None:
-            missing = sorted(set(map(str, ids)) - set(map(str, rt.history.existing(ids))))
-            if missing:
-                bad_input(f"no history row {', '.join(missing)}; nothing corrected")
-        changed = rt.history.correct(changes, reason.strip(), rt.now(), ids=ids, outcome=status)
-        if as_json:
-            print_json({"corrected": changed, "set": changes})
-        else:
-            console.print(f"corrected {changed} rows: {changes}")
+    for row in rows:
+        if not re.fullmatch(HISTORY_ROW, row):
+            bad_input(f"not a history row id: {row!r}")
+    done = backend(ctx).call(
+        ops.HISTORY_CORRECTIONS, rows=rows or None, status=status, reason=reason.strip(), **changes
+    )
+    if as_json:
+        print_json(done)
+    else:
+        console.print(f"corrected {done['corrected']} rows: {done['set']}")

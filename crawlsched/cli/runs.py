@@ -1,4 +1,5 @@
-"""`crawlsched run list` (once `runs`) and `crawlsched run status RUN_ID`."""
+"""`crawlsched run list` (once `runs`), `run status RUN_ID` and `run resources RUN_ID`, and
+how a run is drawn: its row in a runs table, and its status."""
 
 from __future__ import annotations
 
@@ -7,14 +8,13 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from crawlsched.cli import discovery
-from crawlsched.cli.common import bad_input, cli_runtime, console, print_json
-from crawlsched.flow import views
+from crawlsched.cli import discovery, ops
+from crawlsched.cli.common import backend, console, print_json, print_lines
+from crawlsched.cli.waiting import waiting_table
 from crawlsched.planning.outcomes import OUTCOME_MEANINGS, STOPPED
 from crawlsched.planning.run_control import display_state
-from crawlsched.runtime import Runtime
 
-run_app = typer.Typer(help="Runs: list them, look at one, fire, stop.", no_args_is_help=True)
+run_app = typer.Typer(help="Runs: list them, look at one, fire, watch, stop.", no_args_is_help=True)
 
 # "stopped" is shown only when a run in the table has some: the usual table fits 80 columns.
 COUNT_COLUMNS = (*OUTCOME_MEANINGS, STOPPED)
@@ -29,6 +29,8 @@ SHORT = {
     "starved": "starv",
     "stopped": "stop",
 }
+RUN_ID = typer.Argument(..., help="As shown by `crawlsched run list`.")
+JSON = typer.Option(False, "--json", help="One JSON document per line (the API's answer).")
 
 
 def _columns(runs: list[dict[str, Any]]) -> tuple[str, ...]:
@@ -38,9 +40,10 @@ def _columns(runs: list[dict[str, Any]]) -> tuple[str, ...]:
 
 def run_row(run: dict[str, Any], columns: tuple[str, ...] = COUNT_COLUMNS) -> list[str]:
     counts = run.get("counts", {})
+    run_id = run.get("_id") or run.get("run_id") or "?"
     return [
         # Schedule on one line, fire time on the next: never cut, whatever the width.
-        run["_id"].replace("@", "\n@", 1),
+        run_id.replace("@", "\n@", 1),
         # An ended run shows how it ended: succeeded, failed, incomplete or stopped.
         # A paused run shows `paused` (its state is still `running` for the coordinator).
         run.get("result") or run["state"] if run["state"] == "finished" else display_state(run),
@@ -72,105 +75,85 @@ def legend() -> str:
     return "\n".join(lines)
 
 
-def require_run(rt: Runtime, run_id: str) -> dict[str, Any]:
-    """The run, or one line and exit code 2."""
-    run = rt.runs.get(run_id)
-    if run is None:
-        bad_input(f"no run with id {run_id!r}")
-    return run
+def print_status(run: dict[str, Any]) -> None:
+    """Everything `run status` says of a run (`GET /v1/runs/{run}`)."""
+    console.print(runs_table([run], title=f"Run {run['_id']}"))
+    console.print(discovery.summary(run))
+    if run.get("discovered"):
+        console.print(discovery.depth_table(run.get("by_depth") or []))
+    if run.get("result"):
+        console.print(f"result: {run['result']}")
+    if cut := run.get("cut"):
+        console.print("cut by a bound: " + ", ".join(f"{k} {v}" for k, v in cut.items()))
+    for page in run.get("given_up") or []:
+        console.print(f"given up: {page['url']} ({page['task']}): {page['reason']}")
+    if run.get("stop_requested") or run.get("stopped_tasks"):
+        what = ", ".join(run.get("stopped_tasks") or []) or "the whole run"
+        stopped = (run.get("counts") or {}).get("stopped", 0)
+        console.print(f"stop requested: {what}; jobs given back: {stopped}")
+    if children := run.get("child_runs"):
+        ended = sum(1 for c in children if c["state"] in ("finished", "stopped"))
+        console.print(f"children: {ended}/{len(children)} ended (`crawlsched run children`)")
+    if groups := run.get("waits_for"):
+        jobs = sum(g.get("jobs", 0) for g in groups)
+        console.print(waiting_table(groups, title=f"Waiting: {jobs} jobs"))
+    for shortage in run.get("shortages", []):
+        console.print(f"starved: {shortage['jobs']} jobs: {shortage['reason']}")
+    if stages := run.get("stages_ms"):
+        console.print(
+            "time per stage (ms, summed over workers): "
+            + ", ".join(f"{k}={v:.0f}" for k, v in stages.items())
+        )
 
 
 def register(app: typer.Typer) -> None:
     @run_app.command("list")
     def list_runs(
+        ctx: typer.Context,
         limit: int = typer.Option(20, min=1, help="How many of the most recent runs."),
-        as_json: bool = typer.Option(False, "--json", help="One JSON document per line."),
+        as_json: bool = JSON,
         show_all: bool = typer.Option(
             False, "--all", help="Also the runs that planned nothing (a sweep with nothing due)."
         ),
     ) -> None:
         """The most recent runs with their counts (not those that planned nothing: --all)."""
-        with cli_runtime() as rt:
-            runs = rt.runs.recent(limit, empty=show_all)
-            if as_json:
-                for run in runs:
-                    print_json(run)
-                return
-            console.print(runs_table(runs))
+        runs = backend(ctx).items(ops.RUNS, limit, empty=show_all)
+        if as_json:
+            print_lines(runs)
+            return
+        console.print(runs_table(runs))
 
     app.command("runs", hidden=True, help="Old spelling of `run list`.")(list_runs)
     app.add_typer(run_app, name="run")
 
 
 @run_app.command("status")
-def status(
-    run_id: str = typer.Argument(..., help="As shown by `crawlsched run list`."),
-    as_json: bool = typer.Option(False, "--json"),
-) -> None:
-    """One run: state, counts, and time spent per stage."""
-    with cli_runtime() as rt:
-        run = require_run(rt, run_id)
-        children = rt.runs.children_of(run_id) if run.get("children") else []
-        if as_json:
-            print_json(views.run_details(rt, run))
-            return
-        console.print(runs_table([run], title=f"Run {run_id}"))
-        console.print(discovery.summary(run))
-        if run.get("discovered"):
-            console.print(discovery.depth_table(discovery.by_depth(rt, run)))
-        if run.get("result"):
-            console.print(f"result: {run['result']}")
-        if cut := run.get("cut"):
-            console.print("cut by a bound: " + ", ".join(f"{k} {v}" for k, v in cut.items()))
-        for page in views.given_up_named(rt, run):
-            console.print(f"given up: {page['url']} ({page['task']}): {page['reason']}")
-        if run.get("stop_requested") or run.get("stopped_tasks"):
-            what = ", ".join(run.get("stopped_tasks") or []) or "the whole run"
-            console.print(
-                f"stop requested: {what}; jobs given back: {run['counts'].get('stopped', 0)}"
-            )
-        if children:
-            ended = sum(1 for c in children if c["state"] in ("finished", "stopped"))
-            console.print(f"children: {ended}/{len(children)} ended (`crawlsched run children`)")
-        from crawlsched.cli.pools import waiting_table
-
-        waiting = rt.waiting.for_run(run_id)
-        if waiting:
-            jobs = sum(doc.get("jobs", 0) for doc in waiting)
-            console.print(waiting_table(rt, waiting, title=f"Waiting: {jobs} jobs"))
-        for shortage in run.get("shortages", []):
-            console.print(f"starved: {shortage['jobs']} jobs: {shortage['reason']}")
-        stages = run.get("stages_ms", {})
-        if stages:
-            console.print(
-                "time per stage (ms, summed over workers): "
-                + ", ".join(f"{k}={v:.0f}" for k, v in stages.items())
-            )
+def status(ctx: typer.Context, run_id: str = RUN_ID, as_json: bool = JSON) -> None:
+    """One run: state, counts, what it waits for, and time spent per stage."""
+    run = backend(ctx).call(ops.RUN, run_id=run_id)
+    if as_json:
+        print_json(run)
+        return
+    print_status(run)
 
 
 @run_app.command("resources")
-def resources(
-    run_id: str = typer.Argument(..., help="As shown by `crawlsched run list`."),
-    as_json: bool = typer.Option(False, "--json"),
-) -> None:
+def resources(ctx: typer.Context, run_id: str = RUN_ID, as_json: bool = JSON) -> None:
     """Which account and which node served each batch of a run, and how long it waited."""
-    with cli_runtime() as rt:
-        require_run(rt, run_id)
-        rows = rt.assignments.for_run(run_id)
-        if as_json:
-            for row in rows:
-                print_json(row)
-            return
-        table = Table(title=f"Resources of run {run_id}")
-        for column in ("task", "media", "jobs", "account", "node", "waited"):
-            table.add_column(column)
-        for row in rows:
-            table.add_row(
-                row["task"],
-                row["media_name"],
-                str(row["jobs"]),
-                row.get("account") or "-",
-                row.get("node") or "-",
-                f"{row.get('waited_s', 0):.1f}s",
-            )
-        console.print(table)
+    rows = backend(ctx).items(ops.RUN_RESOURCES, 100_000, run_id=run_id)
+    if as_json:
+        print_lines(rows)
+        return
+    table = Table(title=f"Resources of run {run_id}")
+    for column in ("task", "media", "jobs", "account", "node", "waited"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(
+            row["task"],
+            row["media_name"],
+            str(row["jobs"]),
+            row.get("account") or "-",
+            row.get("node") or "-",
+            f"{row.get('waited_s', 0):.1f}s",
+        )
+    console.print(table)

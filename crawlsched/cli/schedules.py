@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from datetime import UTC, datetime
+import math
 from typing import Any
 
 import typer
 from rich.table import Table
 
-from crawlsched.cli.common import cli_runtime, console, print_error, print_json
-from crawlsched.errors import ScheduleNotFound
-from crawlsched.flow import schedule_ops
-from crawlsched.flow.job_ops import empty_store_hint
-from crawlsched.runtime import Runtime
-from crawlsched.schedules.notice_urls import public_schedule
-from crawlsched.schedules.spec import horizon
+from crawlsched.cli import ops
+from crawlsched.cli.common import backend, bad_input, console, print_json, print_lines
+from crawlsched.cli.text import moment, when
 
 app = typer.Typer(help="Create, change and inspect schedules.", no_args_is_help=True)
 
@@ -49,24 +43,9 @@ NOTIFY_ON = typer.Option(
 )
 
 
-@contextmanager
-def _runtime() -> Iterator[Runtime]:
-    """Bad input, unknown or deleted schedules: one red line and exit code 2."""
-    with cli_runtime() as rt:
-        try:
-            yield rt
-        except (ValueError, LookupError) as e:
-            print_error(str(e))
-            raise typer.Exit(2) from None
-
-
-def _at(value: str | None) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        raise ValueError(f"at: not an ISO date and time: {value!r}") from None
+# The longest interval a schedule takes (`schedules.spec.MAX_INTERVAL_S`): ten years.
+MAX_EVERY_S = 10 * 365 * 86400
+ALL = 10_000_000
 
 
 # Command-line option -> schedule field.
@@ -90,16 +69,23 @@ FIELDS = {
 
 
 def _given(options: dict[str, Any]) -> dict[str, Any]:
-    """The schedule fields the options give (unset options left out)."""
+    """The schedule fields the options give (unset options left out; `--notice ''` alone
+    removes every notice target, as an empty list)."""
     given = {FIELDS[k]: v for k, v in options.items() if k in FIELDS and v not in (None, [])}
-    if "at" in given:
-        given["at"] = _at(given["at"])
+    every = given.get("interval_s")
+    if every is not None and not (math.isfinite(every) and 0 < every <= MAX_EVERY_S):
+        bad_input(
+            f"--every: seconds between fire times, more than 0 and at most {MAX_EVERY_S} "
+            f"(10 years), got {every:g}"
+        )
+    if "notices" in given:
+        given["notices"] = [url for url in given["notices"] if url]
     return given
 
 
 def _print(doc: dict[str, Any], as_json: bool, message: str) -> None:
     if as_json:
-        print_json(public_schedule(doc))
+        print_json(doc)
     else:
         console.print(message)
 
@@ -109,20 +95,17 @@ def _trigger_text(doc: dict[str, Any]) -> str:
     if kind == "cron":
         return f"cron '{doc['cron']}' {doc.get('timezone', 'UTC')}"
     if kind == "once":
-        return f"once at {doc['at']:%Y-%m-%d %H:%M:%S%z}"
+        return f"once at {when(doc.get('at'))}"
     return f"every {doc['interval_s']:g}s"
 
 
-def _summary(doc: dict[str, Any]) -> str:
-    return f"{doc['_id']}: {_trigger_text(doc)}, next {_when(doc.get('next_fire_at'))}"
-
-
-def _when(value: datetime | None) -> str:
-    return "-" if value is None else f"{value.astimezone(UTC):%Y-%m-%d %H:%M:%S}Z"
+def _made(doc: dict[str, Any]) -> str:
+    return f"{doc['_id']}: {_trigger_text(doc)}, next {when(doc.get('next_fire_at'))}"
 
 
 @app.command("add")
 def add(
+    ctx: typer.Context,
     schedule_id: str = typer.Argument(..., help="A name of your choice, e.g. nightly-sites."),
     every: float | None = EVERY,
     cron: str | None = CRON,
@@ -142,16 +125,14 @@ def add(
     as_json: bool = JSON,
 ) -> None:
     """Create a schedule: a sweep of collections, or a set of targets."""
-    with _runtime() as rt:
-        given = _given(locals())
-        doc = schedule_ops.create(rt, schedule_id, given)
-        _print(
-            doc, as_json, f"{schedule_id}: {_trigger_text(doc)}, next {_when(doc['next_fire_at'])}"
-        )
+    given = _given(locals())
+    doc = backend(ctx).call(ops.SCHEDULE_ADD, id=schedule_id, **given)
+    _print(doc, as_json, _made(doc))
 
 
 @app.command("update")
 def update(
+    ctx: typer.Context,
     schedule_id: str = typer.Argument(...),
     every: float | None = EVERY,
     cron: str | None = CRON,
@@ -171,76 +152,75 @@ def update(
     as_json: bool = JSON,
 ) -> None:
     """Change a schedule; a new trigger restarts its fire times from now."""
-    with _runtime() as rt:
-        changes = _given(locals())
-        if not changes:
-            raise ValueError("nothing to change: give at least one option")
-        doc = schedule_ops.update(rt, schedule_id, changes)
-        _print(
-            doc, as_json, f"{schedule_id}: {_trigger_text(doc)}, next {_when(doc['next_fire_at'])}"
-        )
+    changes = _given(locals())
+    if not changes:
+        bad_input("nothing to change: give at least one option")
+    doc = backend(ctx).call(ops.SCHEDULE_UPDATE, schedule_id=schedule_id, **changes)
+    _print(doc, as_json, _made(doc))
 
 
 def _state_command(name: str, operation: Any, help_text: str) -> None:
     @app.command(name, help=help_text)
-    def command(schedule_id: str = typer.Argument(...), as_json: bool = JSON) -> None:
-        with _runtime() as rt:
-            doc = operation(rt, schedule_id)
-            _print(doc, as_json, f"{schedule_id}: {doc['state']}")
+    def command(
+        ctx: typer.Context, schedule_id: str = typer.Argument(...), as_json: bool = JSON
+    ) -> None:
+        doc = backend(ctx).call(operation, schedule_id=schedule_id)
+        _print(doc, as_json, f"{schedule_id}: {doc['state']}")
 
 
-_state_command("pause", schedule_ops.pause, "Stop firing until unpaused (misses are recorded).")
-_state_command("unpause", schedule_ops.unpause, "Fire again; the paused fire times are missed.")
-_state_command("stop", schedule_ops.stop, "Stop for good: never fires again, stays listed.")
-_state_command("delete", schedule_ops.delete, "Delete: hidden, and every later change refused.")
+_state_command("pause", ops.SCHEDULE_PAUSE, "Stop firing until unpaused (misses are recorded).")
+_state_command("unpause", ops.SCHEDULE_UNPAUSE, "Fire again; the paused fire times are missed.")
+_state_command("stop", ops.SCHEDULE_STOP, "Stop for good: never fires again, stays listed.")
+_state_command("delete", ops.SCHEDULE_DELETE, "Delete: hidden, and every later change refused.")
 
 
 @app.command("list")
 def list_schedules(
+    ctx: typer.Context,
     owner: str | None = OWNER,
     include_deleted: bool = typer.Option(False, "--all", help="Include deleted schedules."),
     as_json: bool = JSON,
 ) -> None:
     """Schedules, with their trigger, state and next fire time."""
-    with _runtime() as rt:
-        docs = rt.schedules.for_owner(owner, include_deleted)
-        if as_json:
-            for doc in docs:
-                print_json(public_schedule(doc))
-            return
-        table = Table(title="Schedules")
-        for column in ("id", "owner", "fires", "trigger", "state", "next", "fired", "missed"):
-            table.add_column(column)
-        for doc in docs:
-            table.add_row(
-                doc["_id"],
-                doc.get("owner") or "default",
-                ", ".join(doc.get("collections", []))
-                + (f" ({len(doc['targets'])} targets)" if doc.get("targets") else ""),
-                _trigger_text(doc),
-                doc.get("state", "active"),
-                _when(doc.get("next_fire_at")),
-                str(doc.get("fired", 0)),
-                str(doc.get("missed", 0)),
-            )
-        console.print(table)
+    docs = backend(ctx).items(
+        ops.SCHEDULES, ALL, owner=owner, include_deleted=include_deleted or None
+    )
+    if as_json:
+        print_lines(docs)
+        return
+    table = Table(title="Schedules")
+    for column in ("id", "owner", "fires", "trigger", "state", "next", "fired", "missed"):
+        table.add_column(column)
+    table.columns[0].no_wrap = True  # an id is one word
+    for doc in docs:
+        table.add_row(
+            doc["_id"],
+            doc.get("owner") or "default",
+            ", ".join(doc.get("collections", []))
+            + (f" ({len(doc['targets'])} targets)" if doc.get("targets") else ""),
+            _trigger_text(doc),
+            doc.get("state", "active"),
+            when(doc.get("next_fire_at")),
+            str(doc.get("fired", 0)),
+            str(doc.get("missed", 0)),
+        )
+    console.print(table)
 
 
 @app.command("show")
-def show(schedule_id: str = typer.Argument(...), as_json: bool = JSON) -> None:
+def show(ctx: typer.Context, schedule_id: str = typer.Argument(...), as_json: bool = JSON) -> None:
     """One schedule, every field."""
-    with _runtime() as rt:
-        doc = rt.schedules.require(schedule_id, "show", ("active", "paused", "stopped", "done"))
-        doc = public_schedule(doc)
-        if as_json:
-            print_json(doc)
-            return
-        for key, value in doc.items():
-            console.print(f"{key}: {value}")
+    doc = backend(ctx).call(ops.SCHEDULE, schedule_id=schedule_id)
+    if as_json:
+        print_json(doc)
+        return
+    for key, value in doc.items():
+        console.print(f"{key}: {when(value) if moment(value) else value}")
 
 
 @app.command("next")
 def next_runs(
+    ctx: typer.Context,
     schedule_id: str | None = typer.Argument(None, help="One schedule; default: all."),
     owner: str | None = OWNER,
     days: float | None = typer.Option(None, "--days", help="Horizon (default 3 days)."),
@@ -248,57 +228,55 @@ def next_runs(
     as_json: bool = JSON,
 ) -> None:
     """Upcoming fire times within the horizon, per schedule or per owner."""
-    with _runtime() as rt:
-        span = horizon(days if days is not None else rt.settings.schedule_horizon_days)
-        if schedule_id is not None:
-            docs = [rt.schedules.require(schedule_id, "list runs of", ("active", "paused"))]
-        else:
-            docs = rt.schedules.for_owner(owner)
-        rows = schedule_ops.upcoming_runs(rt, docs, span)[:limit]
-        if as_json:
-            for sid, fire_at in rows:
-                print_json({"schedule_id": sid, "fire_at": fire_at})
-            return
-        table = Table(title=f"Upcoming runs ({span.total_seconds() / 86400:g} days)")
-        table.add_column("fire at (UTC)")
-        table.add_column("schedule")
-        for sid, fire_at in rows:
-            table.add_row(_when(fire_at), sid)
-        console.print(table)
+    if days is not None and not (math.isfinite(days) and 0 < days <= 31):
+        bad_input(f"--days: more than 0 and at most 31, got {days:g}")
+    api = backend(ctx)
+    if schedule_id is not None:
+        rows = api.items(ops.SCHEDULE_UPCOMING, limit, schedule_id=schedule_id, days=days)
+    else:
+        rows = api.items(ops.UPCOMING, limit, owner=owner, days=days)
+    if as_json:
+        print_lines(rows)
+        return
+    table = Table(title=f"Upcoming runs ({days if days is not None else 3:g} days)")
+    table.add_column("fire at (UTC)")
+    table.add_column("schedule")
+    for row in rows:
+        table.add_row(when(row["fire_at"]), row["schedule_id"])
+    console.print(table)
 
 
 @app.command("missed")
 def missed(
+    ctx: typer.Context,
     schedule_id: str | None = typer.Argument(None, help="One schedule; default: all."),
     owner: str | None = OWNER,
     limit: int = typer.Option(100, min=1, max=100_000),
     as_json: bool = JSON,
 ) -> None:
     """Fire times that did not run as planned, newest first, with why."""
-    with _runtime() as rt:
-        if schedule_id is not None and rt.schedules.get(schedule_id) is None:
-            raise ScheduleNotFound(schedule_id)
-        rows = rt.missed_runs.list(schedule_id, owner, limit)
-        if as_json:
-            for row in rows:
-                print_json(row)
-            return
-        table = Table(title="Missed runs")
-        for column in ("fire at", "schedule", "reason", "detail"):
-            table.add_column(column)
-        for row in rows:
-            detail = ", ".join(row.get("pools", [])) or row.get("detail") or ""
-            table.add_row(_when(row["fire_at"]), row["schedule_id"], row["reason"], detail)
-        console.print(table)
+    api = backend(ctx)
+    if schedule_id is not None:
+        rows = api.items(ops.SCHEDULE_MISSED, limit, schedule_id=schedule_id)
+    else:
+        rows = api.items(ops.MISSED, limit, owner=owner)
+    if as_json:
+        print_lines(rows)
+        return
+    table = Table(title="Missed runs")
+    for column in ("fire at", "schedule", "reason", "detail"):
+        table.add_column(column)
+    for row in rows:
+        detail = ", ".join(row.get("pools", [])) or row.get("detail") or ""
+        table.add_row(when(row["fire_at"]), row["schedule_id"], row["reason"], detail)
+    console.print(table)
 
 
 @app.command("fire")
 def fire(
+    ctx: typer.Context,
     schedule_id: str = typer.Argument(..., help="e.g. sweep-profiles or sweep-websites"),
 ) -> None:
     """Make a schedule due now; the next tick fires it (`run now` fires it at once)."""
-    with cli_runtime() as rt:
-        if not rt.schedules.fire_now(schedule_id, rt.now()):
-            known = ", ".join(s["_id"] for s in rt.schedules.all()) or empty_store_hint(rt)
-            raise typer.BadParameter(f"no schedule {schedule_id!r}; known: {known}")
-        console.print(f"{schedule_id} is due; it fires on the next tick")
+    backend(ctx).call(ops.SCHEDULE_FIRE, schedule_id=schedule_id)
+    console.print(f"{schedule_id} is due; it fires on the next tick")

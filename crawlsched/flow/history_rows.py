@@ -27,7 +27,7 @@ def shown_rows(rt: Runtime, rows: list[Mapping[str, Any]]) -> list[dict[str, Any
     for collection, ids in missing.items():
         if collection not in JOB_COLLECTIONS:
             continue
-        for job in rt.db[collection].find({"_id": {"$in": ids}}, {"url": 1, "target": 1}):
+        for job in rt.jobs(collection).pages_of(ids):
             pages[(collection, job["_id"])] = page_of(job)
     shown = []
     for row in rows:

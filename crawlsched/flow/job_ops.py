@@ -23,6 +23,7 @@ from crawlsched.jobs_input import build_job_docs, job_input_from_row
 from crawlsched.planning import change_rate
 from crawlsched.planning.recrawl import ESTIMATE
 from crawlsched.runtime import Runtime
+from crawlsched.store.children import MARKER_FILTER
 
 STATE_NUMBERS = {name: number for number, name in STATE_NAMES.items()}
 # Job fields a caller may read; the rest (dispatch ids, lease deadlines) are the flow's own.
@@ -95,7 +96,8 @@ def public_job(collection: str, doc: Mapping[str, Any]) -> dict[str, Any]:
 
 def _collection(collection: str) -> str:
     if collection not in JOB_COLLECTIONS:
-        raise BadJobInput(f"unknown job collection {collection!r}; known: {JOB_COLLECTIONS}")
+        known = ", ".join(JOB_COLLECTIONS)
+        raise BadJobInput(f"unknown job collection {collection!r}; known: {known}")
     return collection
 
 
@@ -171,8 +173,28 @@ def find_jobs(
     limit: int = 100,
     skip: int = 0,
 ) -> list[dict[str, Any]]:
-    """Jobs of one collection, filtered, in id order."""
-    query: dict[str, Any] = {}
+    """Jobs of one collection, filtered: the jobs users added (and imported) in id order, then
+    the pages runs discovered (a run's seed markers are no jobs)."""
+    docs = rt.jobs(_collection(collection)).listed(job_query(state, task, target, ids), skip, limit)
+    return [public_job(collection, doc) for doc in docs]
+
+
+def count_jobs(
+    rt: Runtime,
+    collection: str,
+    state: str | None = None,
+    task: str | None = None,
+    target: str | None = None,
+    ids: list[str] | None = None,
+) -> int:
+    """How many jobs `find_jobs` finds in all."""
+    return rt.jobs(_collection(collection)).count(job_query(state, task, target, ids))
+
+
+def job_query(
+    state: str | None, task: str | None, target: str | None, ids: list[str] | None
+) -> dict[str, Any]:
+    query: dict[str, Any] = {"$nor": [MARKER_FILTER]}
     if state is not None:
         if state not in STATE_NUMBERS:
             raise BadJobInput(f"unknown job state {state!r}; known: {', '.join(STATE_NUMBERS)}")
@@ -180,11 +202,11 @@ def find_jobs(
     if task is not None:
         query["task"] = task
     if target is not None:
-        query["target"] = target
+        # A discovered page is named by its URL (it has no target of its own).
+        query["$or"] = [{"target": target}, {"url": target, "target": None}]
     if ids:
         query["_id"] = {"$in": [_job_id(i) for i in ids]}
-    docs = rt.jobs(_collection(collection)).page(query, skip, limit)
-    return [public_job(collection, doc) for doc in docs]
+    return query
 
 
 def remove_job(rt: Runtime, collection: str, job_id: str) -> dict[str, Any]:

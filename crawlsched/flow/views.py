@@ -150,10 +150,21 @@ def _children_by_depth(rt: Runtime, run: dict[str, Any], fresh: bool) -> dict[in
     return {depth: dict(row) for depth, row in rows.items()}
 
 
-def children_rows(rt: Runtime, run_id: str, limit: int, skip: int) -> list[dict[str, Any]]:
+def children_rows(
+    rt: Runtime,
+    run_id: str,
+    limit: int,
+    skip: int,
+    outcome: str | None = None,
+    errors: bool = False,
+) -> list[dict[str, Any]]:
+    """The pages a run discovered, by depth (`outcome`: only those whose last try ended so;
+    `errors`: only those with an error)."""
     rows = []
     for collection in JOB_COLLECTIONS:
-        for doc in rt.children(collection).of_run(run_id, limit + skip):
+        for doc in rt.children(collection).of_run(
+            run_id, limit + skip, outcome=outcome, errors=errors
+        ):
             rows.append(
                 {
                     "job_id": encode_id(doc["_id"]),
@@ -177,6 +188,7 @@ def run_details(rt: Runtime, run: dict[str, Any]) -> dict[str, Any]:
     return {
         **run,
         "waiting": {"batches": len(waiting), "jobs": sum(d.get("jobs", 0) for d in waiting)},
+        "waits_for": waiting_groups(rt, waiting),
         "child_runs": [{"_id": c["_id"], "state": c["state"]} for c in children],
         "by_depth": by_depth(rt, run),
         "given_up": given_up_named(rt, run),

@@ -27,6 +27,8 @@ SCHEDULE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")
 MAX_TARGETS = 10_000
 MAX_CATCH_UP = 1000
 TRIGGER_FIELDS = ("interval_s", "cron", "at")
+# The longest interval a schedule takes: ten years (a longer one overflows date arithmetic).
+MAX_INTERVAL_S = 10 * 365 * 86400
 # A firing may fan out into at most this many child runs (a "multi-process run").
 MAX_SHARDS = 64
 # Run ends a webhook may be told of.
@@ -62,8 +64,13 @@ def _trigger_fields(given: Mapping[str, Any], now: datetime) -> dict[str, Any]:
         interval = given["interval_s"]
         if isinstance(interval, bool) or not isinstance(interval, int | float):
             raise ValueError(f"interval_s: must be a number of seconds, got {interval!r}")
-        if not math.isfinite(interval) or interval < IntervalSchedule.MIN_INTERVAL_S:
-            raise ValueError(f"interval_s: must be finite and > 0, got {interval!r}")
+        if not math.isfinite(interval) or not (
+            IntervalSchedule.MIN_INTERVAL_S <= interval <= MAX_INTERVAL_S
+        ):
+            raise ValueError(
+                f"interval_s: seconds between fire times, more than 0 and at most "
+                f"{MAX_INTERVAL_S} (10 years), got {interval!r}"
+            )
         # The grid starts at the first fire time: nothing before it is a fire time, so a
         # schedule made due early ("fire now") never also fires at creation. Milliseconds,
         # as MongoDB stores them, so the stored grid is the one computed.

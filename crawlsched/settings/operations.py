@@ -137,7 +137,15 @@ class OperationSettings(BaseModel):
         64 * 1024 * 1024,
         ge=1024,
         le=4 * 1024**3,
-        description="The largest body of `POST /v1/cli` (a command with the files it reads).",
+        description="The largest file a caller sends the API (`crawlsched jobs import`, "
+        "`store load`); a larger one is answered 413.",
+    )
+    api_max_unpacked_bytes: int = Field(
+        1024**3,
+        ge=1024,
+        le=1024**4,
+        description="The most a dump unpacks to: on the server for `store load`, on the caller "
+        "for `store dump`; past it the unpacking stops and the command fails.",
     )
 
     @field_validator("log_level")

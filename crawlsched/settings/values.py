@@ -4,7 +4,10 @@ host:port addresses, the data directory's default)."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
+
+from crawlsched.paths import default_data_dir
+
+__all__ = ["default_data_dir", "split_address", "split_broker_urls", "spread_nodes"]
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 # The longest retention a setting accepts: ten years.
@@ -16,14 +19,6 @@ HOST_NAME = re.compile(
     r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+"
 )
 MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
-
-
-def default_data_dir() -> Path:
-    """$XDG_DATA_HOME/crawlsched, or ~/.local/share/crawlsched."""
-    import os
-
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "crawlsched"
 
 
 def split_broker_urls(value: str) -> list[str]:

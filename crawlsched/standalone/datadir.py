@@ -41,6 +41,7 @@ from typing import Any
 import bson
 
 from crawlsched.errors import CrawlschedError
+from crawlsched.standalone.address import API_FILE, read_api
 from crawlsched.standalone.journal import JournalWriter, journal_numbers, remove_journals_before
 from crawlsched.standalone.journal_replay import replay_journals
 from crawlsched.store import dump
@@ -50,7 +51,6 @@ from crawlsched.store.embedded.effects import WriteEffects
 
 KEEP_SNAPSHOTS = 2
 JOURNAL_DIR = "journal"
-API_FILE = "api.json"
 CLEAN_MARK = "CLEAN"
 MESSAGES_FILE = "messages.json"
 SECRET_KEY_FILE = "secret.key"
@@ -317,14 +317,6 @@ def _kept_key(root: Path, name: str, make: Callable[[], str]) -> str:
             out.write(make())
         partial.replace(path)
     return path.read_text().strip()
-
-
-def read_api(root: Path) -> dict[str, Any] | None:
-    """The running server's {"url", "token", "pid"}, if its file is there."""
-    try:
-        return json.loads((root / API_FILE).read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def restrict(root: Path) -> None:

@@ -43,8 +43,8 @@ class DurableBeforeAnswer:
             return
 
         async def answer(message: Message) -> None:
-            # The whole answer is computed when it starts (no route streams): what the request
-            # wrote is in the journal now.
+            # The whole answer is computed when it starts (an upload's answer lines are
+            # spooled before they are sent): what the request wrote is in the journal now.
             if message["type"] == "http.response.start" and message["status"] < 400:
                 await anyio.to_thread.run_sync(self.sync)
             await send(message)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,22 +78,10 @@ class Periodic(threading.Thread):
         self.join(timeout=60)
 
 
-# Make the commands of this process use a runtime (None: their own again), and whether the
-# messages they send reach workers: the command line's `run_inside`, handed in by the entry point.
-AttachCommands = Callable[[Any, bool], None]
-
-
-def _no_commands(runtime: Any, delivers: bool) -> None:
-    """The server runs no commands in its process."""
-
-
 class StandaloneServer:
-    def __init__(
-        self, settings: Settings, threads: int = 4, attach: AttachCommands = _no_commands
-    ) -> None:
+    def __init__(self, settings: Settings, threads: int = 4) -> None:
         self.settings = standalone_settings(settings)
         self.threads = threads
-        self.attach = attach
         self.data = DataDir(self.settings.data_dir, self.settings.mongo_db)
         self._snapshot_lock = threading.Lock()
         self.runtime: Any = None
@@ -140,7 +127,6 @@ class StandaloneServer:
             recovered = recover_lost_messages(
                 rt, lambda sid, at: planner.plan_crawls.send(sid, at.isoformat()), send_report
             )
-        self.attach(rt, True)
         self.worker = Worker(self.broker, worker_threads=self.threads)
         self.worker.start()
         self._clock = Periodic("clock", self.settings.clock_interval_s, ticker.tick.send)
@@ -204,7 +190,6 @@ class StandaloneServer:
             self._clock.stop()
         if self.worker:
             self.worker.stop(timeout=int(self.settings.crawl_time_limit_s * 1000))
-        self.attach(None, False)
         messages = self.broker.pending() if self.broker else []
         stats = self.snapshot(messages, clean=True)
         self.data.close_journal(self.runtime.db)
@@ -218,24 +203,16 @@ class StandaloneServer:
         return stats
 
 
-def serve(
-    settings: Settings,
-    host: str,
-    port: int,
-    threads: int,
-    run_command: Any = None,
-    attach: AttachCommands = _no_commands,
-) -> None:
-    """Run the standalone server until SIGTERM or Ctrl-C. `run_command` and `attach`: the
-    command line, for `POST /v1/cli` (`crawlsched.main` hands them in)."""
+def serve(settings: Settings, host: str, port: int, threads: int) -> None:
+    """Run the standalone server until SIGTERM or Ctrl-C."""
     from crawlsched.api import create_app
     from crawlsched.api.serving import api_server
 
-    server = StandaloneServer(settings, threads, attach)
+    server = StandaloneServer(settings, threads)
     report = server.start()
     from crawlsched.standalone.durable import DurableBeforeAnswer
 
-    app = create_app(server.runtime, delivers=True, run_command=run_command)
+    app = create_app(server.runtime, delivers=True)
     # A write is answered once the journal holding it is on disk: no crash loses it.
     durable = DurableBeforeAnswer(app, server.sync_journal)
     web = api_server(durable, host, port, server.settings)

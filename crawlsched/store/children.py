@@ -219,7 +219,16 @@ class MongoChildStore:
         query = {"scope_run": run_id, EXPIRE_AT: {"$exists": True}}
         return self._jobs.update_many(query, {"$unset": {EXPIRE_AT: ""}}).modified_count
 
-    def of_run(self, run_id: str, limit: int = 50, skip: int = 0) -> list[dict[str, Any]]:
+    def of_run(
+        self,
+        run_id: str,
+        limit: int = 50,
+        skip: int = 0,
+        outcome: str | None = None,
+        errors: bool = False,
+    ) -> list[dict[str, Any]]:
+        """The run's discovered pages by depth (`outcome`: of that last outcome; `errors`:
+        with an error)."""
         fields = {
             "url": 1,
             "task": 1,
@@ -229,7 +238,11 @@ class MongoChildStore:
             "last_error": 1,
             "parent_job": 1,
         }
-        query = {"scope_run": run_id, "depth": {"$gte": 1}}
+        query: dict[str, Any] = {"scope_run": run_id, "depth": {"$gte": 1}}
+        if outcome is not None:
+            query["last_outcome"] = outcome
+        if errors:
+            query["last_error"] = {"$nin": [None, ""]}
         cursor = self._jobs.find(query, fields).sort([("depth", 1), ("_id", 1)])
         return list(cursor.skip(skip).limit(limit))
 

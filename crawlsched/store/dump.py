@@ -17,6 +17,7 @@ import bson
 from bson import json_util
 from bson.son import SON
 
+from crawlsched.errors import Conflict
 from crawlsched.store.counting import CountingDatabase
 
 JSON_OPTIONS = json_util.CANONICAL_JSON_OPTIONS
@@ -111,7 +112,7 @@ def load_dump(
     if not drop:
         busy = [f.stem for f in files if db[f.stem].estimated_document_count()]
         if busy:
-            raise ValueError(
+            raise Conflict(
                 f"collections already hold documents: {', '.join(busy)} (load with --drop to "
                 "replace them)"
             )

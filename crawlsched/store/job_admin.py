@@ -30,6 +30,36 @@ class JobAdmin:
         """Jobs matching `query` in id order, `limit` of them after `skip`."""
         return list(self._jobs.find(dict(query)).sort("_id", 1).skip(skip).limit(limit))
 
+    def listed(self, query: Mapping[str, Any], skip: int, limit: int) -> list[dict[str, Any]]:
+        """Jobs matching `query`: those users added first (no `scope_run`), in id order."""
+        cursor = self._jobs.find(dict(query)).sort([("scope_run", 1), ("_id", 1)])
+        return list(cursor.skip(skip).limit(limit))
+
+    def count(self, query: Mapping[str, Any]) -> int:
+        return self._jobs.count_documents(dict(query))
+
+    def pages_of(self, job_ids: Sequence[Any]) -> list[dict[str, Any]]:
+        """The URL and target of each of these jobs (to name the page a history row is of)."""
+        return list(self._jobs.find({"_id": {"$in": list(job_ids)}}, {"url": 1, "target": 1}))
+
+    def crawl_again_once(self, job_id: Any, now: datetime, bounds: Mapping[str, Any]) -> bool:
+        """A one-off job no crawl holds is due now, with these bounds (`crawlsched crawl`)."""
+        return (
+            self._jobs.update_one(
+                {"_id": job_id, "dispatch_id": None},
+                {
+                    "$set": {
+                        "state": int(JobState.PENDING),
+                        "execution_date": now,
+                        "exhausted": False,
+                        **bounds,
+                    },
+                    "$unset": {"problem": ""},
+                },
+            ).matched_count
+            == 1
+        )
+
     def remove_idle(self, job_id: Any) -> bool:
         """Delete a job no crawl holds; False when one does (or it is gone)."""
         idle = {"_id": job_id, "dispatch_id": None, "state": {"$ne": int(JobState.RUNNING)}}

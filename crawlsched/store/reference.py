@@ -39,9 +39,9 @@ class MongoReferenceStore:
             row_op, task_ops = _media_ops(m)
             media.append(row_op)
             tasks.extend(task_ops)
-        self._db.core_models.bulk_write(models, ordered=False)
-        self._db[MEDIA_COLLECTION].bulk_write(media, ordered=False)
-        self._db[TASKS_COLLECTION].bulk_write(tasks, ordered=False)
+        _bulk(self._db.core_models, models)
+        _bulk(self._db[MEDIA_COLLECTION], media)
+        _bulk(self._db[TASKS_COLLECTION], tasks)
         self._db.core_settings.update_one(
             {"_id": "target_fields"},
             {"$set": {"fields": reference.target_fields}},
@@ -52,8 +52,8 @@ class MongoReferenceStore:
     def save_media(self, row: MediaRow) -> None:
         """Add or change one media and its task rows, as `load` does for a reference file."""
         row_op, task_ops = _media_ops(row)
-        self._db[MEDIA_COLLECTION].bulk_write([row_op], ordered=False)
-        self._db[TASKS_COLLECTION].bulk_write(task_ops, ordered=False)
+        _bulk(self._db[MEDIA_COLLECTION], [row_op])
+        _bulk(self._db[TASKS_COLLECTION], task_ops)
 
     def target_fields(self) -> dict[str, list[str]]:
         """Which fields name a job's target, per job collection (see the reference file)."""
@@ -124,3 +124,9 @@ def _media_ops(m: MediaRow) -> tuple[UpdateOne, list[UpdateOne]]:
         for name, task in m.tasks.items()
     ]
     return row, tasks
+
+
+def _bulk(collection: Any, ops: list[Any]) -> None:
+    """A bulk write of `ops` (none: nothing to send; MongoDB refuses an empty bulk)."""
+    if ops:
+        collection.bulk_write(ops, ordered=False)

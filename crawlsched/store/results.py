@@ -51,6 +51,18 @@ class MongoResultStore:
     def __init__(self, db: CountingDatabase) -> None:
         self._db = db
 
+    def of_run(self, run_id: str, since: datetime | None, limit: int) -> list[dict[str, Any]]:
+        """Up to `limit` documents of each data model the run's crawls stored (seen `since` or
+        later), oldest first by when they were last seen."""
+        query: dict[str, Any] = {"run_id": run_id}
+        if since is not None:
+            query["last_seen"] = {"$gte": since}
+        found: list[dict[str, Any]] = []
+        for collection in sorted(set(MODEL_COLLECTIONS.values())):
+            cursor = self._db[collection].find(query, {"_id": 0, "content_hash": 0})
+            found += list(cursor.sort([("last_seen", 1), ("key", 1)]).limit(limit))
+        return found
+
     def create_indexes(self) -> None:
         for collection in set(MODEL_COLLECTIONS.values()):
             self._db[collection].create_index(

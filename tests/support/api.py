@@ -48,10 +48,8 @@ class ApiServer:
 
     def __enter__(self) -> ApiServer:
         from crawlsched.api import create_app
-        from crawlsched.cli import run
 
-        # Composed as `crawlsched.main` composes them: the API runs the command line's `run`.
-        self.app = create_app(self.runtime, delivers=self.delivers, run_command=run)
+        self.app = create_app(self.runtime, delivers=self.delivers)
         config = uvicorn.Config(
             self.app, host="127.0.0.1", port=0, log_level="warning", lifespan="off"
         )

@@ -10,6 +10,7 @@ from pathlib import Path
 MARKER = re.compile(r"<!-- walk-through: ([a-z0-9 ]+) -->\s*```bash\n(.*?)```", re.S)
 REPEAT = re.compile(r"#\s*repeat until it shows:\s*(.+?)\s*$")
 PRINTS = re.compile(r"#\s*prints:\s*(.+?)\s*$")
+SHOWS = re.compile(r"#\s*shows:\s*(.+?)\s*$")
 EXPORT = re.compile(r"(?<![\w$])([A-Z_][A-Z0-9_]*)=(\S+)")
 
 
@@ -18,6 +19,7 @@ class Line:
     command: str  # as written, comment and all (bash drops the comment)
     repeat_until: str | None  # repeat until the output shows this
     prints: str | None  # the output, exactly
+    shows: str | None = None  # what the output holds
 
 
 def blocks(readme: Path) -> dict[str, str]:
@@ -29,9 +31,14 @@ def lines(block: str) -> list[Line]:
     for raw in block.splitlines():
         if not raw.strip() or raw.lstrip().startswith("#"):
             continue
-        repeat, prints = REPEAT.search(raw), PRINTS.search(raw)
+        repeat, prints, shows = REPEAT.search(raw), PRINTS.search(raw), SHOWS.search(raw)
         found.append(
-            Line(raw, repeat.group(1) if repeat else None, prints.group(1) if prints else None)
+            Line(
+                raw,
+                repeat.group(1) if repeat else None,
+                prints.group(1) if prints else None,
+                shows.group(1) if shows else None,
+            )
         )
     return found
 

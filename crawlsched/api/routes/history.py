@@ -11,8 +11,9 @@ from pydantic.json_schema import SkipJsonSchema
 from starlette.convertors import Convertor, register_url_convertor
 
 from crawlsched.api.auth import Admin, Reader
-from crawlsched.api.paging import Limit, Offset, Page, page_of
+from crawlsched.api.paging import Limit, Offset, Page
 from crawlsched.api.problems import PROBLEM_RESPONSES
+from crawlsched.control import history
 from crawlsched.encoding import plain
 from crawlsched.planning.outcomes import all_outcomes
 from crawlsched.store.history import row_id
@@ -89,12 +90,6 @@ class Correction(Changes):
         return self
 
 
-def _check_outcomes(*labels: str | None) -> None:
-    for label in labels:
-        if label is not None and label not in all_outcomes():
-            raise ValueError(f"unknown outcome {label!r}; known: {', '.join(all_outcomes())}")
-
-
 @router.get(
     "/history",
     response_model=Page,
@@ -109,8 +104,7 @@ def list_history(
     job_id: Filter = None,
     outcome: Filter = None,
 ) -> dict[str, Any]:
-    filters = {"schedule_id": schedule_id, "run_id": run_id, "job_id": job_id, "outcome": outcome}
-    return page_of(caller.rt.history.page(filters, limit + 1, offset), limit, offset)
+    return history.page(caller.rt, limit, offset, schedule_id, run_id, job_id, outcome)
 
 
 @router.get("/history/{row:row_id}", summary="One history row (GetTaskHistoryInfo)")
@@ -121,21 +115,9 @@ def get_row(caller: Reader, row: RowId) -> dict[str, Any]:
     return plain(doc)
 
 
-def _correct(caller: Admin, body: Changes, ids: list | None, status: str | None) -> dict:
-    changes = body.changes()
-    _check_outcomes(status, changes.get("outcome"))
-    if ids is not None:
-        missing = sorted(set(map(str, ids)) - set(map(str, caller.rt.history.existing(ids))))
-        if missing:
-            raise LookupError(f"no history row {', '.join(missing)}; nothing corrected")
-    rt = caller.rt
-    changed = rt.history.correct(changes, body.reason.strip(), rt.now(), ids=ids, outcome=status)
-    return {"corrected": changed, "set": changes}
-
-
 @router.patch("/history/{row:row_id}", summary="Correct one row (UpdateTaskHistory)")
 def correct_row(caller: Admin, row: RowId, body: Changes) -> dict[str, Any]:
-    return _correct(caller, body, [row_id(row)], None)
+    return history.correct(caller.rt, body.reason, rows=[row], **body.changes())
 
 
 @router.post(
@@ -144,5 +126,6 @@ def correct_row(caller: Admin, row: RowId, body: Changes) -> dict[str, Any]:
     "(UpdateTaskHistoryByBatch, UpdateAllTaskHistoryByStatus)",
 )
 def correct_rows(caller: Admin, body: Correction) -> dict[str, Any]:
-    ids = [row_id(r) for r in body.rows] if body.rows is not None else None
-    return _correct(caller, body, ids, body.status)
+    return history.correct(
+        caller.rt, body.reason, rows=body.rows, status=body.status, **body.changes()
+    )

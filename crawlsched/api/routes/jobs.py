@@ -6,16 +6,19 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.json_schema import SkipJsonSchema
 
 from crawlsched.api.auth import Admin, Reader
 from crawlsched.api.idempotent import IdempotencyKey, once
 from crawlsched.api.models import Given, JobView
-from crawlsched.api.paging import Limit, Offset, Page, page_of
-from crawlsched.api.problems import PROBLEM_RESPONSES
+from crawlsched.api.paging import CountedPage, Limit, Offset, Page
+from crawlsched.api.problems import PROBLEM_RESPONSES, ApiProblem
 from crawlsched.catalog import JOB_COLLECTIONS, STATE_NAMES
+from crawlsched.control import jobs
 from crawlsched.encoding import plain
+from crawlsched.errors import BadJobInput
 from crawlsched.flow import job_ops
 from crawlsched.jobs_input import MAX_DEPTH, MAX_INTERVAL_S, MAX_PAGES
 
@@ -110,30 +113,43 @@ class MetaChanges(BaseModel):
     )
 
 
+@router.get("/jobs", summary="How many jobs each collection holds, by state")
+def job_counts(caller: Reader) -> dict[str, Any]:
+    return jobs.counts(caller.rt)
+
+
 @router.post("/jobs", status_code=201, summary="Schedule a target's tasks (AddToTaskQueue)")
 def add_jobs(
     request: Request, caller: Admin, body: NewTarget, idempotency_key: IdempotencyKey = None
 ) -> Any:
-    def act() -> dict[str, Any]:
-        fields = body.model_dump()
-        if fields["start_at"] is not None:
-            fields["start_at"] = fields["start_at"].isoformat()
-        added = job_ops.add_target(caller.rt, fields)
-        return {
-            "collection": added.collection,
-            "inserted": added.inserted,
-            "skipped": len(added.skipped),
-            "jobs": [job_ops.public_job(added.collection, d) for d in added.stored],
-            "disabled_tasks": added.disabled_tasks,
-        }
+    return once(
+        request,
+        caller,
+        idempotency_key,
+        body.model_dump(mode="json"),
+        lambda: jobs.add(caller.rt, **body.model_dump()),
+    )
 
-    return once(request, caller, idempotency_key, body.model_dump(mode="json"), act)
+
+@router.get(
+    "/problems",
+    response_model=Page,
+    summary="Jobs set aside (bad documents, unknown media) or waiting on an operator",
+)
+def job_problems(caller: Reader, limit: Limit = 100, offset: Offset = 0) -> dict[str, Any]:
+    return jobs.problems(caller.rt, limit, offset)
+
+
+@router.post("/problems/retry", summary="Audit the set-aside jobs again at the next sweep")
+def retry_problems(caller: Admin) -> dict[str, Any]:
+    return jobs.retry_problems(caller.rt)
 
 
 @router.get(
     "/jobs/{collection}",
-    response_model=Page,
-    summary="Find jobs (GetTasksStatus, GetActiveTasksV2, GetScheduledTasks, GetCompletedTasks)",
+    response_model=CountedPage,
+    summary="Find jobs (GetTasksStatus, GetActiveTasksV2, GetScheduledTasks, GetCompletedTasks): "
+    "the jobs users added first, then the pages runs discovered",
 )
 def list_jobs(
     caller: Reader,
@@ -148,8 +164,7 @@ def list_jobs(
         Query(max_length=1000, description="Encoded job ids."),
     ] = None,
 ) -> dict[str, Any]:
-    rows = job_ops.find_jobs(caller.rt, collection, state, task, target, ids, limit + 1, offset)
-    return page_of(rows, limit, offset)
+    return jobs.page(caller.rt, collection, limit, offset, state, task, target, ids)
 
 
 @router.get(
@@ -158,8 +173,19 @@ def list_jobs(
     summary="One job's status and details (GetTaskStatus, GetTaskInfo), with its configured "
     "and current recrawl interval and the evidence behind it",
 )
-def get_job(caller: Reader, collection: Collection, job_id: JobId) -> dict[str, Any]:
-    return plain(job_ops.get_job(caller.rt, collection, job_id))
+def get_job(caller: Reader, collection: Collection, job_id: JobId) -> JSONResponse:
+    # The answer as the command line gets it locally too (the model documents it; validating
+    # it would turn a stored 3600 into 3600.0 and reorder its keys).
+    return JSONResponse(jobs.get(caller.rt, collection, job_id))
+
+
+@router.delete("/jobs/{collection}/{job_id}", summary="Remove a job no crawl holds")
+def remove_job(caller: Admin, collection: Collection, job_id: JobId) -> dict[str, Any]:
+    """A job being crawled is refused (409): its run waits for a report about it."""
+    try:
+        return jobs.remove(caller.rt, collection, job_id)
+    except BadJobInput as e:
+        raise ApiProblem(409, str(e)) from None
 
 
 @router.patch("/jobs/{collection}/{job_id}/meta", summary="Change a job's meta (UpdateMetaByJob)")

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from zoneinfo import available_timezones
 
+import pydantic_core
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 from pydantic.json_schema import SkipJsonSchema
@@ -15,16 +16,14 @@ from crawlsched.api.auth import Admin, Reader
 from crawlsched.api.idempotent import IdempotencyKey, once
 from crawlsched.api.models import Given
 from crawlsched.api.openapi import NAMED_JSON_NOTICE, NAMED_WEB_URL
-from crawlsched.api.paging import Limit, Offset, Page, page_of, page_response
+from crawlsched.api.paging import Limit, Offset, Page
 from crawlsched.api.problems import PROBLEM_RESPONSES, ApiProblem
 from crawlsched.catalog import JOB_COLLECTIONS
-from crawlsched.encoding import iso_utc, plain
-from crawlsched.flow import schedule_ops
+from crawlsched.control import schedules
 from crawlsched.schedules.notice_urls import (
     MAX_NOTICE_URL_CHARS,
     MAX_NOTICES,
     parse_notice_url,
-    public_schedule,
 )
 from crawlsched.schedules.policies import Misfire, Overlap
 from crawlsched.schedules.spec import (
@@ -34,12 +33,10 @@ from crawlsched.schedules.spec import (
     NOTIFY_EVENTS,
     SCHEDULE_ID,
     TRIGGER_FIELDS,
-    horizon,
 )
 
 router = APIRouter(prefix="/v1", tags=["schedules"], responses=PROBLEM_RESPONSES)
 
-SHOWN = ("active", "paused", "stopped", "done")
 Days = Annotated[float | None, Query(gt=0, le=31, description="Horizon in days (default 3).")]
 Owner = Annotated[str | None, Query(max_length=200, description="Only this owner's schedules.")]
 
@@ -159,10 +156,7 @@ def list_schedules(
     state: Annotated[str | None, Query(max_length=20)] = None,
     include_deleted: bool = False,
 ) -> dict[str, Any]:
-    docs = caller.rt.schedules.for_owner(owner, include_deleted)
-    if state is not None:
-        docs = [d for d in docs if d.get("state", "active") == state]
-    return page_of([public_schedule(d) for d in docs[offset : offset + limit + 1]], limit, offset)
+    return schedules.page(caller.rt, limit, offset, owner, state, include_deleted)
 
 
 @router.post("/schedules", status_code=201, summary="Create a schedule (Schedule)")
@@ -176,13 +170,13 @@ def create_schedule(
         caller,
         idempotency_key,
         body.model_dump(mode="json"),
-        lambda: public_schedule(schedule_ops.create(caller.rt, body.id, fields)),
+        lambda: schedules.create(caller.rt, body.id, **fields),
     )
 
 
 @router.get("/schedules/{schedule_id}", summary="One schedule")
 def get_schedule(caller: Reader, schedule_id: str) -> dict[str, Any]:
-    return plain(public_schedule(caller.rt.schedules.require(schedule_id, "show", SHOWN)))
+    return schedules.get(caller.rt, schedule_id)
 
 
 @router.patch("/schedules/{schedule_id}", summary="Change a schedule (UpdateSchedule)")
@@ -191,40 +185,37 @@ def update_schedule(caller: Admin, schedule_id: str, body: ScheduleChanges) -> d
     if not changes:
         raise ValueError("nothing to change: give at least one field")
     try:
-        return plain(public_schedule(schedule_ops.update(caller.rt, schedule_id, changes)))
+        return schedules.update(caller.rt, schedule_id, **changes)
     except ValueError as e:  # the changes are well formed: they do not fit this schedule
         raise ApiProblem(409, str(e)) from None
 
 
 @router.post("/schedules/{schedule_id}/pause", summary="Pause a schedule")
 def pause_schedule(caller: Admin, schedule_id: str) -> dict[str, Any]:
-    return plain(public_schedule(schedule_ops.pause(caller.rt, schedule_id)))
+    return schedules.pause(caller.rt, schedule_id)
 
 
 @router.post("/schedules/{schedule_id}/unpause", summary="Unpause a schedule (UnpauseSchedule)")
 def unpause_schedule(caller: Admin, schedule_id: str) -> dict[str, Any]:
-    return plain(public_schedule(schedule_ops.unpause(caller.rt, schedule_id)))
+    return schedules.unpause(caller.rt, schedule_id)
 
 
 @router.post("/schedules/{schedule_id}/stop", summary="Stop a schedule for good (StopSchedule)")
 def stop_schedule(caller: Admin, schedule_id: str) -> dict[str, Any]:
-    return plain(public_schedule(schedule_ops.stop(caller.rt, schedule_id)))
+    return schedules.stop(caller.rt, schedule_id)
 
 
 @router.delete("/schedules/{schedule_id}", summary="Delete a schedule")
 def delete_schedule(caller: Admin, schedule_id: str) -> dict[str, Any]:
-    return plain(public_schedule(schedule_ops.delete(caller.rt, schedule_id)))
+    return schedules.delete(caller.rt, schedule_id)
 
 
-def _upcoming(
-    caller: Reader, request: Request, docs: list[dict], days: float | None, enough: int
-) -> list[dict[str, Any]]:
-    """Fire times in the horizon, computed only as far as a page needs (`enough` each), and
-    kept by the app while they hold."""
-    span = horizon(days if days is not None else caller.rt.settings.schedule_horizon_days)
-    known = request.app.state.fire_times
-    rows = schedule_ops.upcoming_runs(caller.rt, docs, span, limit=enough, known=known)
-    return [{"schedule_id": str(sid), "fire_at": iso_utc(fire_at)} for sid, fire_at in rows]
+@router.post(
+    "/schedules/{schedule_id}/fire",
+    summary="Make a schedule due now: the next tick fires it (a run now: POST /v1/runs)",
+)
+def fire_schedule(caller: Admin, schedule_id: str) -> dict[str, Any]:
+    return schedules.fire(caller.rt, schedule_id)
 
 
 @router.get(
@@ -240,9 +231,9 @@ def schedule_upcoming(
     offset: Offset = 0,
     days: Days = None,
 ) -> Response:
-    doc = caller.rt.schedules.require(schedule_id, "list runs of", ("active", "paused"))
-    rows = _upcoming(caller, request, [doc], days, offset + limit + 1)
-    return page_response(rows[offset : offset + limit + 1], limit, offset)
+    known = request.app.state.fire_times
+    page = schedules.upcoming(caller.rt, schedule_id, limit, offset, days, known)
+    return Response(pydantic_core.to_json(page), media_type="application/json")
 
 
 @router.get(
@@ -258,9 +249,9 @@ def upcoming(
     owner: Owner = None,
     days: Days = None,
 ) -> Response:
-    docs = caller.rt.schedules.for_owner(owner)
-    rows = _upcoming(caller, request, docs, days, offset + limit + 1)
-    return page_response(rows[offset : offset + limit + 1], limit, offset)
+    known = request.app.state.fire_times
+    page = schedules.upcoming_all(caller.rt, limit, offset, owner, days, known)
+    return Response(pydantic_core.to_json(page), media_type="application/json")
 
 
 @router.get(
@@ -271,14 +262,11 @@ def upcoming(
 def schedule_missed(
     caller: Reader, schedule_id: str, limit: Limit = 100, offset: Offset = 0
 ) -> dict[str, Any]:
-    caller.rt.schedules.require(schedule_id, "list missed runs of", SHOWN)
-    rows = caller.rt.missed_runs.list(schedule_id, None, offset + limit + 1)
-    return page_of(rows[offset:], limit, offset)
+    return schedules.missed(caller.rt, schedule_id, limit, offset)
 
 
 @router.get("/missed-runs", response_model=Page, summary="Every missed run (GetAllMissedRuns)")
 def missed_runs(
     caller: Reader, limit: Limit = 100, offset: Offset = 0, owner: Owner = None
 ) -> dict[str, Any]:
-    rows = caller.rt.missed_runs.list(None, owner, offset + limit + 1)
-    return page_of(rows[offset:], limit, offset)
+    return schedules.missed_all(caller.rt, limit, offset, owner)
