@@ -20,6 +20,7 @@ import dramatiq
 import httpx
 import pytest
 
+from crawlsched.brokers.guards import SIGNATURE_OPTION, signature
 from crawlsched.demo.site import DemoSite
 from crawlsched.runtime import Runtime
 from crawlsched.settings import Settings
@@ -179,6 +180,8 @@ def observed(rabbitmq_url, multiprocess_mongo_url, tmp_path_factory):
             )
             # A message that is dead-lettered (bad input is never retried): dramatiq's error and
             # reject counters get a series too.
+            # Signed, so that it reaches the actor, whose check refuses it (an unsigned one
+            # would be refused by the guard before any actor ran: no error counted).
             bad = dramatiq.Message(
                 queue_name="crawlsched.plan",
                 actor_name="plan_crawls",
@@ -186,6 +189,7 @@ def observed(rabbitmq_url, multiprocess_mongo_url, tmp_path_factory):
                 kwargs={},
                 options={},
             )
+            bad.options[SIGNATURE_OPTION] = signature(TEST_SIGNING_KEY.encode(), bad)
             publish_raw(rabbitmq_url, "crawlsched.plan", bad.encode())
             wait_for(
                 lambda: _total(prom, "dramatiq_message_rejects_total") >= 1,

@@ -186,6 +186,7 @@ def test_every_outcome_label_is_the_word_history_rows_store():
         "exhausted",
         "expired",
         "failed",
+        "given_up",
         "starved",
         "stopped",
         "succeeded",
@@ -196,14 +197,21 @@ def test_every_outcome_label_is_the_word_history_rows_store():
 def test_each_phase_reports_only_the_outcomes_it_writes():
     phases = {phase: set(labels) for phase, labels in PHASE_OUTCOMES.items()}
     assert phases == {
-        "crawl": {"succeeded", "failed", "exhausted", "stopped"},
+        "crawl": {"succeeded", "failed", "exhausted", "given_up", "stopped"},
         "admit": {"starved"},
         "expire": {"expired"},
         "stop": {"stopped"},
     }
     # Every outcome a run counts has a meaning to show, in the order runs show them; stopped
     # has its own column.
-    assert list(OUTCOME_MEANINGS) == ["succeeded", "failed", "exhausted", "expired", "starved"]
+    assert list(OUTCOME_MEANINGS) == [
+        "succeeded",
+        "failed",
+        "exhausted",
+        "expired",
+        "given_up",
+        "starved",
+    ]
     assert all(meaning.strip() for meaning in OUTCOME_MEANINGS.values())
 
 

@@ -145,7 +145,13 @@ def test_retry_failed_crawls_exactly_the_failed_pages_again_in_the_same_run(grap
             retried = _cli(env, "run", "retry-failed", run_id, "--json")
             assert retried.returncode == 0, retried.stderr
             answer = json.loads(retried.stdout)
-            assert answer == {"run_id": run_id, "reopened": True, "pages": {"exhausted": 3}}
+            # (pass_sent: the CLI sent the run's pass itself, the ticker is not waited for)
+            assert answer == {
+                "run_id": run_id,
+                "reopened": True,
+                "pages": {"exhausted": 3},
+                "pass_sent": True,
+            }
 
             # Then the same run crawls exactly those pages again and ends once more
             second = wait_for(

@@ -288,7 +288,6 @@ def _write_each(runs: MongoRunStore, store) -> dict[str, str]:
         "close_planning": lambda: runs.close_planning(fresh, 1, {}, now) and fresh,
         "report": lambda: runs.report(running, "d1:crawl", {"succeeded": 1}) and running,
         "record_shortage": lambda: runs.record_shortage(running, "d1", 3, "accounts", now),
-        "note_reclaimed": lambda: runs.note_reclaimed(running, "d1"),
         "add_stage_time": lambda: runs.add_stage_time(running, "plan", 1.5),
         "child_ended": lambda: runs.child_ended(parent, child, {"succeeded": 1}) and parent,
         "finish": lambda: runs.finish(child, now) and child,
@@ -303,7 +302,6 @@ def _write_each(runs: MongoRunStore, store) -> dict[str, str]:
     for name, call in calls.items():
         target = {
             "record_shortage": running,
-            "note_reclaimed": running,
             "add_stage_time": running,
         }.get(name)
         before = {d["_id"]: d.get(REVISION) for d in runs._runs.find({}, {REVISION: 1})}

@@ -11,14 +11,15 @@ from rich.table import Table
 from crawlsched.cli import discovery, ops
 from crawlsched.cli.common import backend, console, print_json, print_lines
 from crawlsched.cli.waiting import waiting_table
-from crawlsched.planning.outcomes import OUTCOME_MEANINGS, STOPPED
+from crawlsched.planning.outcomes import OUTCOME_MEANINGS, STOPPED, Outcome
 from crawlsched.planning.run_control import display_state
 
 run_app = typer.Typer(help="Runs: list them, look at one, fire, watch, stop.", no_args_is_help=True)
 
-# "stopped" is shown only when a run in the table has some: the usual table fits 80 columns.
+# "given_up" and "stopped" are shown only when a run in the table has some: the usual table
+# fits 80 columns.
 COUNT_COLUMNS = (*OUTCOME_MEANINGS, STOPPED)
-RARE_COLUMNS = (STOPPED,)
+RARE_COLUMNS = (Outcome.GIVEN_UP, STOPPED)
 # Short headers so that a runs table fits 80 columns; `legend()` spells them out.
 SHORT = {
     "succeeded": "ok",
@@ -26,7 +27,7 @@ SHORT = {
     "exhausted": "exh",
     "expired": "exp",
     "given_up": "gup",
-    "starved": "starv",
+    "starved": "stv",
     "stopped": "stop",
 }
 RUN_ID = typer.Argument(..., help="As shown by `crawlsched run list`.")
