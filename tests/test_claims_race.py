@@ -236,3 +236,28 @@ def test_claims_queued_at_least_counts_the_run_s_batches_that_have_not_begun(sto
     # And a batch that begins takes its jobs out of the count
     jobs.begin("open", [1, 2, 3])
     assert not jobs.queued_at_least("run-1", "profile", "twitter", 1)
+
+
+def test_two_copies_of_a_batch_that_read_before_either_began_crawl_its_jobs_once(store):
+    # Given a batch open to take-over, whose message was delivered twice at once
+    store.db.profiles.insert_many([pending_job(i) for i in range(1, 4)])
+    jobs = MongoJobStore(store.db, "profiles")
+    jobs.claim([ClaimRequest("d1", [1, 2, 3], open_to_take_over=True)], "run-1", LEASE)
+    # When both copies read the jobs before either begins them (the second copy's read
+    # is held until the first copy has begun)
+    first_read = jobs.load_claimed
+    reads: list = []
+
+    def read_then_let_the_other_copy_begin(dispatch_id, job_ids):
+        found = first_read(dispatch_id, job_ids)
+        if not reads:
+            reads.append(found)
+            first = MongoJobStore(store.db, "profiles")
+            reads.append(first.load_and_begin(dispatch_id, job_ids))
+        return found
+
+    jobs.load_claimed = read_then_let_the_other_copy_begin
+    second = jobs.load_and_begin("d1", [1, 2, 3])
+    # Then the copy that began them crawls all three, and the other none of them
+    assert sorted(doc["_id"] for doc in reads[1]) == [1, 2, 3]
+    assert second == []

@@ -283,3 +283,31 @@ def test_a_child_a_dead_crawl_inserts_between_the_read_and_the_write_is_counted_
     # Then both children exist once, and AGAIN's report counted both with p's end
     assert raced and rt.db.websites.count_documents({"scope_run": RUN}) == 2
     assert rt.runs.get(RUN)["discovered"] == 2
+
+
+def test_an_ended_run_drops_the_children_it_never_counted_and_takes_no_more(rt):
+    # Given page p recorded by LIVE with one child, LIVE's report applied, and a late copy of
+    # LIVE's batch that registered a child LIVE never saw (unreleased, counted by nobody)
+    children = MongoChildStore(rt.db, "websites")
+    children.register(RUN, LIVE, MEDIA, _found("p", "http://site.test/x"), 100, NOW)
+    _crawled(rt, LIVE, "p")
+    record_report(rt, _report(LIVE))
+    children.register(RUN, LIVE, MEDIA, _found("p", "http://site.test/late"), 100, NOW)
+    # When the rest of the run ends (the other planned page, and p's child x)
+    _crawled(rt, AGAIN, "q")
+    rt.db.websites.update_one(
+        {"url": "http://site.test/x"},
+        {"$set": {"last_dispatch_id": DEAD, "last_outcome": "succeeded", "run_id": RUN}},
+    )
+    record_report(rt, _report(AGAIN))
+    record_report(rt, _report(DEAD))
+    assert rt.runs.get(RUN)["state"] == "finished"
+    # Then the late child is gone (it would show as a page still to crawl), x is kept
+    urls = {d["url"] for d in rt.db.websites.find({"scope_run": RUN})}
+    assert urls == {"http://site.test/x"}
+    # And a copy that registers after the end inserts nothing
+    registered = children.register(
+        RUN, LIVE, MEDIA, _found("p", "http://site.test/later"), 100, NOW
+    )
+    assert registered.new == {} and registered.cut_pages == {"p": 1}
+    assert rt.db.websites.count_documents({"url": "http://site.test/later"}) == 0

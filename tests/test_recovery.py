@@ -289,3 +289,72 @@ def test_a_run_counts_machinery_tries_per_job_and_gives_up_after_the_last(
     assert (run["result"], run["counts"]) == ("incomplete", {"expired": 2, "succeeded": 1})
     history = [r for r in rt.history.for_run(run_id) if r["outcome"] == "expired"]
     assert sorted(r["retried"] for r in history) == [False, False, True, True]
+
+
+def test_a_planner_that_dies_mid_pass_leaves_claims_taken_back_within_a_minute(
+    rt, stub_broker, stub_worker, monkeypatch
+):
+    # Given 120 due website jobs (batches of 50, 50 and 20) and a planner process that dies
+    # (kill -9) as it sends the second batch: nothing after the first send reaches the store
+    from crawlsched.actors.sends import send_report
+    from crawlsched.flow.planning import UNSENT_LEASE_S
+    from crawlsched.store.jobs import MongoJobStore
+
+    _websites(rt, 120)
+    fire_at = rt.now().replace(microsecond=0)
+    sent: list = []
+
+    def dies_on_second_send(message):
+        if sent:
+            monkeypatch.setattr(MongoJobStore, "give_back_unsent", _dead)
+            monkeypatch.setattr(MongoJobStore, "confirm_sent", _dead)
+            raise PlannerCrash("killed")
+        sent.append(message)
+
+    with pytest.raises(PlannerCrash):
+        plan_run(rt, "sweep-websites", fire_at, dies_on_second_send)
+    monkeypatch.undo()
+    claimed = [d for d in rt.db.websites.find({"state": int(JobState.RUNNING)})]
+    assert len(claimed) == 120  # every batch of the chunk was claimed before the first send
+
+    # When the ticker looks just before the short claim runs out: nothing is taken back yet
+    start = rt.now()
+    monkeypatch.setattr(rt, "now", lambda: start + timedelta(seconds=UNSENT_LEASE_S - 1))
+    assert reclaim_expired(rt, send_report) == 0
+    # When it looks a minute after the death
+    monkeypatch.setattr(rt, "now", lambda: start + timedelta(seconds=UNSENT_LEASE_S + 1))
+    # Then every claim of the dead pass is taken back (not after the 900 s dispatch lease):
+    # the jobs go back to their run for another try, none lost
+    assert reclaim_expired(rt, send_report) == 120
+    assert rt.db.websites.count_documents({"state": int(JobState.RUNNING)}) == 0
+    for doc in rt.db.websites.find({}):
+        assert doc["state"] == int(JobState.PENDING) and doc["last_outcome"] == REDO
+    assert rt.settings.dispatch_lease_s > 10 * UNSENT_LEASE_S
+
+
+def test_a_planner_pass_that_sends_everything_gives_its_batches_the_whole_lease(
+    rt, stub_broker, stub_worker, monkeypatch
+):
+    # Given 120 due website jobs, all sent
+    from crawlsched.actors.sends import send_report
+    from crawlsched.flow.planning import UNSENT_LEASE_S
+
+    _websites(rt, 120)
+    fire_at = rt.now().replace(microsecond=0)
+    sent: list = []
+    plan_run(rt, "sweep-websites", fire_at, sent.append)
+    assert sum(len(m.decoded_job_ids()) for m in sent) == 120
+
+    # When the ticker looks well after the short claim would have run out
+    start = rt.now()
+    monkeypatch.setattr(rt, "now", lambda: start + timedelta(seconds=10 * UNSENT_LEASE_S))
+    # Then nothing is taken back: each job holds the whole dispatch lease
+    assert reclaim_expired(rt, send_report) == 0
+    lease = timedelta(seconds=rt.settings.dispatch_lease_s)
+    for doc in rt.db.websites.find({}):
+        assert doc["state"] == int(JobState.RUNNING)
+        assert doc["lease_deadline"] >= start + lease - timedelta(seconds=5)
+
+
+def _dead(*args, **kwargs):
+    raise PlannerCrash("the process is gone")

@@ -45,6 +45,50 @@ def test_runs_report_is_applied_once_per_key(runs):
     assert runs.report("no-such-run", "d1:crawl", {"succeeded": 1}) is None
 
 
+def test_a_report_of_a_key_that_finds_more_ended_counts_only_the_difference(runs):
+    # Given a run of 5 pages whose dispatch d1 reported 1 succeeded page with 2 children
+    run_id = opened(runs, planned=5)
+    assert runs.report(run_id, "d1:crawl", {"succeeded": 1}, discovered=2, links=4) is not None
+
+    # When a copy of that batch ended 2 more pages under d1 after that count (one given up, one
+    # succeeded with one child), and its report of the same key comes
+    late = runs.report(run_id, "d1:crawl", {"succeeded": 2, "given_up": 1}, discovered=3, links=5)
+
+    # Then just the difference is counted: 2 more pages off, 1 more child in
+    assert late is not None
+    run = runs.get(run_id)
+    assert run["counts"] == {"succeeded": 2, "given_up": 1}
+    assert run["discovered"] == 3 and run["outstanding"] == 5 + 3 - 3
+    # And the same report again, or an older one that saw less, counts nothing
+    assert runs.report(run_id, "d1:crawl", {"succeeded": 2, "given_up": 1}, discovered=3) is None
+    assert runs.report(run_id, "d1:crawl", {"succeeded": 1}, discovered=2) is None
+    assert runs.get(run_id)["counts"] == {"succeeded": 2, "given_up": 1}
+    # (links are the first report's: what a count needs is pages and children)
+    assert run["links_discovered"] == 4
+
+
+def test_reports_of_one_key_racing_count_each_ended_page_once(runs):
+    # Given a run of 40 pages, all ended under one dispatch, seen by 8 copies of its report
+    # that each read the store at a different moment (1, 6, 11, ... of the 40 ended)
+    run_id = opened(runs, planned=40)
+    seen = [{"succeeded": n} for n in range(1, 41, 5)] + [{"succeeded": 40}]
+    barrier = threading.Barrier(len(seen))
+
+    def report(counts):
+        barrier.wait()
+        runs.report(run_id, "d1:crawl", counts)
+
+    threads = [threading.Thread(target=report, args=(counts,)) for counts in seen]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    # Then each page was counted off once, whatever order they came in
+    run = runs.get(run_id)
+    assert run["counts"] == {"succeeded": 40} and run["outstanding"] == 0
+
+
 def test_runs_open_and_close_planning_are_idempotent(runs):
     run_id = opened(runs, planned=2)
     assert runs.open(run_id, "sched-1", FIRE_AT, NOW + timedelta(hours=1))["created_at"] == NOW

@@ -95,7 +95,11 @@ def hand_over(
     dispatch.moved(next_id)
     kept: list[dict[str, Any]] = []
     room = MAX_BATCH_JOBS - len(held)
-    if record.keep and part.recorded and whole and room > 0 and apply is not None:
+    # Kept only when every page of the part was recorded here: a page another writer ended
+    # first (a copy of this message that ran beside it, an expiry sweep) is counted with that
+    # writer's report, which does not count what this part found on it; its children, kept
+    # and crawled here, would be counted off before the run ever counted them in.
+    if record.keep and part.whole and whole and room > 0 and apply is not None:
         deadline = expiry_deadline(rt.now(), rt.settings.dispatch_lease_s)
         ids = [cid for cid in record.keep if cid not in {str(i) for i in held}][:room]
         parents = [update.job_id for update in record.crawled.updates]

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from crawlsched.catalog import JOB_COLLECTIONS
 from crawlsched.flow.coordination import Notify, finish_if_done
-from crawlsched.flow.planning import claim_and_dispatch
+from crawlsched.flow.planning import ClaimDeadlines, claim_and_dispatch
 from crawlsched.flow.stop_watch import StoppedRunGuard
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage
@@ -28,7 +28,6 @@ from crawlsched.planning.due import parse_due_job
 from crawlsched.planning.host_spread import origin_of, spread_over_hosts
 from crawlsched.planning.run_names import ENDED, is_stopping
 from crawlsched.runtime import Runtime
-from crawlsched.store.job_claims import expiry_deadline
 from crawlsched.store.pipeline import run_work_filter
 
 log = get_logger(__name__)
@@ -51,7 +50,7 @@ def plan_discovered(
     store = rt.jobs(collection)
     now = rt.now()
     fields = rt.target_fields(collection)
-    deadline = expiry_deadline(now, rt.settings.dispatch_lease_s)
+    deadlines = ClaimDeadlines.from_now(now, rt.settings.dispatch_lease_s)
     stats: Counter = Counter()
     guarded = StoppedRunGuard(rt, run_id, dispatch)
     only = run_work_filter(run_id, now)
@@ -65,7 +64,7 @@ def plan_discovered(
             if (batch := cutter.add(job)) is not None:
                 batches.append(batch)
         batches.extend(cutter.flush())
-        claim_and_dispatch(store, batches, run_id, deadline, guarded.dispatch, stats, only)
+        claim_and_dispatch(store, batches, run_id, deadlines, guarded.dispatch, stats, only)
     if stats["claimed"]:
         log.info("children_planned", run_id=run_id, collection=collection, jobs=stats["claimed"])
     # Children given back as stopped may have been the last thing the run waited for.

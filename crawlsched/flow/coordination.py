@@ -116,7 +116,10 @@ def _let_pages_expire(rt: Runtime, run: dict[str, Any]) -> None:
     never stamped. Repeated by the relay with the same date, so harmless twice."""
     until = rt.retention.discovered_until(run["finished_at"])
     for collection in JOB_COLLECTIONS:
-        rt.children(collection).expire_with_run(run["_id"], until)
+        children = rt.children(collection)
+        if dropped := children.drop_unreleased(run["_id"]):
+            log.warning("uncounted_children_dropped", run_id=run["_id"], jobs=dropped)
+        children.expire_with_run(run["_id"], until)
 
 
 def relay_announcements(rt: Runtime, notify: Notify = _no_notify) -> int:

@@ -8,6 +8,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime
 
 from crawlsched import metrics
@@ -32,13 +33,33 @@ log = get_logger(__name__)
 # Claim in bulks of about this many jobs: few commands per job, little held in memory.
 CLAIM_CHUNK_JOBS = 1000
 SET_ASIDE_CHUNK = 1000
+# A batch is claimed for this long only until RabbitMQ confirms its message; then its jobs get
+# the whole dispatch lease. A pass that dies in between (kill -9, a lost machine) leaves claims
+# the ticker takes back within a minute, not after the dispatch lease (15 minutes by default).
+UNSENT_LEASE_S = 60.0
+
+
+@dataclass(frozen=True)
+class ClaimDeadlines:
+    """Until when a pass's claims hold: `unsent` until their batch is confirmed sent, `sent`
+    once it is."""
+
+    unsent: datetime
+    sent: datetime
+
+    @classmethod
+    def from_now(cls, now: datetime, dispatch_lease_s: float) -> ClaimDeadlines:
+        return cls(
+            unsent=expiry_deadline(now, min(UNSENT_LEASE_S, dispatch_lease_s)),
+            sent=expiry_deadline(now, dispatch_lease_s),
+        )
 
 
 def claim_and_dispatch(
     store: MongoJobStore,
     batches: list[Batch],
     run_id: str | Iterator[str],
-    deadline: datetime,
+    deadlines: ClaimDeadlines,
     dispatch: Callable[[BatchMessage], None],
     stats: Counter,
     only: dict | None = None,
@@ -48,23 +69,24 @@ def claim_and_dispatch(
     for batch in batches:
         chunk.append(batch)
         if sum(len(b.job_ids) for b in chunk) >= CLAIM_CHUNK_JOBS:
-            _claim_chunk(store, chunk, run_id, deadline, dispatch, stats, only)
+            _claim_chunk(store, chunk, run_id, deadlines, dispatch, stats, only)
             chunk = []
     if chunk:
-        _claim_chunk(store, chunk, run_id, deadline, dispatch, stats, only)
+        _claim_chunk(store, chunk, run_id, deadlines, dispatch, stats, only)
 
 
 def _claim_chunk(
     store: MongoJobStore,
     batches: list[Batch],
     run_id: str | Iterator[str],
-    deadline: datetime,
+    deadlines: ClaimDeadlines,
     dispatch: Callable[[BatchMessage], None],
     stats: Counter,
     only: dict | None = None,
 ) -> None:
     """`run_id` is the run, or a cycle over the child runs of a multi-process run: batches are
-    dealt to the children in turn (one claim command per child touched)."""
+    dealt to the children in turn (one claim command per child touched). Claimed until
+    `deadlines.unsent`; one more command gives the batches sent the whole lease."""
     requests = [
         ClaimRequest(uuid.uuid4().hex, batch.job_ids, batch.category == Category.NEITHER)
         for batch in batches
@@ -73,27 +95,35 @@ def _claim_chunk(
     claimed: dict[str, list] = {}
     for owner in dict.fromkeys(owners):
         mine = [r for r, o in zip(requests, owners, strict=True) if o == owner]
-        claimed.update(store.claim(mine, owner, deadline, only))
-    for index, (batch, request, owner) in enumerate(zip(batches, requests, owners, strict=True)):
-        job_ids = claimed[request.dispatch_id]
-        stats["lost_to_other_planner"] += len(batch.job_ids) - len(job_ids)
-        if not job_ids:
-            continue
-        try:
-            dispatch(BatchMessage.of(batch, owner, request.dispatch_id, job_ids))
-        except BaseException:
-            # Not sent (RabbitMQ refused or never confirmed it, even after reconnecting): give
-            # this batch and the claimed ones after it back now, not after the dispatch lease,
-            # and fail the plan loudly; its retry plans them again.
-            unsent = [r.dispatch_id for r in requests[index:]]
-            given_back = store.give_back_unsent(unsent)
-            log.error("batch_not_sent", dispatch_id=request.dispatch_id, given_back=given_back)
-            raise
-        # Counted only once sent: a batch that never left is no batch dispatched.
-        stats["claimed"] += len(job_ids)
-        stats[f"batches.{batch.category.value}"] += 1
-        stats[f"jobs.{batch.category.value}"] += len(job_ids)
-        metrics.batch_dispatched(batch.task, batch.media_name, batch.category, len(job_ids))
+        claimed.update(store.claim(mine, owner, deadlines.unsent, only))
+    sent: list[str] = []
+    try:
+        for index, (batch, request, owner) in enumerate(
+            zip(batches, requests, owners, strict=True)
+        ):
+            job_ids = claimed[request.dispatch_id]
+            stats["lost_to_other_planner"] += len(batch.job_ids) - len(job_ids)
+            if not job_ids:
+                continue
+            try:
+                dispatch(BatchMessage.of(batch, owner, request.dispatch_id, job_ids))
+            except BaseException:
+                # Not sent (RabbitMQ refused or never confirmed it, even after reconnecting):
+                # give this batch and the claimed ones after it back now, and fail the plan
+                # loudly; its retry plans them again.
+                unsent = [r.dispatch_id for r in requests[index:]]
+                given_back = store.give_back_unsent(unsent)
+                log.error("batch_not_sent", dispatch_id=request.dispatch_id, given_back=given_back)
+                raise
+            sent.append(request.dispatch_id)
+            # Counted only once sent: a batch that never left is no batch dispatched.
+            stats["claimed"] += len(job_ids)
+            stats[f"batches.{batch.category.value}"] += 1
+            stats[f"jobs.{batch.category.value}"] += len(job_ids)
+            metrics.batch_dispatched(batch.task, batch.media_name, batch.category, len(job_ids))
+    finally:
+        # Also when a later batch failed: the ones that left are on their way.
+        store.confirm_sent(sent, deadlines.sent)
 
 
 def plan_collection(
@@ -113,7 +143,7 @@ def plan_collection(
     rest stay due for the next sweep. With `targets` (a target-set schedule) only the jobs of
     those targets are read and claimed.
     """
-    deadline = expiry_deadline(now, rt.settings.dispatch_lease_s)
+    deadlines = ClaimDeadlines.from_now(now, rt.settings.dispatch_lease_s)
     fields = rt.target_fields(store.collection_name)
     cap = rt.settings.max_claim_per_sweep
     for task in store.due_tasks(now, targets):
@@ -137,10 +167,10 @@ def plan_collection(
             if (batch := cutter.add(job)) is not None:
                 full.append(batch)
                 if sum(len(b.job_ids) for b in full) >= CLAIM_CHUNK_JOBS:
-                    claim_and_dispatch(store, full, run_id, deadline, dispatch, stats)
+                    claim_and_dispatch(store, full, run_id, deadlines, dispatch, stats)
                     taken -= sum(len(b.job_ids) for b in full)
                     full = []
-        claim_and_dispatch(store, [*full, *cutter.flush()], run_id, deadline, dispatch, stats)
+        claim_and_dispatch(store, [*full, *cutter.flush()], run_id, deadlines, dispatch, stats)
         stats["set_aside"] += store.set_aside(bad, now)
         if cap and stats["claimed"] >= cap:
             break

@@ -25,6 +25,7 @@ from crawlsched.catalog import JobState
 from crawlsched.drivers import job_bounds
 from crawlsched.drivers.context import Discovery
 from crawlsched.planning.retention import EXPIRE_AT
+from crawlsched.planning.run_names import ENDED
 from crawlsched.store.counting import CountingDatabase
 from crawlsched.store.runs import revised
 
@@ -93,12 +94,16 @@ class MongoChildStore:
             # Room is reserved on the run by an atomic $inc, so concurrent batches together
             # never register more than `max_pages`; a batch whose insert then loses a race to
             # a duplicate leaves a slot unused (the bound is a ceiling, not a target).
+            # An ended run takes no more: a late copy of a batch whose page another copy ended
+            # (given up, say) would leave children nothing counts, plans or deletes.
             after = self._runs.find_one_and_update(
-                {"_id": run_id},
+                {"_id": run_id, "state": {"$nin": list(ENDED)}},
                 revised({"$inc": {"pages_reserved": len(fresh)}}),
                 projection={"pages_reserved": 1},
                 return_document=ReturnDocument.AFTER,
             )
+            if after is None and self._runs.count_documents({"_id": run_id}, limit=1):
+                after = {"pages_reserved": max_pages + len(fresh)}  # ended: no room
             reserved = (after or {}).get("pages_reserved", len(fresh))
             room = max(0, min(len(fresh), max_pages - (reserved - len(fresh))))
             for _, f in fresh[room:]:
@@ -212,6 +217,13 @@ class MongoChildStore:
         the TTL index on `expire_at` (`JOB_INDEXES`). Only documents scoped to the run."""
         query = {"scope_run": run_id, EXPIRE_AT: {"$ne": until}}
         return self._jobs.update_many(query, {"$set": {EXPIRE_AT: until}}).modified_count
+
+    def drop_unreleased(self, run_id: str) -> int:
+        """Delete the ended run's children it never counted: registered by a copy of a batch
+        after another copy ended their page otherwise (and its report was counted), they
+        would never be planned, and would show as pages still to crawl."""
+        query = {"scope_run": run_id, "released": False, "state": int(JobState.PENDING)}
+        return self._jobs.delete_many(query).deleted_count
 
     def keep_with_run(self, run_id: str) -> int:
         """Take the expiry date off a reopened run's discovered jobs and markers: they are

@@ -24,6 +24,8 @@ REFUSALS = "host_refusals"
 # A claimed job whose batch has not begun: a running batch of the same run, media and task may
 # take it over (`take_over`). Only batches that need no account and no node are open to it.
 UNSTARTED = "unstarted"
+# Which copy of a batch's message began a job it could have lost to a take-over (`begin`).
+BEGUN_BY = "begun_by"
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,17 @@ class JobClaims:
             },
         ).modified_count
 
+    def confirm_sent(self, dispatch_ids: Sequence[str], lease_deadline: datetime) -> int:
+        """The batches of `dispatch_ids` left (RabbitMQ confirmed them): their jobs, claimed
+        for a short while only, get the whole dispatch lease. `$max`: a crawl that already
+        began and renewed keeps its later deadline."""
+        if not dispatch_ids:
+            return 0
+        return self._jobs.update_many(
+            {"dispatch_id": {"$in": list(dispatch_ids)}, "state": int(JobState.RUNNING)},
+            {"$max": {"lease_deadline": lease_deadline}},
+        ).modified_count
+
     def redo_runs_due(self, now: datetime) -> list[str]:
         """Runs with jobs the machinery failed whose backoff has passed: each needs a pass
         (`flow.children.plan_discovered`) to crawl them again."""
@@ -228,9 +241,11 @@ class JobClaims:
 
     # -- taking over the jobs of a batch that has not begun --------------------------------
 
-    def begin(self, dispatch_id: str, job_ids: Sequence[Any]) -> int:
+    def begin(self, dispatch_id: str, job_ids: Sequence[Any], by: str = "") -> int:
         """The batch begins: from now on its jobs are its own (none may be taken over). How
-        many of `job_ids` it began (the others were taken over, or had begun)."""
+        many of `job_ids` it began (the others were taken over, or had begun). `by` names this
+        copy of the batch's message in `begun_by`: two copies delivered at once share the
+        dispatch id, and each crawls only what it began."""
         return self._jobs.update_many(
             {
                 "_id": {"$in": list(job_ids)},
@@ -238,7 +253,7 @@ class JobClaims:
                 "state": int(JobState.RUNNING),
                 UNSTARTED: True,
             },
-            {"$unset": {UNSTARTED: ""}},
+            {"$unset": {UNSTARTED: ""}, "$set": {BEGUN_BY: by}},
         ).modified_count
 
     def open_to_take_over(

@@ -8,6 +8,7 @@ Writes go in bulk: one command per batch of decisions, never one per job.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -24,7 +25,7 @@ from crawlsched.store.children import MARKER_FILTER
 from crawlsched.store.counting import CountingDatabase
 from crawlsched.store.dispatch_reports import DispatchReport, tally_dispatch
 from crawlsched.store.job_admin import JobAdmin
-from crawlsched.store.job_claims import REDO_FIELDS, REFUSALS, UNSTARTED, JobClaims
+from crawlsched.store.job_claims import BEGUN_BY, REDO_FIELDS, REFUSALS, UNSTARTED, JobClaims
 from crawlsched.store.job_indexes import JOB_INDEXES
 from crawlsched.store.pipeline import (
     AUDIT_FIELDS,
@@ -181,9 +182,18 @@ class MongoJobStore(JobClaims, JobAdmin):
         between the two, and the jobs are read again. A batch whose jobs were all taken over
         (most often, in a crawl paced by its hosts) costs the one read."""
         jobs = self.load_claimed(dispatch_id, job_ids)
-        unstarted = [doc["_id"] for doc in jobs if doc.get(UNSTARTED)]
-        if unstarted and self.begin(dispatch_id, unstarted) < len(unstarted):
-            jobs = self.load_claimed(dispatch_id, job_ids)
+        unstarted = {doc["_id"] for doc in jobs if doc.get(UNSTARTED)}
+        copy = uuid.uuid4().hex if unstarted else ""
+        if unstarted and self.begin(dispatch_id, list(unstarted), copy) < len(unstarted):
+            # Not ours, of those read unbegun: the ones another copy of this message, delivered
+            # at the same time, began (same dispatch id, so the read still finds them). It
+            # crawls them; this copy would fetch them again, and could register children for a
+            # page the other copy ended otherwise, which no count would ever include.
+            jobs = [
+                doc
+                for doc in self.load_claimed(dispatch_id, job_ids)
+                if doc["_id"] not in unstarted or doc.get(BEGUN_BY) == copy
+            ]
         for doc in jobs:
             doc.pop(UNSTARTED, None)  # (begun: the read is older than the write)
         return jobs
@@ -218,7 +228,7 @@ class MongoJobStore(JobClaims, JobAdmin):
                 fields["execution_date"] = u.execution_date
             if u.recrawl is not None:
                 fields["recrawl"] = dict(u.recrawl)
-            unset = {"dispatch_id": "", "lease_deadline": "", REFUSALS: ""}
+            unset = {"dispatch_id": "", "lease_deadline": "", REFUSALS: "", BEGUN_BY: ""}
             if u.redo_run is not None:
                 fields.update(redo_run=u.redo_run, redo_tries=u.redo_tries)
             else:

@@ -17,7 +17,7 @@ from crawlsched.store.counting import CountingCollection, CountingDatabase
 REVISION = "rev"
 # A list's row: an ended run's frozen timeline (its series and pages per depth, `GET
 # /v1/runs/{run}/timeline`) would be most of each row's size.
-SUMMARY = {"reports": 0, "timeline": 0, REVISION: 0}
+SUMMARY = {"reports": 0, "tally": 0, "timeline": 0, REVISION: 0}
 
 
 class RunReads:
@@ -31,11 +31,13 @@ class RunReads:
         return self._db.write_mark("runs")
 
     def children_of(self, run_id: str) -> list[dict]:
-        fields = {"reports": 0, REVISION: 0}
+        fields = {"reports": 0, "tally": 0, REVISION: 0}
         return list(self._runs.find({"parent_id": run_id}, fields).sort("_id", 1))
 
     def get(self, run_id: str) -> dict | None:
-        return self._runs.find_one({"_id": run_id}, {"reports": 0, "reclaimed": 0, REVISION: 0})
+        return self._runs.find_one(
+            {"_id": run_id}, {"reports": 0, "tally": 0, "reclaimed": 0, REVISION: 0}
+        )
 
     def recent(self, limit: int = 20, empty: bool = True) -> list[dict]:
         return self.page(limit=limit, empty=empty)
@@ -80,18 +82,18 @@ class RunReads:
 
     def summaries(self, run_ids: list[str]) -> dict[str, tuple[ObjectId | None, dict]]:
         """By id, each run's revision and the run as `page` reads it, both of one read."""
-        fields = {"reports": 0, "timeline": 0}
+        fields = {"reports": 0, "tally": 0, "timeline": 0}
         found = self._runs.find({"_id": {"$in": run_ids}}, fields)
         return {doc["_id"]: (doc.pop(REVISION, None), doc) for doc in found}
 
     def unfinished(self) -> list[dict]:
         query = {"state": {"$nin": list(ENDED)}}
-        return list(self._runs.find(query, {"reports": 0, REVISION: 0}))
+        return list(self._runs.find(query, {"reports": 0, "tally": 0, REVISION: 0}))
 
     def stalled(self, limit: int = 100) -> list[dict]:
         """Running runs with nothing outstanding and planning closed: their end is owed."""
         query = {"state": RUNNING, "planning": False, "outstanding": {"$lte": 0}}
-        return list(self._runs.find(query, {"reports": 0, REVISION: 0}).limit(limit))
+        return list(self._runs.find(query, {"reports": 0, "tally": 0, REVISION: 0}).limit(limit))
 
     def unfinished_ids(self) -> list[str]:
         return [r["_id"] for r in self._runs.find({"state": {"$nin": list(ENDED)}}, {"_id": 1})]

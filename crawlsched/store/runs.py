@@ -127,29 +127,61 @@ class MongoRunStore(RunReads):
         that takes the parent off, so the outstanding count can never touch zero in between.
         `links` are URLs the crawl found: counted for the run, not waited for; `items` its
         results by new / changed / unchanged, `cut` the discoveries a bound refused.
+
+        What a key counted is kept on the run (`tally.<key>`), so a report of the same key that
+        finds more ended in its dispatch counts just the difference: a copy of a batch,
+        delivered beside another, may end pages under the dispatch id after the other copy's
+        report was counted, and they would otherwise never be counted (the run would wait for
+        them for ever).
         """
-        finished = sum(counts.values())
-        inc: dict[str, float] = {
-            "outstanding": discovered - finished,
-            "discovered": discovered,
-            "links_discovered": links,
-        }
-        for outcome, n in counts.items():
-            inc[f"counts.{outcome}"] = n
+        field = _tally_field(report_key)
+        tally = _tally(counts, discovered)
+        inc = _report_inc(counts, discovered)
         for stage, ms in (stages_ms or {}).items():
             inc[f"stages_ms.{stage}"] = ms
         for label, n in (items or {}).items():
             inc[f"items.{label}"] = n
         for label, n in (cut or {}).items():
             inc[f"cut.{label}"] = n
+        inc["links_discovered"] = links
         # An ended run takes no report (every report it waited for was applied before it
         # ended); its keys are dropped when its end is announced, so this is also what keeps
-        # a late duplicate from being counted twice.
-        return self._runs.find_one_and_update(
-            {"_id": run_id, "state": {"$nin": list(ENDED)}, "reports": {"$ne": report_key}},
-            revised({"$inc": inc, "$push": {"reports": report_key}}),
+        # a late duplicate from being counted twice. (`reports`: keys older versions kept.)
+        first = self._runs.find_one_and_update(
+            {
+                "_id": run_id,
+                "state": {"$nin": list(ENDED)},
+                field: {"$exists": False},
+                "reports": {"$ne": report_key},
+            },
+            revised({"$inc": inc, "$set": {field: tally}}),
             return_document=ReturnDocument.AFTER,
         )
+        if first is not None:
+            return first
+        while True:  # a failed compare-and-set means another report of the key got in
+            run = self._runs.find_one({"_id": run_id}, {"state": 1, field: 1})
+            applied = _read_tally(run, report_key)
+            if run is None or run.get("state") in ENDED or applied is None:
+                return None
+            more = {o: n - applied[0].get(o, 0) for o, n in counts.items()}
+            more = {o: n for o, n in more.items() if n > 0}
+            more_discovered = max(0, discovered - applied[1])
+            if not more and not more_discovered:
+                return None  # a duplicate: nothing ended since
+            merged = {o: max(n, applied[0].get(o, 0)) for o, n in {**applied[0], **counts}.items()}
+            late = self._runs.find_one_and_update(
+                {"_id": run_id, "state": {"$nin": list(ENDED)}, field: _tally(*applied)},
+                revised(
+                    {
+                        "$inc": _report_inc(more, more_discovered),
+                        "$set": {field: _tally(merged, max(discovered, applied[1]))},
+                    }
+                ),
+                return_document=ReturnDocument.AFTER,
+            )
+            if late is not None:
+                return late
 
     def record_shortage(
         self, run_id: str, dispatch_id: str, jobs: int, reason: str, now: datetime
@@ -232,7 +264,7 @@ class MongoRunStore(RunReads):
             {"_id": run_id},
             revised(
                 {
-                    "$unset": {"announce": "", "reports": "", "reclaimed": ""},
+                    "$unset": {"announce": "", "reports": "", "tally": "", "reclaimed": ""},
                     "$set": {"given_up": given_up or []},
                 }
             ),
@@ -241,7 +273,7 @@ class MongoRunStore(RunReads):
     def unannounced(self, ended_before: datetime, limit: int = 100) -> list[dict]:
         """Ended runs whose announcement a crash may have cut short."""
         query = {"announce": "pending", "finished_at": {"$lt": ended_before}}
-        fields = {"reports": 0, "reclaimed": 0, REVISION: 0}
+        fields = {"reports": 0, "tally": 0, "reclaimed": 0, REVISION: 0}
         return list(self._runs.find(query, fields).limit(limit))
 
     def request_stop(self, run_id: str, now: datetime, task: str | None = None) -> dict | None:
@@ -258,7 +290,7 @@ class MongoRunStore(RunReads):
         return self._runs.find_one_and_update(
             {"_id": run_id, "state": {"$in": [PLANNING, RUNNING]}},
             revised(change),
-            projection={"reports": 0, REVISION: 0},
+            projection={"reports": 0, "tally": 0, REVISION: 0},
             return_document=ReturnDocument.AFTER,
         )
 
@@ -294,7 +326,7 @@ class MongoRunStore(RunReads):
                 "stop_requested": {"$ne": True},
             },
             revised({"$set": {"paused": True, "paused_at": now}}),
-            projection={"reports": 0, REVISION: 0},
+            projection={"reports": 0, "tally": 0, REVISION: 0},
             return_document=ReturnDocument.AFTER,
         )
 
@@ -303,13 +335,15 @@ class MongoRunStore(RunReads):
         return self._runs.find_one_and_update(
             {"_id": run_id, "paused": True},
             revised({"$unset": {"paused": ""}, "$set": {"resumed_at": now}}),
-            projection={"reports": 0, REVISION: 0},
+            projection={"reports": 0, "tally": 0, REVISION: 0},
             return_document=ReturnDocument.AFTER,
         )
 
     def applied_reports(self, run_id: str) -> set[str]:
-        doc = self._runs.find_one({"_id": run_id}, {"reports": 1}) or {}
-        return {r for r in doc.get("reports", []) if isinstance(r, str)}
+        doc = self._runs.find_one({"_id": run_id}, {"reports": 1, "tally": 1}) or {}
+        keys = {r for r in doc.get("reports", []) if isinstance(r, str)}
+        tallies = doc.get("tally") if isinstance(doc.get("tally"), dict) else {}
+        return keys | {_key_of_field(k) for k in tallies}
 
     def take_back(
         self, run_id: str, key: str, inc: Mapping[str, int], now: datetime
@@ -336,6 +370,48 @@ class MongoRunStore(RunReads):
                     "$push": {"reports": key},
                 }
             ),
-            projection={"reports": 0, REVISION: 0},
+            projection={"reports": 0, "tally": 0, REVISION: 0},
             return_document=ReturnDocument.AFTER,
         )
+
+
+def _report_inc(counts: Mapping[str, int], discovered: int) -> dict[str, float]:
+    inc: dict[str, float] = {
+        "outstanding": discovered - sum(counts.values()),
+        "discovered": discovered,
+    }
+    for outcome, n in counts.items():
+        inc[f"counts.{outcome}"] = n
+    return inc
+
+
+def _tally(counts: Mapping[str, int], discovered: int) -> str:
+    """What a report key counted, as one comparable string: `d=2;exhausted=1;succeeded=3`."""
+    return ";".join([f"d={discovered}", *(f"{o}={n}" for o, n in sorted(counts.items()) if n)])
+
+
+def _read_tally(run: Mapping[str, Any] | None, key: str) -> tuple[dict[str, int], int] | None:
+    """The counts and children a key counted; None when the key was never applied, or was
+    applied by an older version that kept no tally."""
+    text = ((run or {}).get("tally") or {}).get(_field_name(key))
+    if not isinstance(text, str):
+        return None
+    counts: dict[str, int] = {}
+    for part in text.split(";"):
+        name, _, n = part.partition("=")
+        counts[name] = int(n) if n.isdigit() else 0
+    discovered = counts.pop("d", 0)
+    return counts, discovered
+
+
+def _field_name(key: str) -> str:
+    # Report keys are `<32 hex>:<phase>`; a dot or a dollar would break the field path.
+    return key.replace(".", "\uff0e").replace("$", "\uff04")
+
+
+def _key_of_field(name: str) -> str:
+    return name.replace("\uff0e", ".").replace("\uff04", "$")
+
+
+def _tally_field(key: str) -> str:
+    return f"tally.{_field_name(key)}"
