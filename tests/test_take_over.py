@@ -170,6 +170,31 @@ def test_a_job_taken_over_between_its_batch_s_read_and_begin_is_crawled_by_the_t
     assert set(CRAWLED.values()) == {1} and len(CRAWLED) == 4
 
 
+def test_a_taker_crawls_only_the_pages_the_store_moved_to_it(rt, monkeypatch):
+    # Given batch A taking over, and batch B of three, whose message begins its first page
+    # between A's look at the queue and A's take (the store then moves only the other two)
+    a = _batch(rt, 1, "a.test", open_to_take_over=False)
+    b = _batch(rt, 3, "b")
+    store = rt.jobs("profiles")
+    first = b.decoded_job_ids()[:1]
+    look = type(store).open_to_take_over
+
+    def look_then_b_begins(self, *args, **kwargs):
+        seen = look(self, *args, **kwargs)
+        if seen:
+            store.begin(b.dispatch_id, first)
+        return seen
+
+    monkeypatch.setattr(type(store), "open_to_take_over", look_then_b_begins)
+    # When A crawls, then B
+    counts_a, _ = _crawl(rt, a)
+    monkeypatch.undo()
+    counts_b, _ = _crawl(rt, b)
+    # Then A crawled its own page and the two it got; B its first; each page once
+    assert counts_a == {"succeeded": 3} and counts_b == {"succeeded": 1}
+    assert set(CRAWLED.values()) == {1} and len(CRAWLED) == 4
+
+
 def test_a_job_taken_over_first_is_not_loaded_by_its_own_batch(rt):
     a = _batch(rt, 1, "a.test", open_to_take_over=False)  # B would take A's job over too
     b = _batch(rt, 3, "b")

@@ -115,6 +115,18 @@ def _counted_once(run: dict[str, Any], by_url: dict[str, list[dict]]) -> list[st
     return found
 
 
+def fetched_once(web: SimWeb) -> list[str]:
+    """With no crash and no message delivered twice, each page is fetched to an answer once:
+    a page is crawled by exactly one batch (its own, or the one that took it over). Answers a
+    host gave as refusals (429/503) are asked again by design, and robots.txt is the host's."""
+    answered = Counter(
+        r.url for r in web.log
+        if not r.aborted and r.status not in (None, 429, 503) and r.path != "/robots.txt"
+    )  # fmt: skip
+    return [f"{url}: fetched {n} times, no crash or duplicate to explain it"
+            for url, n in sorted(answered.items()) if n > 1]  # fmt: skip
+
+
 def run_ended_once(db: Any, run: dict[str, Any] | None, web: SimWeb, start: datetime) -> list[str]:
     """The run ended exactly once, after the last fetch of every page it counted: a page may
     be fetched after the end only by a copy of a batch whose other copy ended the page before

@@ -219,6 +219,7 @@ def _sweeper(world: World, db: Any, swept: list[str]) -> None:
 def _at_the_end(db: Any, run: dict[str, Any], web: SimWeb, strict: bool) -> list[str]:
     found = crawl_checks.run_ended_once(db, run, web, START)
     found += crawl_checks.pages_ended_once(db, run, web, REFUSALS_ALLOWED, strict)
+    found += crawl_checks.fetched_once(web) if strict else []
     return found + crawl_checks.end_event_stored(db, run)
 
 
