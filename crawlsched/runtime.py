@@ -27,7 +27,7 @@ from crawlsched.events import RabbitmqEventPublisher, emit, publisher_for
 from crawlsched.logs import get_logger
 from crawlsched.planning.outcomes import RedoPolicy, RetryPolicy
 from crawlsched.planning.recrawl import RecrawlPolicy, policy_of
-from crawlsched.planning.retention import EXPIRE_AT, Retention
+from crawlsched.planning.retention import Retention
 from crawlsched.politeness.pacer import ClusterHostPacer
 from crawlsched.politeness.robots import SharedRobots
 from crawlsched.reference_cache import ReferenceCache
@@ -368,19 +368,7 @@ class Runtime(ReferenceCache):
         self.assignments.create_indexes()
         self.history.create_indexes()
         self.deliveries.create_indexes()
-        self.db.activity.create_index([("at", -1)], name="recent")
-        # The outbox: one document per event id; the relay reads the pending ones.
-        self.db.activity.create_index(
-            [("event_id", 1)],
-            name="event_id",
-            unique=True,
-            partialFilterExpression={"event_id": {"$type": "string"}},
-        )
-        self.db.activity.create_index(
-            [("outbox", 1), ("publish_after", 1)], name="outbox", sparse=True
-        )
-        # Events expire once stored (stub broker) or published (RabbitMQ): events.py.
-        self.db.activity.create_index(EXPIRE_AT, expireAfterSeconds=0, name="expiry")
+        self.activity.create_indexes()
         self.idempotency.create_indexes()
 
 

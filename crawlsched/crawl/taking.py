@@ -10,7 +10,7 @@ Two moments call for it:
   running, where handing it back would cost a release, another grant and the refusals around
   them for about every page.
 
-Each page moves in one conditional write (`JobClaims.take_over`: only a page whose batch has
+Each page moves in one conditional write (`TakeOvers.take_over`: only a page whose batch has
 not begun, to this batch's dispatch), so a page is crawled by exactly one batch: the one that
 took it, or its own, which marks its pages begun and reads again when that write began fewer
 than it read. A batch takes over only in its first `TAKE_OVER_FOR_S`, then ends as it would
@@ -31,7 +31,8 @@ from crawlsched.messages import BatchMessage
 from crawlsched.planning.frontier_rules import READY_SLACK, pick
 from crawlsched.resources.host_grouping import origin_url_pattern
 from crawlsched.runtime import Runtime
-from crawlsched.store.job_claims import UNSTARTED, expiry_deadline
+from crawlsched.store.job_claims import expiry_deadline
+from crawlsched.store.take_overs import UNSTARTED
 
 log = get_logger(__name__)
 

@@ -33,7 +33,7 @@ JOB_INDEXES: list[tuple[list[tuple[str, int]], dict[str, Any]]] = [
     ([("parent_job", ASCENDING)], {"name": "parent_job", "sparse": True}),
     # A run's jobs in batches that have not begun: the take-over's look and the count that
     # decides an early hand-over, and a held host's pages read to keep it busy
-    # (`JobClaims.open_to_take_over`, `queued_at_least`, `queued_of_host`). Only
+    # (`TakeOvers.open_to_take_over`, `queued_at_least`, `queued_of_host`). Only
     # queued jobs carry the mark, so the index stays small however big the run.
     (
         [("run_id", ASCENDING), ("task", ASCENDING)],

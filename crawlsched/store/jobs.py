@@ -25,7 +25,7 @@ from crawlsched.store.children import MARKER_FILTER
 from crawlsched.store.counting import CountingDatabase
 from crawlsched.store.dispatch_reports import DispatchReport, tally_dispatch
 from crawlsched.store.job_admin import JobAdmin
-from crawlsched.store.job_claims import BEGUN_BY, REDO_FIELDS, REFUSALS, UNSTARTED, JobClaims
+from crawlsched.store.job_claims import REDO_FIELDS, REFUSALS, JobClaims
 from crawlsched.store.job_indexes import JOB_INDEXES
 from crawlsched.store.pipeline import (
     AUDIT_FIELDS,
@@ -37,6 +37,7 @@ from crawlsched.store.pipeline import (
     planning_pipeline,
     row_category,
 )
+from crawlsched.store.take_overs import BEGUN_BY, UNSTARTED, TakeOvers
 
 # What the audit reads of the reference rows to judge a (media, task) pair.
 MEDIA_JOIN_FIELDS = ("media_name", "media_name_id", "enabled")
@@ -53,7 +54,7 @@ class ExpiredDispatch:
     jobs: list[dict[str, Any]]
 
 
-class MongoJobStore(JobClaims, JobAdmin):
+class MongoJobStore(JobClaims, TakeOvers, JobAdmin):
     def __init__(self, db: CountingDatabase, collection: str) -> None:
         self._db = db
         self.collection_name = collection

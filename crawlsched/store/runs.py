@@ -25,6 +25,7 @@ from crawlsched.planning.run_names import (
     parent_run_id,
 )
 from crawlsched.store.counting import CountingDatabase
+from crawlsched.store.report_tallies import key_of_field, read_tally, report_inc, tally, tally_field
 from crawlsched.store.run_reads import REVISION, RunReads
 
 
@@ -134,9 +135,9 @@ class MongoRunStore(RunReads):
         report was counted, and they would otherwise never be counted (the run would wait for
         them for ever).
         """
-        field = _tally_field(report_key)
-        tally = _tally(counts, discovered)
-        inc = _report_inc(counts, discovered)
+        field = tally_field(report_key)
+        counted = tally(counts, discovered)
+        inc = report_inc(counts, discovered)
         for stage, ms in (stages_ms or {}).items():
             inc[f"stages_ms.{stage}"] = ms
         for label, n in (items or {}).items():
@@ -154,14 +155,14 @@ class MongoRunStore(RunReads):
                 field: {"$exists": False},
                 "reports": {"$ne": report_key},
             },
-            revised({"$inc": inc, "$set": {field: tally}}),
+            revised({"$inc": inc, "$set": {field: counted}}),
             return_document=ReturnDocument.AFTER,
         )
         if first is not None:
             return first
         while True:  # a failed compare-and-set means another report of the key got in
             run = self._runs.find_one({"_id": run_id}, {"state": 1, field: 1})
-            applied = _read_tally(run, report_key)
+            applied = read_tally(run, report_key)
             if run is None or run.get("state") in ENDED or applied is None:
                 return None
             more = {o: n - applied[0].get(o, 0) for o, n in counts.items()}
@@ -171,11 +172,11 @@ class MongoRunStore(RunReads):
                 return None  # a duplicate: nothing ended since
             merged = {o: max(n, applied[0].get(o, 0)) for o, n in {**applied[0], **counts}.items()}
             late = self._runs.find_one_and_update(
-                {"_id": run_id, "state": {"$nin": list(ENDED)}, field: _tally(*applied)},
+                {"_id": run_id, "state": {"$nin": list(ENDED)}, field: tally(*applied)},
                 revised(
                     {
-                        "$inc": _report_inc(more, more_discovered),
-                        "$set": {field: _tally(merged, max(discovered, applied[1]))},
+                        "$inc": report_inc(more, more_discovered),
+                        "$set": {field: tally(merged, max(discovered, applied[1]))},
                     }
                 ),
                 return_document=ReturnDocument.AFTER,
@@ -343,7 +344,7 @@ class MongoRunStore(RunReads):
         doc = self._runs.find_one({"_id": run_id}, {"reports": 1, "tally": 1}) or {}
         keys = {r for r in doc.get("reports", []) if isinstance(r, str)}
         tallies = doc.get("tally") if isinstance(doc.get("tally"), dict) else {}
-        return keys | {_key_of_field(k) for k in tallies}
+        return keys | {key_of_field(k) for k in tallies}
 
     def take_back(
         self, run_id: str, key: str, inc: Mapping[str, int], now: datetime
@@ -373,45 +374,3 @@ class MongoRunStore(RunReads):
             projection={"reports": 0, "tally": 0, REVISION: 0},
             return_document=ReturnDocument.AFTER,
         )
-
-
-def _report_inc(counts: Mapping[str, int], discovered: int) -> dict[str, float]:
-    inc: dict[str, float] = {
-        "outstanding": discovered - sum(counts.values()),
-        "discovered": discovered,
-    }
-    for outcome, n in counts.items():
-        inc[f"counts.{outcome}"] = n
-    return inc
-
-
-def _tally(counts: Mapping[str, int], discovered: int) -> str:
-    """What a report key counted, as one comparable string: `d=2;exhausted=1;succeeded=3`."""
-    return ";".join([f"d={discovered}", *(f"{o}={n}" for o, n in sorted(counts.items()) if n)])
-
-
-def _read_tally(run: Mapping[str, Any] | None, key: str) -> tuple[dict[str, int], int] | None:
-    """The counts and children a key counted; None when the key was never applied, or was
-    applied by an older version that kept no tally."""
-    text = ((run or {}).get("tally") or {}).get(_field_name(key))
-    if not isinstance(text, str):
-        return None
-    counts: dict[str, int] = {}
-    for part in text.split(";"):
-        name, _, n = part.partition("=")
-        counts[name] = int(n) if n.isdigit() else 0
-    discovered = counts.pop("d", 0)
-    return counts, discovered
-
-
-def _field_name(key: str) -> str:
-    # Report keys are `<32 hex>:<phase>`; a dot or a dollar would break the field path.
-    return key.replace(".", "\uff0e").replace("$", "\uff04")
-
-
-def _key_of_field(name: str) -> str:
-    return name.replace("\uff0e", ".").replace("\uff04", "$")
-
-
-def _tally_field(key: str) -> str:
-    return f"tally.{_field_name(key)}"
