@@ -13,11 +13,12 @@ How a crash is recovered depends only on the state the batch was in, as the stor
 - CRAWLING: pages fetched since the last part was recorded are fetched again by the
   redelivery (counted once: an outcome is written once per dispatch). Parts recorded are
   kept; the rest of the batch is under the last part's id, which the redelivery works out
-  (`crawl/parts.part_dispatch_id`) and puts back to wait at once (`recover_parts`).
-- HANDING_OVER: each write of a hand-over is conditional on the dispatch id, and they come in
-  an order that leaves the store whole after any prefix: the part recorded, the rest moved,
-  kept pages claimed, the report applied. The redelivery resends the report of every part
-  whose jobs ended (`recover_parts`) after it has moved the rest back.
+  (`crawl/parts.part_dispatch_id`) and puts back to wait at once (`recover_parts`). A crash
+  in a hand-over (the loop's HANDING_OVER or PART_INLINE, below) is recovered the same way:
+  each of its writes is conditional on the dispatch id, and they come in an order that leaves
+  the store whole after any prefix (the part recorded, the rest moved, kept pages claimed, the
+  report applied); the redelivery resends the report of every part whose jobs ended after it
+  has moved the rest back.
 - RECORDED: the batch's last part is recorded; only the report may be missing. The
   redelivery finds no job held, reads the outcomes back and sends the report again; the
   coordinator drops a report it applied before.
@@ -34,8 +35,6 @@ stateDiagram-v2
     LOADED --> STOPPED: run stopped
     LOADED --> HELD: run paused
     LOADED --> CRAWLING: crawl
-    CRAWLING --> HANDING_OVER: part due
-    HANDING_OVER --> CRAWLING: part recorded
     CRAWLING --> RECORDED: last part recorded
     RECORDED --> PARKED: rest waits for hosts or resources
     RECORDED --> STOPPED: rest released as stopped
@@ -63,7 +62,7 @@ stateDiagram-v2
     CRAWLING --> DRAINING: stop seen / resource lost
     HANDING_OVER --> DRAINING: stop seen / resource lost
     PART_INLINE --> DRAINING: stop seen / resource lost
-    DRAINING --> DRAINING: part recorded
+    DRAINING --> DRAINING: part recorded / stop seen / resource lost
     CRAWLING --> ENDED: lanes idle
     DRAINING --> ENDED: lanes idle
     ENDED --> [*]
@@ -84,7 +83,6 @@ class BatchState(Enum):
     LOADED = "loaded"  # its jobs read and begun (none can be taken over any more)
     RECOVERED = "recovered"  # redelivered and holding nothing: its parts' rest put back
     CRAWLING = "crawling"  # the loop over its pages runs
-    HANDING_OVER = "handing_over"  # a part is being recorded while the crawl goes on
     RECORDED = "recorded"  # the last part's outcomes are written
     PARKED = "parked"  # the rest waits for hosts or resources under a new dispatch id
     HELD = "held"  # paused before it began: its jobs wait in their run
@@ -98,8 +96,6 @@ class BatchEvent(Enum):
     RUN_STOPPED = "run_stopped"
     RUN_PAUSED = "run_paused"
     CRAWL = "crawl"
-    PART_DUE = "part_due"
-    PART_RECORDED = "part_recorded"
     LAST_PART_RECORDED = "last_part_recorded"
     REST_PARKED = "rest_parked"
     REST_STOPPED = "rest_stopped"
@@ -112,8 +108,6 @@ _BATCH: dict[tuple[BatchState, BatchEvent], BatchState] = {
     (BatchState.LOADED, BatchEvent.RUN_STOPPED): BatchState.STOPPED,
     (BatchState.LOADED, BatchEvent.RUN_PAUSED): BatchState.HELD,
     (BatchState.LOADED, BatchEvent.CRAWL): BatchState.CRAWLING,
-    (BatchState.CRAWLING, BatchEvent.PART_DUE): BatchState.HANDING_OVER,
-    (BatchState.HANDING_OVER, BatchEvent.PART_RECORDED): BatchState.CRAWLING,
     (BatchState.CRAWLING, BatchEvent.LAST_PART_RECORDED): BatchState.RECORDED,
     (BatchState.RECORDED, BatchEvent.REST_PARKED): BatchState.PARKED,
     (BatchState.RECORDED, BatchEvent.REST_STOPPED): BatchState.STOPPED,

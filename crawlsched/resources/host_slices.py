@@ -11,11 +11,11 @@ stateDiagram-v2
     REFUSED --> ASKING: ask (the refusal's moment passed, or the holder gave it back)
     ASKING --> HELD: granted
     ASKING --> REFUSED: refused (held by another process, blocked, budget used)
-    HELD --> HELD: renewed / renewal refused (it runs out)
+    HELD --> HELD: renewed
     HELD --> RELEASING: give back (slice ends, a 429, budget used, no job needs it)
     RELEASING --> FREE: released
-    ASKING --> FREE: crash of the asking thread's call
-    RELEASING --> FREE: crash of the releasing thread's call
+    ASKING --> FREE: call failed (the asking thread's store call raised)
+    RELEASING --> FREE: call failed (the slice runs out in the store)
 ```
 
 A crash of the whole process in any state leaves the store as its last write did: a slice
