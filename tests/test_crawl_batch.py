@@ -787,6 +787,30 @@ def test_a_part_handed_over_is_recorded_and_reported_before_the_rest_is_crawled(
     assert "crawl" in reports[1].stages_ms and set(reports[1].stages_ms) == {"crawl"}
 
 
+def test_a_page_reclaimed_during_a_hand_over_is_not_crawled_by_the_batch(rt, clock, monkeypatch):
+    # Given a batch of ten whose first page finds two pages (a part after eight), and the
+    # ticker reclaiming its last page just as the hand-over moves the rest on
+    _discovering(rt, clock)
+    crawled: list[int] = []
+    step = SCRIPT["step"]
+    SCRIPT["step"] = lambda index, job, context: (crawled.append(index), step(index, job, context))
+    message = _admitted(rt, 10, login=False)
+    last = message.decoded_job_ids()[9]
+    reassign = MongoJobStore.reassign
+
+    def reclaimed_first(self, dispatch_id, new_dispatch_id, job_ids, *args):
+        self._jobs.update_one({"_id": last}, {"$set": {"dispatch_id": "reclaimer"}})
+        return reassign(self, dispatch_id, new_dispatch_id, job_ids, *args)
+
+    monkeypatch.setattr(MongoJobStore, "reassign", reclaimed_first)
+    # When it is crawled
+    counts, _ = _crawl(rt, message)
+    # Then the batch crawled its first nine pages and not the one it no longer held
+    assert sorted(i for i in crawled if i >= 0) == list(range(9))
+    assert rt.db.profiles.find_one({"_id": last})["dispatch_id"] == "reclaimer"
+    assert counts == {"succeeded": 1}
+
+
 def _queued_work(rt, clock, monkeypatch, jobs: int) -> None:
     """Hand-overs due every second of the test's clock; the profile task's batches hold 4
     pages (work enough queued: `QUEUED_BATCHES_ENOUGH` of them, 8 pages); and a batch of the
