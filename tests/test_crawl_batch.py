@@ -422,6 +422,34 @@ def test_a_crawl_that_outlives_its_dispatch_lease_while_it_progresses_keeps_it(r
     )
 
 
+def test_a_crawl_that_outlives_its_lease_after_a_hand_over_keeps_the_next_part_s(rt, clock):
+    # Given a batch of ten whose first page finds two pages (a part after eight), whose last
+    # two pages each take 60 % of the dispatch lease, and the ticker reclaiming between pages
+    _discovering(rt, clock)
+    lease_s = rt.settings.dispatch_lease_s
+    reclaimed: list[int] = []
+    crawled: list[int] = []
+    step = SCRIPT["step"]
+
+    def slow_after_the_part(index, job, context):
+        crawled.append(index)
+        step(index, job, context)
+        if index >= 8:
+            clock.advance(0.6 * lease_s)
+        reclaimed.append(reclaim_expired(rt, lambda report: None))
+
+    SCRIPT["step"] = slow_after_the_part
+    message = _admitted(rt, 10, login=False)
+    # When it is crawled
+    counts, reports = _crawl(rt, message)
+    # Then the lease renewed was the next part's (the old id holds nothing): nothing was
+    # reclaimed, and the next part ended its pages on their merits
+    assert clock.monotonic() >= lease_s
+    assert set(reclaimed) == {0}
+    assert [i for i in crawled if i >= 0] == list(range(10))
+    assert len(reports) >= 2 and counts.get("succeeded", 0) >= 2
+
+
 def test_each_request_is_progress_that_keeps_the_lease_of_a_long_single_job(rt, clock, monkeypatch):
     # Given one job that sends ten requests, each a quarter of the lease apart
     lease_s = rt.settings.dispatch_lease_s
