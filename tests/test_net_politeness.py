@@ -28,7 +28,7 @@ from crawlsched.drivers.targets import parse_networks
 from crawlsched.drivers.website import WebsiteDriver
 from crawlsched.politeness.pacer import LATE_START_GRACE, ClusterHostPacer, HostNotReady
 from crawlsched.politeness.robots import SharedRobots
-from crawlsched.resources.host_rules import HostPolicy
+from crawlsched.resources.host_rules import BACKOFF_BASE_S, BACKOFF_CAP_S, HostPolicy
 from crawlsched.store.hosts import MongoHostStore
 from tests.support.serving import running
 
@@ -454,6 +454,43 @@ def test_a_503_without_retry_after_backs_off_longer_each_time_then_resets():
     _started(pacer, clock)
     pacer.observe(A, 200, None)  # a good answer: the next block starts from 2 s again
     assert store.get(A)["backoff_tries"] == 0
+
+
+@pytest.mark.parametrize(
+    "retry_after",
+    [
+        "soon",
+        "Sun, 32 Mar 2026 12:00:00 GMT",
+        "1.5",
+        "\u00b2",
+        pytest.param("9" * 400, id="9x400"),
+        "-3",
+    ],
+)
+def test_an_unreadable_retry_after_blocks_the_host_for_the_backoff(retry_after):
+    # Given two processes on one store, and a host that answers 429 with a Retry-After that is
+    # neither delay-seconds nor an HTTP date, every time it is asked
+    clock, store = FakeClock(), _store()
+    p1 = _pacer(clock, 0.0, store=store, holder="p1", max_sleep_s=0)
+    p2 = _pacer(clock, 0.0, store=store, holder="p2", max_sleep_s=0)
+    blocked = []
+    for tries in range(12):
+        _started(p1, clock)
+        with pytest.raises(HostNotReady) as told:
+            p1.observe(A, 429, retry_after)
+        assert told.value.answered and "HTTP 429" in told.value.why
+        pause = (told.value.until - clock.now).total_seconds()
+        blocked.append(pause)
+        # Then it is blocked for everyone for the backoff of its tries so far: not 0 (the
+        # next request would go at once), not for ever (the cap)
+        ceiling = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2.0**tries)
+        assert 0 < ceiling / 2 <= pause <= ceiling <= BACKOFF_CAP_S
+        with pytest.raises(HostNotReady) as refused:
+            _started(p2, clock)
+        # (the store keeps milliseconds)
+        assert refused.value.until.timestamp() == pytest.approx(pause + clock.at(), abs=1e-3)
+        clock.now = told.value.until
+    assert blocked[-1] > blocked[0]  # it grew, up to the cap
 
 
 def test_a_daily_page_budget_defers_the_host_to_the_next_utc_day():
