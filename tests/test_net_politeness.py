@@ -29,7 +29,10 @@ from crawlsched.drivers.website import WebsiteDriver
 from crawlsched.politeness.pacer import LATE_START_GRACE, ClusterHostPacer, HostNotReady
 from crawlsched.politeness.robots import SharedRobots
 from crawlsched.resources.host_rules import BACKOFF_BASE_S, BACKOFF_CAP_S, HostPolicy
+from crawlsched.runtime import Runtime
 from crawlsched.store.hosts import MongoHostStore
+from tests.conftest import settings_for_tests
+from tests.support.claimed import Clock
 from tests.support.serving import running
 
 LOOPBACK = parse_networks(["127.0.0.1/32"])
@@ -613,7 +616,8 @@ def test_pacer_never_exceeds_its_concurrency_cap(max_per_host, threads):
 
 class _Site(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
-        self.server.log.append((time.monotonic(), self.path))
+        # (arrival on the test's own clock when it gives one, a FakeClock's `at`)
+        self.server.log.append((getattr(self.server, "clock", time.monotonic)(), self.path))
         if self.path == "/robots.txt":
             status, body = self.server.robots
         else:
@@ -700,6 +704,36 @@ def test_robots_txt_can_be_read_as_a_step_of_its_own_before_the_page(site):
         )
         assert other.robots_first(f"{_base(site)}/c") is False
     assert [path for _, path in site.log] == ["/robots.txt", "/a"]
+
+
+@pytest.mark.parametrize("grouping", ["origin", "address"])
+@pytest.mark.parametrize("first", ["robots_first", "in_the_request"])
+def test_a_crawl_delay_holds_from_the_first_request_after_robots_txt(
+    site, embedded_mongo_url, grouping, first
+):
+    # Given a process paced 0.5 s apart per host (its runtime's pacer and robots.txt, on a
+    # test clock), and a host whose robots.txt, that no process knows yet, asks for 3 s: the
+    # slice is granted with 0.5 s, robots.txt its first request
+    clock = Clock(NOW_TEST)
+    settings = settings_for_tests(
+        mongo_url=embedded_mongo_url, host_delay_s=0.5, host_lease_s=60, host_grouping=grouping
+    )
+    rt = Runtime(settings, env=clock.env())
+    site.clock = clock.monotonic
+    site.robots = (200, b"User-agent: *\nCrawl-delay: 3\n")
+    http = rt.polite_http(None, ())
+    # When robots.txt is read (as a step of its own, or by the page's own request) and two
+    # pages follow
+    if first == "robots_first":
+        assert http.robots_first(f"{_base(site)}/a") is True
+    for path in ("/a", "/b"):
+        assert http.get(f"{_base(site)}{path}").status_code == 200
+    # Then the page right after robots.txt, in the same slice, already keeps the 3 s
+    assert site.log == [(0.0, "/robots.txt"), (3.0, "/a"), (6.0, "/b")]
+    key = rt.pacer.key_of(f"{_base(site)}/a")
+    held = rt.hosts.get(key)
+    assert (held["holder"], held["lease_granted_at"]) == (rt.pacer.holder, NOW_TEST)
+    assert rt.pacer.delay_of(key) == 3.0
 
 
 def test_robots_disallow_is_honoured_and_robots_txt_is_read_once(site):
