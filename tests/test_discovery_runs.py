@@ -20,7 +20,7 @@ from crawlsched.ids import encode_id
 from crawlsched.planning.run_names import FINISHED, run_id_for
 from crawlsched.runtime import get_runtime
 from tests.support import end_probe
-from tests.support.graph_run import add_graph_schedule, prepare, stored_paths
+from tests.support.graph_run import add_graph_schedule, announced_end, prepare, stored_paths
 from tests.support.link_graph import GraphSite, link_graphs
 from tests.support.waiting import wait_for
 
@@ -178,3 +178,63 @@ def test_run_status_children_and_results_commands_show_what_was_discovered(
     ]  # fmt: skip
     assert all(d["first_seen"] and d["last_seen"] for d in stored)
     assert runner.invoke(app, ["results", "nosuch"]).exit_code == 2
+
+
+class _Refusing:
+    """A link graph whose `path` answers `status` every time it is asked (`Retry-After: 0`:
+    the host is ready again at once, so only the page's own refusals count)."""
+
+    def __init__(self, graph, path: str, status: int) -> None:
+        self.graph, self.path, self.status = graph, path, status
+
+    def page(self, path: str) -> tuple[int, bytes, dict[str, str]]:
+        if path == self.path:
+            return self.status, b"not now", {"Retry-After": "0"}
+        return self.graph.page(path)
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_a_page_its_host_refuses_for_ever_is_given_up_and_its_run_ends_incomplete(
+    stub_pipeline, probe_file, status
+):
+    from crawlsched.actors.planner import plan_crawls
+    from crawlsched.planning.outcomes import Outcome
+    from tests.support.link_graph import LinkGraph
+
+    # Given a start page linking to two pages, one of which its host refuses every time
+    stub_pipeline(threads=2)
+    rt = get_runtime()
+    prepare(rt)
+    refusals = rt.settings.host_refusals_per_page
+    assert refusals == 8  # the default
+    graph = LinkGraph({0: ["/p/1", "/p/2"], 1: [], 2: []})
+    fire_at = rt.now() - timedelta(seconds=1)
+    with GraphSite(graph) as site:
+        site.graph = _Refusing(graph, "/p/1", status)
+        # When its run crawls them
+        add_graph_schedule(rt, site.base_url, f"refused-{status}")
+        plan_crawls.send(f"refused-{status}", fire_at.isoformat())
+        run_id = run_id_for(f"refused-{status}", fire_at)
+        run = wait_for(lambda: announced_end(rt, run_id), 60, "the run to end")
+        fetches = dict(site.fetches)
+    refused_url = f"{site.base_url}/p/1"
+
+    # Then the page was asked exactly `host_refusals_per_page` times and given up, with why
+    assert fetches["/p/1"] == refusals and fetches["/p/0"] == fetches["/p/2"] == 1
+    (doc,) = rt.db.websites.find({"run_id": run_id, "last_outcome": Outcome.GIVEN_UP})
+    assert doc["url"] == refused_url
+    reason = f"its host answered 429/503 {refusals} times in this run (blocked: HTTP {status}"
+    assert reason in doc["last_error"]
+    # And the run ended incomplete, once, with nothing open, naming the page and why
+    assert (run["result"], run["counts"]) == ("incomplete", {"succeeded": 2, "given_up": 1})
+    assert [(row["url"], reason in row["reason"]) for row in run["given_up"]] == [
+        (refused_url, True)
+    ]
+    (event,) = rt.db.activity.find({"run_id": run_id, "event": "RunIncomplete"})
+    assert [(row["url"], reason in row["reason"]) for row in event["given_up"]] == [
+        (refused_url, True)
+    ]
+    ends = [row for row in end_probe.read(probe_file) if row["run_id"] == run_id]
+    assert ends == [
+        {"run_id": run_id, "event": "RunIncomplete", "running": 0, "pending": 0, "waiting": 0}
+    ]

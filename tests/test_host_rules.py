@@ -89,6 +89,54 @@ def test_retry_after_reads_seconds_and_http_dates(header, seconds):
     assert host_rules.parse_retry_after(header, NOW) == seconds
 
 
+def _http_date(when: datetime) -> str:
+    return when.strftime("%a, %d %b %Y %H:%M:%S GMT")
+
+
+retry_after_headers = st.one_of(
+    st.none(),
+    st.text(),  # anything at all, control characters included
+    # digits of other scripts ('\u00b2'.isdigit() is True, float() of it raises)
+    st.text(alphabet="0123456789\u0660\u0661\u0663\u00b2\u00b3\u07c1 -+.,eE:", max_size=40),
+    st.integers(-(10**40), 10**40).map(str),  # large numbers, negative ones
+    st.text(alphabet="0123456789", min_size=300, max_size=400),  # past a float's range
+    st.floats().map(str),  # '1.5', 'inf', 'nan', '1e+300'
+    st.datetimes(timezones=st.just(UTC)).map(_http_date),  # years 1 to 9999
+    st.builds(  # dates almost right: days, months, years, times and zones out of range
+        "{}, {} {} {} {}:{}:{} {}".format,
+        st.sampled_from(["Sun", "Mon", "Xyz", ""]),
+        st.integers(-5, 99),
+        st.sampled_from(["Mar", "Feb", "Foo", "\u0663"]),
+        st.integers(-(10**6), 10**12),
+        st.integers(-1, 99),
+        st.integers(-1, 99),
+        st.integers(-1, 99),
+        st.sampled_from(["GMT", "UT", "-0000", "+9999", "-9999", "EST", "+0130", ""]),
+    ),
+)
+
+
+@given(header=retry_after_headers, now=st.datetimes(timezones=st.just(UTC)))
+def test_retry_after_never_raises_and_reads_nothing_it_cannot_wait(header, now):
+    # The header is the server's: whatever it says, the answer is a wait or None, and the
+    # block made of it is a finite moment from 0 to an hour
+    seconds = host_rules.parse_retry_after(header, now)
+    assert seconds is None or (isinstance(seconds, float) and 0 <= seconds < float("inf"))
+    pause = host_rules.block_for(seconds, 0, random.Random(1))
+    assert 0 <= pause <= host_rules.MAX_RETRY_AFTER_S
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        *("1.5", "1e3", "+5", "5 s", "\u00b2", "\u0661\u0662\u0660"),  # ² and Arabic-Indic 120
+        *("Sun, 32 Mar 2026 12:00:00 GMT", "Sun, 01 Foo 2026"),
+    ],
+)
+def test_retry_after_not_in_seconds_or_an_http_date_is_unreadable(header):
+    assert host_rules.parse_retry_after(header, NOW) is None
+
+
 @pytest.mark.parametrize(
     ("url", "key"),
     [

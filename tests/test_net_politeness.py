@@ -28,8 +28,11 @@ from crawlsched.drivers.targets import parse_networks
 from crawlsched.drivers.website import WebsiteDriver
 from crawlsched.politeness.pacer import LATE_START_GRACE, ClusterHostPacer, HostNotReady
 from crawlsched.politeness.robots import SharedRobots
-from crawlsched.resources.host_rules import HostPolicy
+from crawlsched.resources.host_rules import BACKOFF_BASE_S, BACKOFF_CAP_S, HostPolicy
+from crawlsched.runtime import Runtime
 from crawlsched.store.hosts import MongoHostStore
+from tests.conftest import settings_for_tests
+from tests.support.claimed import Clock
 from tests.support.serving import running
 
 LOOPBACK = parse_networks(["127.0.0.1/32"])
@@ -456,6 +459,43 @@ def test_a_503_without_retry_after_backs_off_longer_each_time_then_resets():
     assert store.get(A)["backoff_tries"] == 0
 
 
+@pytest.mark.parametrize(
+    "retry_after",
+    [
+        "soon",
+        "Sun, 32 Mar 2026 12:00:00 GMT",
+        "1.5",
+        "\u00b2",
+        pytest.param("9" * 400, id="9x400"),
+        "-3",
+    ],
+)
+def test_an_unreadable_retry_after_blocks_the_host_for_the_backoff(retry_after):
+    # Given two processes on one store, and a host that answers 429 with a Retry-After that is
+    # neither delay-seconds nor an HTTP date, every time it is asked
+    clock, store = FakeClock(), _store()
+    p1 = _pacer(clock, 0.0, store=store, holder="p1", max_sleep_s=0)
+    p2 = _pacer(clock, 0.0, store=store, holder="p2", max_sleep_s=0)
+    blocked = []
+    for tries in range(12):
+        _started(p1, clock)
+        with pytest.raises(HostNotReady) as told:
+            p1.observe(A, 429, retry_after)
+        assert told.value.answered and "HTTP 429" in told.value.why
+        pause = (told.value.until - clock.now).total_seconds()
+        blocked.append(pause)
+        # Then it is blocked for everyone for the backoff of its tries so far: not 0 (the
+        # next request would go at once), not for ever (the cap)
+        ceiling = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2.0**tries)
+        assert 0 < ceiling / 2 <= pause <= ceiling <= BACKOFF_CAP_S
+        with pytest.raises(HostNotReady) as refused:
+            _started(p2, clock)
+        # (the store keeps milliseconds)
+        assert refused.value.until.timestamp() == pytest.approx(pause + clock.at(), abs=1e-3)
+        clock.now = told.value.until
+    assert blocked[-1] > blocked[0]  # it grew, up to the cap
+
+
 def test_a_daily_page_budget_defers_the_host_to_the_next_utc_day():
     clock = FakeClock()
     pacer = _pacer(clock, 0.0, daily_pages=2, max_sleep_s=60)
@@ -576,7 +616,8 @@ def test_pacer_never_exceeds_its_concurrency_cap(max_per_host, threads):
 
 class _Site(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
-        self.server.log.append((time.monotonic(), self.path))
+        # (arrival on the test's own clock when it gives one, a FakeClock's `at`)
+        self.server.log.append((getattr(self.server, "clock", time.monotonic)(), self.path))
         if self.path == "/robots.txt":
             status, body = self.server.robots
         else:
@@ -663,6 +704,36 @@ def test_robots_txt_can_be_read_as_a_step_of_its_own_before_the_page(site):
         )
         assert other.robots_first(f"{_base(site)}/c") is False
     assert [path for _, path in site.log] == ["/robots.txt", "/a"]
+
+
+@pytest.mark.parametrize("grouping", ["origin", "address"])
+@pytest.mark.parametrize("first", ["robots_first", "in_the_request"])
+def test_a_crawl_delay_holds_from_the_first_request_after_robots_txt(
+    site, embedded_mongo_url, grouping, first
+):
+    # Given a process paced 0.5 s apart per host (its runtime's pacer and robots.txt, on a
+    # test clock), and a host whose robots.txt, that no process knows yet, asks for 3 s: the
+    # slice is granted with 0.5 s, robots.txt its first request
+    clock = Clock(NOW_TEST)
+    settings = settings_for_tests(
+        mongo_url=embedded_mongo_url, host_delay_s=0.5, host_lease_s=60, host_grouping=grouping
+    )
+    rt = Runtime(settings, env=clock.env())
+    site.clock = clock.monotonic
+    site.robots = (200, b"User-agent: *\nCrawl-delay: 3\n")
+    http = rt.polite_http(None, ())
+    # When robots.txt is read (as a step of its own, or by the page's own request) and two
+    # pages follow
+    if first == "robots_first":
+        assert http.robots_first(f"{_base(site)}/a") is True
+    for path in ("/a", "/b"):
+        assert http.get(f"{_base(site)}{path}").status_code == 200
+    # Then the page right after robots.txt, in the same slice, already keeps the 3 s
+    assert site.log == [(0.0, "/robots.txt"), (3.0, "/a"), (6.0, "/b")]
+    key = rt.pacer.key_of(f"{_base(site)}/a")
+    held = rt.hosts.get(key)
+    assert (held["holder"], held["lease_granted_at"]) == (rt.pacer.holder, NOW_TEST)
+    assert rt.pacer.delay_of(key) == 3.0
 
 
 def test_robots_disallow_is_honoured_and_robots_txt_is_read_once(site):

@@ -17,7 +17,7 @@ from crawlsched.catalog import JOB_COLLECTIONS, JobState
 from crawlsched.flow import coordination
 
 DRIVERS: dict = {}
-END_EVENTS = ("RunFinished", "RunFailed", "RunStopped")
+END_EVENTS = ("RunFinished", "RunFailed", "RunIncomplete", "RunStopped")
 _lock = threading.Lock()
 _real_emit = getattr(coordination.emit, "_real", coordination.emit)
 
