@@ -148,7 +148,7 @@ def test_the_diagram_names_exactly_the_transitions_the_table_has(machine):
     ("machine", "state", "event"),
     [
         (BATCH, BatchState.RECEIVED, BatchEvent.REPORTED),  # nothing read, nothing to report
-        (BATCH, BatchState.LOADED, BatchEvent.PART_DUE),  # not crawling yet
+        (BATCH, BatchState.LOADED, BatchEvent.LAST_PART_RECORDED),  # not crawling yet
         (BATCH, BatchState.CRAWLING, BatchEvent.CRAWL),
         (BATCH, BatchState.HELD, BatchEvent.CRAWL),  # a paused batch does not crawl
         (LOOP, LoopState.HANDING_OVER, LoopEvent.PART_DUE_INLINE),  # one part at a time
