@@ -67,6 +67,12 @@ def main() -> int:
         for name, r in results.items()
     }
     total["failed_seeds"] = {name: r["failed_seeds"] for name, r in results.items()}
+    print(f"{'scenario':<10} {'schedules':>9} {'crashes':>8} {'broken':>7} {'sched/s':>8}")
+    for name, r in results.items():
+        print(
+            f"{name:<10} {r['schedules']:>9} {r['crashes']:>8} {r['invariants_broken']:>7} "
+            f"{r['schedules_per_s']:>8}"
+        )
     print(json.dumps(total))
     return 0 if total["invariants_broken"] == 0 else 1
 
