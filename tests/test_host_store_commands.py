@@ -217,3 +217,23 @@ def test_the_grant_and_renewal_filters_match_where_the_rules_say_yes(db, fields,
         assert may_renew
     elif doc["wanted_at"] is None:
         assert not may_renew
+
+
+def test_a_shorter_block_leaves_a_longer_one_in_force_and_a_release_frees_only_its_own(db):
+    # Given a host blocked for a minute (a 429 with Retry-After: 60)
+    hosts = MongoHostStore(db)
+    hosts.acquire(A, "p1", POLICY, NOW, 10.0)
+    end, began = hosts.block(A, NOW + timedelta(seconds=60), "HTTP 429", NOW)
+    assert (end, began) == (NOW + timedelta(seconds=60), True)
+    # When another answer blocks it for ten seconds only
+    end, began = hosts.block(A, NOW + timedelta(seconds=10), "HTTP 503", NOW + timedelta(seconds=1))
+    # Then the longer block stands: nobody may send before it ends
+    assert (end, began) == (NOW + timedelta(seconds=60), False)
+    assert db.hosts.find_one({"_id": A})["blocked_until"] == NOW + timedelta(seconds=60)
+    # And when p1's slice ran out and p2 holds the host, p1's late release frees nothing of it
+    later = NOW + timedelta(seconds=61)
+    granted, _ = hosts.acquire(A, "p2", POLICY, later, 10.0)
+    assert isinstance(granted, Granted)
+    hosts.release(A, "p1", None, 0, later + timedelta(seconds=1))
+    doc = db.hosts.find_one({"_id": A})
+    assert doc["holder"] == "p2" and doc["lease_until"] > later + timedelta(seconds=1)
