@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
+import threading
 from collections.abc import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
@@ -253,3 +254,93 @@ def test_a_webhook_whose_message_was_lost_is_sent_by_the_relay_until_it_is_answe
         assert relay_webhooks(rt, send) == 0
         delivery = rt.db.webhook_deliveries.find_one({})
         assert (delivery["state"], delivery["attempts"]) == ("delivered", 3)
+
+
+class _HeldPublisher:
+    """Records what it is asked to publish; the first publish waits until `go` is set."""
+
+    def __init__(self) -> None:
+        self.sent: list[str | None] = []
+        self.publishing, self.go = threading.Event(), threading.Event()
+
+    def publish(self, key: str, body: bytes, message_id: str | None = None) -> None:
+        self.sent.append(message_id)
+        if len(self.sent) == 1:
+            self.publishing.set()
+            self.go.wait(30)
+
+
+def test_two_relays_that_read_one_pending_event_at_once_publish_it_once(
+    embedded_mongo_url, monkeypatch
+):
+    # Given a pending event whose inline publish never happened, its claim passed
+    clock = Clock(NOW)
+    rt = _runtime(embedded_mongo_url, "stub://", clock)
+    publisher = _HeldPublisher()
+    rt.__dict__["event_publisher"] = publisher
+    with monkeypatch.context() as m:
+        m.setattr(events, "_publish", lambda *a, **k: True)
+        emit(rt, "RunStarted", event_id="r9:RunStarted", run_id="r9")
+    clock.advance(events.PUBLISH_CLAIM_S + 1)
+    # When two tickers relay at once: both read it pending, then one claims it and publishes
+    # (slowly) while the other tries to claim it
+    other = threading.Thread(target=relay_events, args=(rt,))
+    real_db = rt.db
+
+    class ReadThenOtherRelayClaims:
+        def __init__(self, cursor) -> None:
+            self.cursor = cursor
+
+        def sort(self, *args, **kwargs):
+            self.cursor = self.cursor.sort(*args, **kwargs)
+            return self
+
+        def limit(self, n: int):
+            self.cursor = self.cursor.limit(n)
+            return self
+
+        def __iter__(self):
+            read = list(self.cursor)
+            rt.__dict__["db"] = real_db  # the other relay reads as usual
+            clock.advance(1)  # and a moment later
+            other.start()
+            assert publisher.publishing.wait(30)
+            return iter(read)
+
+    class FirstReadHeld:
+        def __getattr__(self, name: str):
+            collection = getattr(real_db, name)
+            if name != "activity":
+                return collection
+
+            class Activity:
+                def __getattr__(self, method: str):
+                    return getattr(collection, method)
+
+                def find(self, *args, **kwargs):
+                    return ReadThenOtherRelayClaims(collection.find(*args, **kwargs))
+
+            return Activity()
+
+    rt.__dict__["db"] = FirstReadHeld()
+    first = relay_events(rt)
+    publisher.go.set()
+    other.join(30)
+    # Then the event went out once: the claim is a compare-and-set on its due time
+    assert publisher.sent == ["r9:RunStarted"] and first == 0
+
+
+def test_an_event_emitted_twice_is_published_once(embedded_mongo_url):
+    # Given a deployment with an exchange (a publisher that records what it is asked to send)
+    rt = _runtime(embedded_mongo_url, "stub://")
+    publisher = _HeldPublisher()
+    publisher.go.set()
+    rt.__dict__["event_publisher"] = publisher
+    # When a run's end is emitted twice (a redelivered report ends it again, say)
+    emit(rt, "RunFinished", event_id="r4:RunFinished", run_id="r4")
+    emit(rt, "RunFinished", event_id="r4:RunFinished", run_id="r4")
+    # Then it is stored once and published once, and nothing is left owed
+    assert publisher.sent == ["r4:RunFinished"]
+    assert rt.db.activity.count_documents({}) == 1
+    assert rt.db.activity.find_one({})["outbox"] == "sent"
+    assert relay_events(rt) == 0
