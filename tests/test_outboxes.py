@@ -23,8 +23,10 @@ from crawlsched.errors import WebhookFailed
 from crawlsched.events import emit, relay_events
 from crawlsched.flow.coordination import ANNOUNCE_AFTER_S, relay_announcements
 from crawlsched.flow.notifying import deliver, relay_webhooks
+from crawlsched.planning.retention import EXPIRE_AT
 from crawlsched.runtime import Runtime
 from crawlsched.store.deliveries import RELAY_AFTER_S
+from crawlsched.store.embedded.ttl import sweep_expired
 from tests.conftest import settings_for_tests
 from tests.support.claimed import Clock
 from tests.support.factories import NOW
@@ -344,3 +346,51 @@ def test_an_event_emitted_twice_is_published_once(embedded_mongo_url):
     assert rt.db.activity.count_documents({}) == 1
     assert rt.db.activity.find_one({})["outbox"] == "sent"
     assert relay_events(rt) == 0
+
+
+class _AwayPublisher:
+    """An exchange that is away: every publish fails."""
+
+    def publish(self, key: str, body: bytes, message_id: str | None = None) -> None:
+        raise ConnectionError("the broker is away")
+
+
+def test_an_event_still_owed_outlives_its_retention_until_it_is_sent(embedded_mongo_url):
+    # Given an event written while the exchange was away
+    clock = Clock(NOW)
+    rt = _runtime(embedded_mongo_url, "stub://", clock)
+    rt.__dict__["event_publisher"] = _AwayPublisher()
+    emit(rt, "RunFinished", event_id="r6:RunFinished", run_id="r6")
+    # When its retention has long passed and the store's TTL sweep runs
+    clock.advance(rt.settings.retain_activity_s * 10)
+    sweep_expired(rt.db.raw, clock.now())
+    # Then it is still there, owed: nothing dates it for expiry before it is sent
+    doc = rt.db.activity.find_one({"event_id": "r6:RunFinished"})
+    assert doc is not None and doc["outbox"] == "pending" and EXPIRE_AT not in doc
+    # And once the exchange is back and the relay sent it, it is kept for its retention only
+    publisher = _HeldPublisher()
+    publisher.go.set()
+    rt.__dict__["event_publisher"] = publisher
+    clock.advance(3600)
+    assert relay_events(rt) == 1 and publisher.sent == ["r6:RunFinished"]
+    sent = rt.db.activity.find_one({"event_id": "r6:RunFinished"})
+    assert sent[EXPIRE_AT] == rt.retention.activity_until(clock.now())
+
+
+def test_a_delivery_still_owed_outlives_its_retention_and_one_delivered_is_never_taken_again(
+    embedded_mongo_url,
+):
+    clock = Clock(NOW)
+    rt = _runtime(embedded_mongo_url, "stub://", clock)
+    deliveries = rt.deliveries
+    deliveries.create("d1", {"run_id": "r7", "kind": "webhook"}, clock.now())
+    # A delivery not yet sent is never dated for expiry, however long it waits
+    clock.advance(rt.settings.retain_deliveries_s * 10)
+    sweep_expired(rt.db.raw, clock.now())
+    assert EXPIRE_AT not in (deliveries.get("d1") or {"gone": True, EXPIRE_AT: None})
+    # Taken for an attempt and delivered, it is never taken again (nor posted again)
+    assert deliveries.take("d1", clock.now(), 30) is not None
+    deliveries.delivered("d1", 200, clock.now())
+    clock.advance(60)
+    assert deliveries.take("d1", clock.now(), 30) is None
+    assert deliveries.due(clock.now()) == []
