@@ -126,3 +126,34 @@ def test_a_token_revoked_by_another_process_is_refused_once_its_entry_is_old(api
         30,
         "the revoked token to be refused",
     )
+
+
+def test_a_revoke_racing_a_request_s_store_read_leaves_no_valid_entry(monkeypatch):
+    # Given the API's check of a token, whose store read returns the token still valid and a
+    # revoke in this process comes just after that read, before the entry is remembered
+    import time
+    from types import SimpleNamespace
+
+    from crawlsched.api.auth import verify_token
+    from crawlsched.store.client import drop_embedded
+
+    url = "mongomock://api-token-cache-race"
+    rt = seeded_runtime(url)
+    try:
+        row, token = rt.tokens.create("read", "raced", rt.now())
+        verify = rt.tokens.verify
+
+        def read_then_revoked(t):
+            found = verify(t)
+            type(rt.tokens)(rt.db).revoke(row["_id"], rt.now())
+            return found
+
+        monkeypatch.setattr(rt.tokens, "verify", read_then_revoked)
+        cache = TokenCache(60.0)
+        app = SimpleNamespace(state=SimpleNamespace(token_cache=cache, runtime=rt))
+        # When the request is checked (the read it made says valid)
+        assert verify_token(app, token) is not None
+        # Then the next request finds no entry to trust: the revoke counts at once
+        assert cache.get(token, revocations(), time.monotonic()) is None
+    finally:
+        drop_embedded(url)

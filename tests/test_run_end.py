@@ -140,3 +140,21 @@ def test_webhook_of_hands_on_a_sealed_webhook_as_it_is():
     sealed = {"secret": "gAAAA-ciphertext", "shown": "https://example.org"}
     assert webhook_of({"_id": "s", "notify": {"webhook": sealed}}, "failed") == sealed
     assert webhook_of({"_id": "s", "notify": {"webhook": {"shown": "x"}}}, "failed") is None
+
+
+@pytest.mark.parametrize(
+    ("on", "result", "told"),
+    [
+        (["failed"], "incomplete", True),  # asked before runs could end incomplete
+        (["failed"], "failed", True),
+        (["failed"], "succeeded", False),
+        (["finished"], "incomplete", False),
+        (["incomplete"], "incomplete", True),
+        (["finished", "failed"], "stopped", False),
+    ],
+)
+def test_a_schedule_notified_of_failures_hears_of_an_incomplete_end(on, result, told):
+    from crawlsched.flow.notifying import notify_of
+
+    schedule = {"notify": {"webhook": "https://hooks.example/x", "on": on}}
+    assert (notify_of(schedule, result) is not None) == told

@@ -16,6 +16,7 @@ from crawlsched.flow.pausing import pause_run, resume_run
 from crawlsched.flow.retrying import retry_failed
 from crawlsched.flow.stopping import stop_run
 from crawlsched.ids import encode_id
+from crawlsched.planning.retention import EXPIRE_AT
 from crawlsched.planning.run_control import display_state
 from crawlsched.planning.run_names import FINISHED, RUNNING, STOPPED
 from crawlsched.runtime import Runtime, get_runtime
@@ -167,9 +168,15 @@ def test_retry_failed_reopens_the_run_and_ends_it_again(stub_pipeline, monkeypat
     run_id = first["_id"]
     assert first["counts"] == {"succeeded": 32, "failed": 8}
     crawled = rt.db.task_history.count_documents({})
+    # (its pages in the run's id space, dated to expire a while after the end)
+    dated = {"scope_run": run_id, EXPIRE_AT: {"$exists": True}}
+    assert rt.db.profiles.count_documents(dated) > 0
 
     # When its failed pages are retried
     summary = retry_failed(rt, run_id, _send_pass)
+    # Then the run's pages are kept again while it runs (the sweep would delete them, and
+    # with them the run's dedup of what it crawled)
+    assert rt.db.profiles.count_documents(dated) == 0
 
     # Then the run is reopened with those 8 pages, they (and only they) are crawled again,
     # and it ends once more with counts of every page's last try
