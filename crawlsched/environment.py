@@ -70,6 +70,11 @@ class Environment(Protocol):
         """Wait until one of `pending` is done; those done."""
         ...
 
+    def draining(self) -> bool:
+        """Whether this process was told to stop (SIGTERM): a batch then starts no page, lets
+        those in flight finish, records them and gives the rest back to wait."""
+        ...
+
 
 class _Executor:
     def __init__(self, width: int, name: str) -> None:
@@ -87,6 +92,9 @@ class SystemEnvironment:
 
     def __init__(self) -> None:
         self.random = random.Random()
+        # Set once, by the worker's drain on SIGTERM (`brokers/drain.py`); read by every batch
+        # thread: an Event, the one thing here that crosses threads.
+        self._draining = threading.Event()
 
     def now(self) -> datetime:
         return datetime.now(UTC)
@@ -110,6 +118,13 @@ class SystemEnvironment:
     def first_done(self, pending: Iterable[Done]) -> set[Done]:
         done, _ = concurrent.futures.wait(list(pending), return_when="FIRST_COMPLETED")  # type: ignore[arg-type]
         return set(done)
+
+    def draining(self) -> bool:
+        return self._draining.is_set()
+
+    def drain(self) -> None:
+        """From now on `draining()`: the process is stopping."""
+        self._draining.set()
 
 
 SYSTEM = SystemEnvironment()

@@ -22,6 +22,7 @@ from dramatiq.middleware import (
 )
 
 from crawlsched import runtime
+from crawlsched.brokers.drain import Drain
 from crawlsched.brokers.guards import GuardMessages, LogDeadLetters, WarnUnsigned
 from crawlsched.brokers.middleware import LogContext
 from crawlsched.brokers.rabbitmq import CrawlschedRabbitmqBroker
@@ -91,6 +92,10 @@ def setup_broker(settings: Settings, stub_class: type[StubBroker] = StubBroker) 
             delivery_limit=settings.quorum_delivery_limit,
         )
         bounded_pika_parameters(broker.parameters, settings.connect_timeout_s)
+        # Acts only in processes the `dramatiq` CLI boots: drain on SIGTERM, and a heartbeat.
+        broker.add_middleware(
+            Drain(settings.drain_s, settings.worker_heartbeat_file, settings.worker_heartbeat_s)
+        )
         if settings.metrics_enabled:
             # Acts only in processes the `dramatiq` CLI boots (see crawlsched.metrics.worker).
             broker.add_middleware(WorkerMetrics(settings))

@@ -29,6 +29,8 @@ def run_clock_process(settings: Settings, interval: float | None, count: int) ->
         from crawlsched.metrics.clock import serve_clock_metrics
 
         clock_metrics = serve_clock_metrics(settings, settings.clock_metrics_address)
+    if settings.worker_heartbeat_file is not None:
+        _beat_until(stop, settings.worker_heartbeat_file, settings.worker_heartbeat_s)
     get_logger(__name__).info(
         "clock_started", interval_s=period, metrics=settings.clock_metrics_address
     )
@@ -41,3 +43,19 @@ def run_clock_process(settings: Settings, interval: float | None, count: int) ->
             broker=broker,
             on_sent=clock_metrics.tick_sent if clock_metrics else None,
         )
+
+
+def _beat_until(stop: threading.Event, base, every_s: float) -> None:
+    """The clock's heartbeat (`crawlsched/liveness.py`), from a thread of its own until stopped:
+    the process answers. That it sends ticks shows in its metrics and the NoTick alert."""
+    from crawlsched.liveness import HeartbeatFile
+
+    heartbeat = HeartbeatFile(base)
+
+    def beat() -> None:
+        while not stop.is_set():
+            heartbeat.beat(taking_work=True)
+            stop.wait(every_s)
+        heartbeat.beat(taking_work=False)
+
+    threading.Thread(target=beat, name="heartbeat", daemon=True).start()

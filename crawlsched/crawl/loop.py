@@ -2,14 +2,18 @@
 
 Its states are `planning/batch_states.LoopState` (drawn there): pages start while CRAWLING or
 HANDING_OVER; a part due is recorded beside the crawl (a batch that keeps pages: HANDING_OVER)
-or in this thread once the lanes are idle (PART_INLINE); a stop or a lost resource lets the
-lanes finish (DRAINING); nothing left ends it. Each step takes the next thing that happened —
-a page done, a part recorded, nothing left — and moves the state by `next_loop_state`.
+or in this thread once the lanes are idle (PART_INLINE); a stop, the worker's own drain
+(SIGTERM) or a lost resource lets the lanes finish (DRAINING); nothing left ends it. Each step
+takes the next thing that happened — a page done, a part recorded, nothing left — and moves
+the state by `next_loop_state`.
 
 A page's failure is the page's (retried later; a discovered page gets one attempt per run). A
 host not ready puts the page aside (it waits for its host; a host that answered it 429 or 503
 too often in the run gives it up). The loss of what the batch runs on (account refused, lease
 lost, browser gone) stops the loop: the pages not crawled go back to wait for another resource.
+
+A run stopped releases the rest as stopped; a drain records the pages in flight and gives the
+rest back to wait, for another worker (no lease is left for the expiry sweep to reclaim).
 
 What crosses threads: a lane is handed a frozen job and hands back a frozen `JobDone`; a part
 recorded beside the crawl is handed a frozen `PartRecord` and hands back a frozen `Handed`.
@@ -53,6 +57,7 @@ class LoopEnd:
     host_waits: Mapping[str, datetime | None] = field(default_factory=dict)
     not_before: datetime | None = None  # ... until a holder gives one back, or until then
     refused: tuple[Any, ...] = ()  # of the unfinished, those their host answered 429/503
+    drained: bool = False  # its worker is stopping: the unfinished go back, ready at once
 
 
 @dataclass
@@ -66,7 +71,7 @@ class Crawl:
     lost: Callable[[BaseException, bool], str | None]  # why the batch cannot go on
     dispatch_lost: Callable[[], bool]
     stopped: Callable[[], bool]
-    env: Any
+    env: Any  # also says when the worker drains (`draining()`)
     rt: Any
     refusals_allowed: int
     recorder: Any = None  # the executor a part is recorded on beside the crawl
@@ -81,6 +86,7 @@ class Loop:
         self.aside = Aside()
         self.asked_again = False
         self.stop_seen = False
+        self.drain_seen = False
         self.crawled = Crawled()
         self.interruption: str | None = None
         self.interrupted: list[Page] = []  # in flight when the batch was interrupted
@@ -117,6 +123,10 @@ class Loop:
         while lanes.room() > 0 and starts_pages(self.state):
             if c.stopped():
                 self.stop_seen = True
+                self._move(LoopEvent.STOP_SEEN)
+                return
+            if c.env.draining():
+                self.drain_seen = True
                 self._move(LoopEvent.STOP_SEEN)
                 return
             # Its own pages all wait for their hosts (or its last ones are in flight): rather
@@ -282,6 +292,12 @@ class Loop:
             left = self.interrupted + self.pending + self.aside.pages
             return LoopEnd(crawled, unfinished=tuple(p.job_id for p in left),
                            interruption=self.interruption)  # fmt: skip
+        if self.drain_seen and (self.pending or self.aside.pages):
+            # Ready at once, whatever host they waited for here: the batch that takes them
+            # next asks the store, which knows better by then.
+            left = tuple(p.job_id for p in self.pending + self.aside.pages)
+            why = "its worker was stopping (drained on SIGTERM)"
+            return LoopEnd(crawled, unfinished=left, interruption=why, drained=True)
         if not self.aside.pages:
             return LoopEnd(crawled)
         why, hosts, not_before = self.aside.waits()

@@ -36,6 +36,30 @@ class OperationSettings(BaseModel):
     clock_metrics_address: str | None = Field(
         None, description="host:port where `crawlsched clock` serves its metrics; unset: none."
     )
+    drain_s: float = Field(
+        30.0,
+        gt=0,
+        le=3600,
+        allow_inf_nan=False,
+        description="On SIGTERM a `dramatiq` worker takes no more messages; each batch starts no "
+        "page, records those in flight and gives the rest back to wait. A worker still busy "
+        "this long after the signal exits 1 (its batches are then redelivered). Keep it below "
+        "Kubernetes' terminationGracePeriodSeconds or compose's stop_grace_period.",
+    )
+    worker_heartbeat_file: Path | None = Field(
+        None,
+        description="Each `dramatiq` worker process (and `crawlsched clock`) writes its "
+        "heartbeat to this path plus `.<pid>`, for `python -m crawlsched.probe live|ready`; "
+        "unset: none.",
+    )
+    worker_heartbeat_s: float = Field(
+        5.0,
+        gt=0,
+        le=600,
+        allow_inf_nan=False,
+        description="How often the heartbeat is written; the probe calls one older than six "
+        "times this stale.",
+    )
     metrics_store_gauges: bool = Field(
         True,
         description="The clock's exporter also serves gauges read from MongoDB at scrape time "

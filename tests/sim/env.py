@@ -26,6 +26,8 @@ class SimEnvironment:
         # Beyond the protocol: a seeded stream for what the core draws (backoff jitter), so a
         # run replays from its seed.
         self.random: random.Random = world.rng(f"env:{process.name}:{process.generation}")
+        # Set by a scenario that stops the process as SIGTERM would (its batches drain).
+        self.drained = False
 
     def now(self) -> datetime:
         return self.world.now()
@@ -47,6 +49,9 @@ class SimEnvironment:
 
     def first_done(self, pending: Iterable[SimFuture]) -> set[SimFuture]:  # type: ignore[override]
         return self.world.first_done(pending)
+
+    def draining(self) -> bool:
+        return self.drained
 
 
 class SimCounter(CommandCounter):

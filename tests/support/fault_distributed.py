@@ -3,6 +3,8 @@
 multi-process MongoDB server, with one fault at a chosen moment:
 
 - `worker`: SIGKILL of the worker process group, then a new group;
+- `worker_term`: SIGTERM to the group's main process, as Kubernetes sends it to a container's
+  first process: it drains; once it has exited, a new group;
 - `clock`: SIGKILL of the clock process, then a new one;
 - `rabbit_node`: SIGKILL of the cluster node that leads the crawl queue (started again after
   the run, for the next trial);
@@ -48,7 +50,7 @@ from tests.support.workers import REPO, TEST_SECRET_KEY, DramatiqWorkers, crawls
 
 CLI = str(Path(sys.executable).parent / "crawlsched")
 CRAWL_QUEUE = "crawlsched.crawl.article"
-FAULTS = ("worker", "clock", "rabbit_node", "rabbit_stop", "mongo_cut")
+FAULTS = ("worker", "worker_term", "clock", "rabbit_node", "rabbit_stop", "mongo_cut")
 # The faults that need the three-node cluster.
 CLUSTER_FAULTS = ("rabbit_node", "rabbit_stop")
 # Pages at any depth; a dead batch reclaimed after 20 s; quick tries again after a
@@ -159,6 +161,7 @@ def distributed_trial(
     kill_when: Moment | None,
     end_within_s: float = 600,
     outage_s: float = 5.0,
+    batch_limit: int | None = None,
     **env: str,
 ) -> TrialOutcome:
     if fault is not None and fault not in FAULTS:
@@ -176,7 +179,7 @@ def distributed_trial(
             target_allow_networks=["127.0.0.1/32"],
         )
     )
-    prepare(rt)
+    prepare(rt, batch_limit=batch_limit)
     cluster = services.cluster
     extra = {**TRIAL_ENV, **env}
     if cluster is not None:
@@ -191,6 +194,7 @@ def distributed_trial(
     worker_env = crawlsched_env(services.broker_url, worker_mongo, db_name, **extra)
     tap = EventTap(services.broker_url, quorum=cluster is not None)
     fault_at = None
+    drained: tuple[float, int] | None = None
     groups: list[DramatiqWorkers] = []
     clocks: list[Clock] = []
     victim = None
@@ -216,6 +220,10 @@ def distributed_trial(
                     fault_at = time.time()
                     if fault == "worker":
                         groups[-1].kill()
+                        groups.append(DramatiqWorkers(worker_env, processes=2, threads=2).start())
+                        services.logs.append(Path(groups[-1].log.name))
+                    elif fault == "worker_term":
+                        drained = groups[-1].terminate()
                         groups.append(DramatiqWorkers(worker_env, processes=2, threads=2).start())
                         services.logs.append(Path(groups[-1].log.name))
                     elif fault == "clock":
@@ -249,7 +257,10 @@ def distributed_trial(
             access_log, posts = list(site.access_log), list(hook.posts)
         check = check_run(rt.db, run_id, graph, site.base_url, access_log, tap.drain(), posts)
         ended_at = unix_time((rt.runs.get(run_id) or {}).get("finished_at")) or time.time()
-        return TrialOutcome(check, started_at, fault_at, ended_at)
+        outcome = TrialOutcome(check, started_at, fault_at, ended_at)
+        if drained is not None:
+            outcome.drain_s, outcome.drain_exit = drained
+        return outcome
     finally:
         for group in groups:
             group.stop()

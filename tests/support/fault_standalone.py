@@ -59,6 +59,9 @@ class TrialOutcome:
     # and journal): what the restart starts from.
     ended_at_kill: set[str] | None = None
     fetches: Counter[str] = field(default_factory=Counter)  # GETs per path, robots.txt aside
+    # A SIGTERMed worker group (`worker_term`): seconds from the signal to its exit, its code.
+    drain_s: float | None = None
+    drain_exit: int | None = None
 
     @property
     def refetched_after_ending(self) -> int | None:

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from crawlsched.resources.secrets import generate_key
@@ -84,6 +85,20 @@ class DramatiqWorkers:
         if self.process and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(timeout=10)
+
+    def terminate(self, within_s: float = 120.0) -> tuple[float, int]:
+        """SIGTERM to the group's main process only (as Kubernetes and docker send it to a
+        container's first process; it passes it on to its workers once). Waits for the exit:
+        seconds it took, and the exit code (SIGKILL after `within_s`: code -9)."""
+        assert self.process is not None and self.process.poll() is None
+        began = time.monotonic()
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            code = self.process.wait(timeout=within_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = self.process.wait(timeout=10)
+        return time.monotonic() - began, code
 
     def stop(self) -> None:
         if not self.process or self.process.poll() is not None:
