@@ -49,7 +49,9 @@ LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 def render(overlay: Path) -> list[dict]:
     kubectl = shutil.which("kubectl")
     if kubectl is None:
-        service_unavailable("kubectl is not installed: it renders the kustomize overlays")
+        service_unavailable(
+            "kubectl (>= 1.21, for its kustomize) is not installed: it renders the overlays"
+        )
     result = subprocess.run(
         [kubectl, "kustomize", str(overlay)],
         capture_output=True,
