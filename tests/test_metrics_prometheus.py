@@ -8,7 +8,6 @@ every second. Then the worker group is restarted and scraped again.
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 import threading
@@ -24,7 +23,7 @@ from crawlsched.brokers.guards import SIGNATURE_OPTION, signature
 from crawlsched.demo.site import DemoSite
 from crawlsched.runtime import Runtime
 from crawlsched.settings import Settings
-from tests.support.deploy import dashboard_queries, rule_expressions
+from tests.support.deploy import METRIC_NAME, dashboard_queries, rule_expressions
 from tests.support.mongo_server import fresh_database_name
 from tests.support.ports import free_port, refusing_port
 from tests.support.prometheus import PrometheusServer
@@ -43,7 +42,6 @@ from tests.support.workers import (
 pytestmark = [pytest.mark.rabbitmq, pytest.mark.multiprocess]
 
 WORKERS_JOB, CLOCK_JOB = "crawlsched-workers", "crawlsched-clock"
-METRIC_NAME = re.compile(r"\b(?:crawlsched|dramatiq)_[a-z0-9_]+")
 
 
 class GatedDemoSite(DemoSite):

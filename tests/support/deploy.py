@@ -1,8 +1,10 @@
-"""The deployment files as the tests read them: dashboards' queries and alert rules' expressions."""
+"""The deployment files as the tests read them: dashboards' queries and alert rules' expressions
+(the originals, or the copies deploy/kubernetes keeps: pass their paths)."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import yaml
@@ -10,26 +12,32 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARDS = sorted((REPO / "grafana" / "dashboards").glob("*.json"))
 DATASOURCES = REPO / "grafana" / "provisioning" / "datasources" / "prometheus.yml"
+ALERTS = REPO / "prometheus" / "alerts.yml"
+# A metric name in a PromQL expression: crawlsched's own, or dramatiq's actor metrics.
+METRIC_NAME = re.compile(r"\b(?:crawlsched|dramatiq)_[a-z0-9_]+")
 
 
 def load_dashboard(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
-def dashboard_queries() -> list[tuple[str, str]]:
+def dashboard_queries(dashboards: list[Path] = DASHBOARDS) -> list[tuple[str, str]]:
     """(where, PromQL) for every target of every panel."""
     return [
         (f"{path.name}: {panel['title']}", target.get("expr", ""))
-        for path in DASHBOARDS
+        for path in dashboards
         for panel in load_dashboard(path)["panels"]
         for target in panel.get("targets", [])
     ]
 
 
-def rule_expressions() -> list[tuple[str, str]]:
-    rules = yaml.safe_load((REPO / "prometheus" / "alerts.yml").read_text())
+def rule_expressions(alerts: Path = ALERTS) -> list[tuple[str, str]]:
+    """(where, PromQL) for every rule of a Prometheus rules file, or of a PrometheusRule (the
+    same groups, under `spec`)."""
+    document = yaml.safe_load(alerts.read_text())
+    rules = document["spec"] if document.get("kind") == "PrometheusRule" else document
     return [
-        (f"alerts.yml: {rule['alert']}", rule["expr"])
+        (f"{alerts.name}: {rule['alert']}", rule["expr"])
         for group in rules["groups"]
         for rule in group["rules"]
     ]
