@@ -22,6 +22,7 @@ from crawlsched.settings import Settings
 from tests.support.deploy import COMPOSE_ENV, COMPOSE_FILE, REPO, compose_config
 from tests.support.prometheus import promtool
 from tests.support.services import service_unavailable
+from tests.support.waiting import wait_for
 
 ALERTMANAGER_DIR = REPO / "alertmanager"
 RENDER = ALERTMANAGER_DIR / "render-config.sh"
@@ -336,6 +337,7 @@ def test_backup_writes_whole_archives_and_removes_old_ones(tmp_path):
     loop = subprocess.Popen([str(script)], env=env, stdout=subprocess.PIPE, text=True)
     try:
         line = loop.stdout.readline()
+        wait_for(lambda: not old.exists(), 10, "the old archive to be removed")
     finally:
         loop.terminate()
         loop.wait(timeout=10)
@@ -461,9 +463,8 @@ def test_alertmanager_config_is_refused_without_a_url_or_a_placeholder(tmp_path)
     missing = render(None)
     assert missing.returncode != 0 and "ALERT_WEBHOOK_URL" in missing.stderr
     edited = tmp_path / "alertmanager.yml"
-    edited.write_text(
-        (ALERTMANAGER_DIR / "alertmanager.yml").read_text().replace("alert-webhook-url.invalid", "x")
-    )
+    source = (ALERTMANAGER_DIR / "alertmanager.yml").read_text()
+    edited.write_text(source.replace("alert-webhook-url.invalid", "x"))
     no_placeholder = render("http://h/", edited)
     assert no_placeholder.returncode != 0 and "no placeholder" in no_placeholder.stderr
 
