@@ -11,11 +11,16 @@ import os
 import re
 import shutil
 import subprocess
+import tomllib
+from importlib import metadata
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 from pydantic import AliasChoices, AliasPath
 
 from crawlsched.settings import Settings
@@ -505,3 +510,81 @@ def test_amtool_accepts_the_rendered_config_and_rejects_a_broken_one(tmp_path):
         check=False,
     )
     assert bad.returncode != 0 and "pager" in bad.stdout + bad.stderr
+
+
+# ---- the image installs what requirements.lock pins ---------------------------------------
+
+
+def lock_pins(lock_text: str) -> dict[str, tuple[Version, bool]]:
+    """name → (version, has hashes) of every `name==version` entry of a pip lock file."""
+    pins = {}
+    for block in re.split(r"\n(?=[A-Za-z0-9])", lock_text):
+        found = re.match(r"([A-Za-z0-9._-]+)==([^\s\\;]+)", block)
+        if found:
+            pins[canonicalize_name(found.group(1))] = (
+                Version(found.group(2)),
+                "--hash=sha256:" in block,
+            )
+    return pins
+
+
+def with_extras(dependencies: list[str]) -> list[Requirement]:
+    """The requirements, and what each one's extras add (read from the installed package)."""
+    requirements = [Requirement(line) for line in dependencies]
+    for requirement in list(requirements):
+        for extra in requirement.extras:
+            for line in metadata.requires(requirement.name) or []:
+                added = Requirement(line)
+                if added.marker and added.marker.evaluate({"extra": extra}):
+                    added.marker = None
+                    requirements.append(added)
+    return requirements
+
+
+def lock_problems(lock_text: str, dependencies: list[str]) -> list[str]:
+    """Each runtime dependency of pyproject.toml (extras included) pinned in the lock at a
+    version its specifier allows, and every pin with its hashes."""
+    pins = lock_pins(lock_text)
+    problems = [f"{name}: no hash" for name, (_, hashed) in sorted(pins.items()) if not hashed]
+    for requirement in with_extras(dependencies):
+        name = canonicalize_name(requirement.name)
+        if name not in pins:
+            problems.append(f"{requirement}: not in the lock")
+        elif pins[name][0] not in requirement.specifier:
+            problems.append(f"{requirement}: locked at {pins[name][0]}")
+    return problems
+
+
+def runtime_dependencies() -> list[str]:
+    return tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+
+
+def test_the_lock_pins_every_runtime_dependency_with_hashes():
+    lock = (REPO / "requirements.lock").read_text()
+    assert lock_problems(lock, runtime_dependencies()) == []
+    assert "pika" in {r.name for r in with_extras(["dramatiq[rabbitmq]"])}
+    assert len(lock_pins(lock)) > len(runtime_dependencies())
+
+
+def test_lock_check_rejects_a_missing_an_unhashed_or_an_outdated_pin():
+    lock = (REPO / "requirements.lock").read_text()
+    broken = re.sub(r"(?m)^pika==.*(\n    .*)*\n", "", lock)  # pika, only wanted by an extra
+    broken = re.sub(r"(?m)^(pymongo==)[^ ]+", r"\g<1>4.9.0", broken)
+    broken = re.sub(r"(?m)^(typer==[^ ]+) \\\n(    --hash=.*\n)+", r"\g<1>\n", broken)
+    assert lock_problems(broken, runtime_dependencies()) == [
+        "typer: no hash",
+        "pika<2,>=1.3: not in the lock",
+        "pymongo<4.9,>=4.6: locked at 4.9.0",
+        "pika<2.0,>=1.0: not in the lock",
+    ]
+
+
+def test_the_image_installs_the_lock_and_nothing_resolved_anew():
+    dockerfile = (REPO / "Dockerfile").read_text()
+    runs = [line.split("&&")[0].strip() for line in dockerfile.splitlines() if "pip " in line]
+    assert runs == [
+        "RUN pip install --no-cache-dir --require-hashes -r requirements.lock",
+        "RUN pip install --no-cache-dir --no-deps .",
+    ]
+    base = re.search(r"(?m)^FROM (\S+)", dockerfile).group(1)
+    assert PINNED_TAG.search(base.partition(":")[2]), base
