@@ -34,7 +34,12 @@ def api_serve(host: str | None = HOST, port: int | None = PORT) -> None:
             setup_broker(settings)
         rt = Runtime(settings)
         rt.create_indexes()
-    api = create_app(rt, delivers=delivers)
+    metrics = None
+    if settings.api_metrics_address:
+        from crawlsched.api.metrics import serve_api_metrics
+
+        metrics = serve_api_metrics(settings.api_metrics_address)
+    api = create_app(rt, delivers=delivers, metrics=metrics)
     where = f"{host or settings.api_host}:{settings.api_port if port is None else port}"
     console.print(f"crawlsched API on http://{where} (docs at /docs)")
     api_server(

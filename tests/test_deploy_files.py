@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 import shutil
-import subprocess
 
 import pytest
 import yaml
@@ -21,6 +19,7 @@ from tests.support.deploy import (
     load_dashboard,
     rule_expressions,
 )
+from tests.support.deploy import compose_config as deploy_config
 from tests.support.prometheus import promtool
 from tests.support.services import service_unavailable
 
@@ -126,26 +125,11 @@ def test_alert_rules_are_the_six_the_operators_asked_for():
     ]
 
 
-COMPOSE_ENV = {
-    "RABBITMQ_PASSWORD": "test-password",
-    "CRAWLSCHED_SECRET_KEY": "test-key",
-    "CRAWLSCHED_MESSAGE_SIGNING_KEY": "test-signing-key-" + "k" * 32,
-    "GRAFANA_ADMIN_PASSWORD": "test-admin",
-}
-
-
 @pytest.fixture(scope="module")
 def compose_config() -> dict:
     if shutil.which("docker-compose") is None:
         service_unavailable("docker-compose is not installed (Debian package docker-compose)")
-    result = subprocess.run(
-        ["docker-compose", "-f", str(REPO / "docker-compose.yml"), "config"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **COMPOSE_ENV},
-        timeout=60,
-        check=False,
-    )
+    result = deploy_config()
     assert result.returncode == 0, result.stderr
     return yaml.safe_load(result.stdout)
 
@@ -164,6 +148,9 @@ def test_compose_file_validates_and_has_every_service(compose_config):
         "api",
         "prometheus",
         "grafana",
+        "alertmanager",
+        "mongo-backup",
+        "mongodb-exporter",
     }
     assert services["rabbitmq"]["image"].endswith("-management")
     assert services["init-db"]["restart"] == "no"
@@ -183,10 +170,12 @@ def test_compose_worker_scales_and_is_scraped_per_replica(compose_config):
     jobs = {job["job_name"]: job for job in prometheus["scrape_configs"]}
     discovery = jobs["crawlsched-workers"]["dns_sd_configs"][0]
     assert discovery["names"] == ["worker"] and discovery["port"] == 9191
-    clock_port = compose_config["services"]["clock"]["environment"][
-        "CRAWLSCHED_CLOCK_METRICS_ADDRESS"
-    ].rpartition(":")[2]
-    assert jobs["crawlsched-clock"]["static_configs"][0]["targets"] == [f"clock:{clock_port}"]
+    # Two clock replicas: each is a target of its own, found like the workers.
+    clock = compose_config["services"]["clock"]
+    clock_port = clock["environment"]["CRAWLSCHED_CLOCK_METRICS_ADDRESS"].rpartition(":")[2]
+    assert "ports" not in clock and clock["deploy"]["replicas"] == 2
+    discovery = jobs["crawlsched-clock"]["dns_sd_configs"][0]
+    assert discovery["names"] == ["clock"] and discovery["port"] == int(clock_port)
 
 
 def _dockerfile_cmd() -> list[str]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 
@@ -31,6 +31,9 @@ from crawlsched.api.run_rows import EncodedRows
 from crawlsched.api.token_cache import TokenCache
 from crawlsched.runtime import Runtime
 from crawlsched.schedules.upcoming import FireTimeCache
+
+if TYPE_CHECKING:
+    from crawlsched.api.metrics import ApiMetrics
 
 HealthCheck = Callable[[], dict[str, Any]]
 
@@ -75,10 +78,11 @@ def create_app(
     runtime: Runtime,
     delivers: bool = False,
     health_checks: dict[str, HealthCheck] | None = None,
+    metrics: ApiMetrics | None = None,
 ) -> FastAPI:
     """The API over `runtime`. `delivers`: messages sent from this process reach workers (a
     real broker, or the standalone's in-process worker); without it, starting and stopping
-    runs answers 503."""
+    runs answers 503. `metrics`: every request is counted there (`api/metrics.py`)."""
     app = FastAPI(
         title="crawlsched",
         version=__version__,
@@ -104,6 +108,11 @@ def create_app(
         max_body_bytes=runtime.settings.api_max_body_bytes,
         max_upload_bytes=runtime.settings.api_max_upload_bytes,
     )
+    if metrics is not None:
+        from crawlsched.api.metrics import CountRequests
+
+        # Added last, so outermost: the guard's own refusals (401, 413) are counted too.
+        app.add_middleware(CountRequests, metrics=metrics)
     modules = (
         system, schedules, runs, run_control, crawls, jobs, history, resources, hosts, media,
         tokens, files, page, page_actions,

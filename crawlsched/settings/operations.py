@@ -60,6 +60,11 @@ class OperationSettings(BaseModel):
         description="How often the heartbeat is written; the probe calls one older than six "
         "times this stale.",
     )
+    api_metrics_address: str | None = Field(
+        None,
+        description="host:port where `crawlsched api serve` serves its metrics (requests by "
+        "method and status), apart from the API and without a token; unset: none.",
+    )
     metrics_store_gauges: bool = Field(
         True,
         description="The clock's exporter also serves gauges read from MongoDB at scrape time "
@@ -181,7 +186,7 @@ class OperationSettings(BaseModel):
             )
         return value.upper()
 
-    @field_validator("metrics_address", "clock_metrics_address")
+    @field_validator("metrics_address", "clock_metrics_address", "api_metrics_address")
     @classmethod
     def _host_port(cls, value: str | None, info) -> str | None:
         if value is not None:

@@ -1,10 +1,13 @@
 """The deployment files as the tests read them: dashboards' queries and alert rules' expressions
-(the originals, or the copies deploy/kubernetes keeps: pass their paths)."""
+(the originals, or the copies deploy/kubernetes keeps: pass their paths), and docker-compose.yml
+as `docker-compose config` resolves it."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 from pathlib import Path
 
 import yaml
@@ -41,3 +44,27 @@ def rule_expressions(alerts: Path = ALERTS) -> list[tuple[str, str]]:
         for group in rules["groups"]
         for rule in group["rules"]
     ]
+
+
+COMPOSE_FILE = REPO / "docker-compose.yml"
+# What docker-compose.yml requires from the environment, for `docker-compose config`.
+COMPOSE_ENV = {
+    "RABBITMQ_PASSWORD": "test-password",
+    "MONGO_ROOT_PASSWORD": "test-mongo-password",
+    "CRAWLSCHED_SECRET_KEY": "test-key",
+    "CRAWLSCHED_MESSAGE_SIGNING_KEY": "test-signing-key-" + "k" * 32,
+    "GRAFANA_ADMIN_PASSWORD": "test-admin",
+    "ALERT_WEBHOOK_URL": "http://alerts.example/hook",
+}
+
+
+def compose_config(env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`docker-compose config` of docker-compose.yml (the file with variables substituted)."""
+    return subprocess.run(
+        ["docker-compose", "-f", str(COMPOSE_FILE), "config"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(COMPOSE_ENV if env is None else env)},
+        timeout=60,
+        check=False,
+    )

@@ -21,9 +21,15 @@ def promtool(*args: str) -> subprocess.CompletedProcess:
 
 
 class PrometheusServer:
-    """Scrapes `targets` (job name → ["host:port", …]) every second."""
+    """Scrapes `targets` (job name → ["host:port", …]) every second; evaluates the rules of
+    `rules` (the text of a rule file) every second and sends alerts to `alertmanagers`."""
 
-    def __init__(self, targets: dict[str, list[str]]) -> None:
+    def __init__(
+        self,
+        targets: dict[str, list[str]],
+        rules: str | None = None,
+        alertmanagers: list[str] = (),
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.dir = Path(tempfile.mkdtemp(prefix="prometheus-"))
@@ -34,6 +40,13 @@ class PrometheusServer:
                 for job, addresses in targets.items()
             ],
         }
+        if rules is not None:
+            (self.dir / "rules.yml").write_text(rules)
+            config["rule_files"] = [str(self.dir / "rules.yml")]
+        if alertmanagers:
+            config["alerting"] = {
+                "alertmanagers": [{"static_configs": [{"targets": list(alertmanagers)}]}]
+            }
         (self.dir / "prometheus.yml").write_text(yaml.safe_dump(config))
         self.log = self.dir / "prometheus.log"
         self.process: subprocess.Popen | None = None
