@@ -163,9 +163,12 @@ def measure(args) -> dict:
                 for m in reference.media]  # fmt: skip
         rt.create_indexes()
         rt.reference.load(reference.model_copy(update={"media": rows}))
+        requests_before = len(network.log)
         measured["http"] = _measure_one(
             rt, broker, clock, "http", http_handles, youtube, args.http_threads, args.timeout
         )
+        requests = len(network.log) - requests_before
+        measured["http"]["requests_per_job"] = round(requests / measured["http"]["jobs"], 2)
         if LocalChromedriver.available() and not args.no_browser:
             with LocalChromedriver() as node:
                 rt.inventory.add_node(node.url, "chromedriver", args.browser_slots, rt.now())
@@ -209,6 +212,17 @@ def demo_accounts(scale: int) -> dict[str, int]:
     for username in seed.demo_accounts():
         accounts[username.split("_")[1]] += scale
     return dict(accounts)
+
+
+def host_pacing(groups: list[sim.JobGroup], requests_per_job: float, delay_s: float) -> dict:
+    """Share of each media host's time its pacing alone needs: jobs per second (count /
+    interval) x requests per job x the cluster-wide delay between request starts. Above 1 the
+    host cannot keep up whatever the replicas. Websites are one host each: left out."""
+    load: dict[str, float] = defaultdict(float)
+    for g in groups:
+        if g.collection == PROFILE.collection:
+            load[g.media] += g.count / g.interval_s * requests_per_job * delay_s
+    return {media: round(share, 3) for media, share in load.items()}
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -295,6 +309,9 @@ def main() -> None:
     p.add_argument("--browser-min", type=int, default=0)
     p.add_argument("--browser-max", type=int, default=4)
     p.add_argument("--startup", type=float, default=20.0, help="pod start to consuming, s")
+    p.add_argument(
+        "--host-delay", type=float, default=1.0, help="CRAWLSCHED_HOST_DELAY_S (default 1.0)"
+    )
     p.add_argument("--metric", choices=("ready", "ready+unacked"), default="ready")
     args = p.parse_args()
     if args.quick:
@@ -340,6 +357,15 @@ def main() -> None:
     )  # fmt: skip
     sim_s = time.perf_counter() - sim_started
     figures = report(result, 3600.0)
+    pacing = host_pacing(groups, measured["http"]["requests_per_job"], args.host_delay)
+    print(
+        f"\n== host pacing (not in the model): share of each host's time that "
+        f"{measured['http']['requests_per_job']} requests/job (measured) at one request start "
+        f"per {args.host_delay:g} s need; above 1 no replica count keeps up =="
+    )
+    for media, share in pacing.items():
+        print(f"  {media:<10} {share}")
+    figures["host_pacing_max_share"] = max(pacing.values(), default=0.0)
     figures.update(
         {
             "bench": "scaling",
