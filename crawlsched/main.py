@@ -7,6 +7,7 @@ command line; the command line reaches a running server through its typed routes
 
 from __future__ import annotations
 
+import signal
 import sys
 
 import typer
@@ -42,6 +43,9 @@ def api_serve(host: str | None = HOST, port: int | None = PORT) -> None:
     api = create_app(rt, delivers=delivers, metrics=metrics)
     where = f"{host or settings.api_host}:{settings.api_port if port is None else port}"
     console.print(f"crawlsched API on http://{where} (docs at /docs)")
+    # uvicorn finishes the requests under way on SIGTERM, then raises the signal again with
+    # the handler it found: this one makes that a clean exit 0 (not "killed by SIGTERM").
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     api_server(
         api, host or settings.api_host, settings.api_port if port is None else port, settings
     ).run()
