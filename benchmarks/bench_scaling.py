@@ -300,19 +300,30 @@ def main() -> None:
                    help="without chromedriver: browser rate = http rate / this")  # fmt: skip
     p.add_argument("--no-browser", action="store_true", help="do not measure the browser class")
     p.add_argument("--timeout", type=float, default=300.0, help="per measured run, seconds")
-    p.add_argument("--value", type=float, default=20.0, help="KEDA target messages per replica")
-    p.add_argument("--activation", type=float, default=1.0)
+    # The defaults are deploy/kubernetes's small overlay (base/scaling.yaml, workers.yaml).
+    p.add_argument(
+        "--http-value",
+        type=float,
+        default=16.0,
+        help="KEDA target messages per http replica (its processes x threads)",
+    )
+    p.add_argument(
+        "--browser-value", type=float, default=4.0, help="KEDA target messages per browser replica"
+    )
+    p.add_argument("--window", type=float, default=660.0, help="HPA scale-down window, s")
+    p.add_argument("--activation", type=float, default=0.0)
     p.add_argument("--polling", type=float, default=15.0)
     p.add_argument("--cooldown", type=float, default=900.0)
     p.add_argument("--http-min", type=int, default=1)
-    p.add_argument("--http-max", type=int, default=10)
+    p.add_argument("--http-max", type=int, default=4)
     p.add_argument("--browser-min", type=int, default=0)
-    p.add_argument("--browser-max", type=int, default=4)
+    p.add_argument("--browser-max", type=int, default=2)
     p.add_argument("--startup", type=float, default=20.0, help="pod start to consuming, s")
     p.add_argument(
         "--host-delay", type=float, default=1.0, help="CRAWLSCHED_HOST_DELAY_S (default 1.0)"
     )
-    p.add_argument("--metric", choices=("ready", "ready+unacked"), default="ready")
+    # The manifests read the management API, whose `messages` counts ready and unacked.
+    p.add_argument("--metric", choices=("ready", "ready+unacked"), default="ready+unacked")
     args = p.parse_args()
     if args.quick:
         args.hours = min(args.hours, 2.0)
@@ -325,19 +336,20 @@ def main() -> None:
     for name, m in measured.items():
         print(f"  {name:<8} {json.dumps({k: v for k, v in m.items()}, default=str)}")
 
-    def rule(low: int, high: int) -> keda.KedaRule:
+    def rule(value: float, low: int, high: int) -> keda.KedaRule:
         return keda.KedaRule(
-            value=args.value, activation_value=args.activation, polling_interval_s=args.polling,
+            value=value, activation_value=args.activation, polling_interval_s=args.polling,
             cooldown_period_s=args.cooldown, min_replicas=low, max_replicas=high,
+            scale_down_window_s=args.window,
         )  # fmt: skip
 
     classes = {
         "http": sim.WorkerClass(
-            "http", rule(args.http_min, args.http_max), args.http_threads,
+            "http", rule(args.http_value, args.http_min, args.http_max), args.http_threads,
             measured["http"]["jobs_per_s_per_thread"], args.startup, args.metric,
         ),
         "browser": sim.WorkerClass(
-            "browser", rule(args.browser_min, args.browser_max), args.browser_threads,
+            "browser", rule(args.browser_value, args.browser_min, args.browser_max), args.browser_threads,
             measured["browser"]["jobs_per_s_per_thread"], args.startup, args.metric,
         ),
     }  # fmt: skip

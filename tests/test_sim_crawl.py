@@ -44,8 +44,20 @@ def test_the_crawl_core_keeps_its_invariants_over_simulated_crashes(scenario, se
     assert result["invariants_broken"] == 0, "\n".join(replays)
     first, last = (int(n) for n in seeds.split("-"))
     assert result["schedules"] == last - first + 1
-    if scenario != "quiet":
+    if scenario not in ("quiet", "drain"):
         assert result["crashes"] > result["schedules"] / 2  # crashes were injected, and many
+
+
+def test_worker_processes_told_to_stop_drain_in_a_page_s_time_and_refetch_nothing():
+    # Each seed stops 1 to 3 worker processes mid-crawl (SIGTERM: `env.draining()`), starting
+    # each again once drained; with no crash and no duplicate, every page is fetched once, and
+    # each drain ends within a page's time (crawl_checks.drains_bounded).
+    result, stderr = _simulate("--scenario", "drain", "--seeds", "1-60")
+    replays = [line for line in stderr.splitlines() if "replay" in line or line.startswith("seed")]
+    assert result["invariants_broken"] == 0, "\n".join(replays)
+    assert result["schedules"] == 60 and result["crashes"] == 0
+    one, _ = _simulate("--scenario", "drain", "--seed", "3")
+    assert one["drained"] >= 1 and one["drain_s_max"] is not None  # drains did happen
 
 
 def test_a_seed_replays_to_the_same_steps():

@@ -289,15 +289,18 @@ class Loop:
             gone = tuple(p.job_id for p in self.pending + self.aside.pages)
             return LoopEnd(crawled, stopped=gone)
         if self.interruption:
-            left = self.interrupted + self.pending + self.aside.pages
-            return LoopEnd(crawled, unfinished=tuple(p.job_id for p in left),
-                           interruption=self.interruption)  # fmt: skip
+            left = tuple(p.job_id for p in self.interrupted + self.pending + self.aside.pages)
+            refused = tuple(job_id for job_id in left if job_id in self.refused)
+            return LoopEnd(crawled, unfinished=left, interruption=self.interruption,
+                           refused=refused)  # fmt: skip
         if self.drain_seen and (self.pending or self.aside.pages):
             # Ready at once, whatever host they waited for here: the batch that takes them
             # next asks the store, which knows better by then.
             left = tuple(p.job_id for p in self.pending + self.aside.pages)
             why = "its worker was stopping (drained on SIGTERM)"
-            return LoopEnd(crawled, unfinished=left, interruption=why, drained=True)
+            refused = tuple(job_id for job_id in left if job_id in self.refused)
+            return LoopEnd(crawled, unfinished=left, interruption=why, refused=refused,
+                           drained=True)  # fmt: skip
         if not self.aside.pages:
             return LoopEnd(crawled)
         why, hosts, not_before = self.aside.waits()

@@ -16,10 +16,10 @@ import os
 import sys
 import time
 
-from tests.sim.crawl_scenario import crawl, small, varied
+from tests.sim.crawl_scenario import crawl, drained, small, varied
 from tests.sim.scenarios import SCENARIOS
 
-SCENARIOS.update(crawl=crawl, quiet=small, varied=varied)
+SCENARIOS.update(crawl=crawl, quiet=small, varied=varied, drain=drained)
 
 
 def _seeds(text: str) -> range:

@@ -262,16 +262,22 @@ class SimBroker:
         handlers: Mapping[str, Callable[..., Any]],
         policies: Mapping[str, RetryPolicy] | None = None,
         default: RetryPolicy = NO_RETRY,
+        running: Callable[[], bool] | None = None,
     ) -> Callable[[], None]:
         """A dramatiq worker thread's loop over `queues` (spawn it as a daemon): take, skip if
         older than its `max_age_ms`, call the actor's handler, then ack, or fail with its
-        policy. SimCrash goes through (the delivery is redelivered)."""
+        policy. SimCrash goes through (the delivery is redelivered). `running`: while it says
+        so (dramatiq's WorkerThread.stop: it finishes the message it holds, and one it was
+        handed while it waited); the loop returns then."""
         policies = policies or {}
+        # Without `running`, take waits as long as it must (no timer: seeds replay as before).
+        timeout = None if running is None else 1.0
 
         def loop() -> None:
-            while True:
-                delivery = self.take(process, queues)
-                assert delivery is not None
+            while running is None or running():
+                delivery = self.take(process, queues, timeout)
+                if delivery is None:
+                    continue
                 message = delivery.message
                 policy = policies.get(message.actor_name, default)
                 age_ms = (self.world.elapsed - message.sent_s) * 1000

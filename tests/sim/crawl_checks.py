@@ -223,3 +223,14 @@ def owed_swept(db: Any, now: datetime) -> list[str]:
         if run and run.get("state") not in ENDED:
             found.append(f"page {doc_id} of the running run {run['_id']} would be swept")
     return found
+
+
+def drains_bounded(drained: list[tuple[str, float]], bound_s: float) -> list[str]:
+    """A process told to stop finishes its pages in flight and gives the rest back: it is done
+    within about a page's time (its host's delay, a robots.txt, the page itself), not after
+    its batches' whole crawl."""
+    return [
+        f"{process} took {took:.1f} s to drain (bound {bound_s:.1f} s)"
+        for process, took in drained
+        if took > bound_s
+    ]

@@ -68,6 +68,8 @@ class CrawlSpec:
     lanes: int = 2
     max_virtual_s: float = 6 * 3600.0
     max_steps: int = 2_000_000
+    drains: int = 0  # worker processes told to stop (SIGTERM) at moments drawn from the seed
+    drain_within_s: float = 30.0  # ... within this many virtual seconds of the start
 
 
 def settings_of(seed: int, spec: CrawlSpec) -> Settings:
@@ -169,8 +171,14 @@ def _run(
     db = setup.db.raw
     hooks = Hooks(web, world, db)
     broker = SimBroker(world, duplicate_p=spec.duplicate_p)
-    cluster = SimCluster(world, web, broker, settings, spec.processes, spec.threads, hooks)
+    cluster = SimCluster(world, web, broker, settings, spec.processes, spec.threads, hooks,
+                         drains=spec.drains > 0)  # fmt: skip
     cluster.start()
+    draw = world.rng("drains")
+    for _ in range(spec.drains):
+        process = draw.choice(cluster.processes)
+        world.call_later(draw.uniform(0.5, spec.drain_within_s),
+                         lambda process=process: cluster.drain(process))  # fmt: skip
     swept: list[str] = []
     world.spawn(world.process("store"), lambda: _sweeper(world, db, swept), "ttl", daemon=True)
 
@@ -203,7 +211,9 @@ def _run(
     return ScenarioResult(
         seed, violations, world.steps, len(world.crashes), world.elapsed, summary.real_s,
         world.trace_hash(),
-        {"requests": len(web.log), "published": len(cluster.publisher.published)},
+        {"requests": len(web.log), "published": len(cluster.publisher.published),
+         "drained": len(cluster.drained),
+         "drain_s_max": max((took for _, took in cluster.drained), default=None)},
     )  # fmt: skip
 
 
@@ -228,6 +238,10 @@ def _settled(db: Any, run: dict[str, Any], web: SimWeb, world: World, spec: Craw
     grace = LATE_START_GRACE.total_seconds()
     found = crawl_checks.politeness(web, spec.host_delay_s, grace, world.crashes)
     found += crawl_checks.nothing_left_held(db, world.now())
+    # A page in flight may wait for its host's delay and a robots.txt, each as slow as the
+    # slowest answer; then the part is recorded.
+    bound_s = 2 * spec.web.slow_latency_s[1] + 2 * spec.host_delay_s + 2.0
+    found += crawl_checks.drains_bounded(cluster.drained, bound_s)
     return found + crawl_checks.announced(db, run, cluster.publisher.published, hooks.posts, owed)
 
 
@@ -258,3 +272,30 @@ def varied(seed: int) -> ScenarioResult:
 def small(seed: int) -> ScenarioResult:
     """Fewer pages and no crashes: what the scenario's checks say of a quiet crawl."""
     return crawl(seed, replace(CrawlSpec(), crash_p=0.0, crash_budget=0, duplicate_p=0.0))
+
+
+def drained(seed: int) -> ScenarioResult:
+    """Worker processes told to stop (SIGTERM) mid-crawl, 1 to 3 times, each started again
+    once drained; no crash, no duplicate delivery: so every page must still be fetched once
+    (a drain records what it fetched and gives back only what it did not)."""
+    draw = random.Random(f"{seed}:drain-shape")
+    web = WebSpec(
+        hosts=draw.randint(1, 4),
+        pages_per_host=draw.randint(6, 16),
+        depth=draw.randint(2, 4),
+        fan_out=draw.randint(2, 4),
+        cross_host_p=draw.choice([0.0, 0.2, 0.5]),
+    )
+    spec = CrawlSpec(
+        processes=draw.randint(2, 4),
+        threads=draw.randint(1, 3),
+        web=web,
+        crash_p=0.0,
+        crash_budget=0,
+        duplicate_p=0.0,
+        host_delay_s=draw.choice([0.0, 0.5, 1.0, 2.0]),
+        lanes=draw.randint(1, 3),
+        drains=draw.randint(1, 3),
+        drain_within_s=draw.choice([5.0, 15.0, 30.0]),
+    )
+    return crawl(seed, spec)

@@ -90,6 +90,7 @@ class SimCluster:
         processes: int,
         threads: int,
         transport: httpx.BaseTransport,
+        drains: bool = False,
     ) -> None:
         self.world, self.web, self.broker, self.settings = world, web, broker, settings
         self.transport = transport  # the web, and whatever else the processes reach
@@ -99,6 +100,10 @@ class SimCluster:
         self.processes = [world.process(f"worker-{n}") for n in range(processes)]
         self.runtimes: dict[str, SimRuntime] = {}
         self.policies = {a.actor_name: RetryPolicy.of_actor(a) for a in all_actors()}
+        self.drains = drains  # whether processes may be drained (their loops then poll)
+        self.draining: set[str] = set()
+        self.drain_began: dict[str, float] = {}
+        self.drained: list[tuple[str, float]] = []  # (process, virtual seconds its drain took)
         world.on_crash(lambda p: world.call_later(RESTART_S, lambda: self.boot(p)))
 
     def runtime_of(self, process: SimProcess) -> SimRuntime:
@@ -113,9 +118,36 @@ class SimCluster:
         )
         self.runtimes[process.name] = rt
         table = handlers.table(lambda: rt, self.sends)
-        loop = self.broker.worker(process, handlers.QUEUES, table, self.policies)
+        self.draining.discard(process.name)
+        self.drain_began.pop(process.name, None)
+        if not self.drains:
+            loop = self.broker.worker(process, handlers.QUEUES, table, self.policies)
+            for n in range(self.threads):
+                self.world.spawn(process, loop, f"{process.name}/worker-{n}", daemon=True)
+            return
+        loop = self.broker.worker(process, handlers.QUEUES, table, self.policies,
+                                  running=lambda: process.name not in self.draining)  # fmt: skip
+        done = [0]
+
+        def thread() -> None:
+            loop()
+            done[0] += 1
+            if done[0] == self.threads:  # drained: the platform starts a new one
+                began = self.drain_began.pop(process.name)
+                self.drained.append((process.name, self.world.elapsed - began))
+                self.world.call_later(RESTART_S, lambda: self.boot(process))
+
         for n in range(self.threads):
-            self.world.spawn(process, loop, f"{process.name}/worker-{n}", daemon=True)
+            self.world.spawn(process, thread, f"{process.name}/worker-{n}", daemon=True)
+
+    def drain(self, process: SimProcess) -> None:
+        """SIGTERM to a worker process: its batches drain (`env.draining()`), its worker
+        threads take nothing more, and once they are done it starts again, fresh."""
+        if process.crashed or process.name in self.draining:
+            return
+        self.draining.add(process.name)
+        self.drain_began[process.name] = self.world.elapsed
+        self.runtimes[process.name].env.drained = True
 
     def start(self) -> None:
         for process in self.processes:
