@@ -293,8 +293,8 @@ def main() -> None:
     p.add_argument("--job-interval", type=float, help="jobs' interval_s (default: the seed's)")
     p.add_argument("--http-jobs", type=int, default=200)
     p.add_argument("--browser-jobs", type=int, default=20)
-    p.add_argument("--http-threads", type=int, default=8)
-    p.add_argument("--browser-threads", type=int, default=2)
+    p.add_argument("--http-threads", type=int, default=16, help="per pod: processes x threads")
+    p.add_argument("--browser-threads", type=int, default=4, help="per pod: processes x threads")
     p.add_argument("--browser-slots", type=int, default=2, help="Selenium slots (demo: 2)")
     p.add_argument("--browser-ratio", type=float, default=10.0,
                    help="without chromedriver: browser rate = http rate / this")  # fmt: skip
