@@ -21,6 +21,11 @@ from crawlsched.messages import BatchMessage, ReportMessage, WakeMessage, admiss
 from crawlsched.runtime import get_runtime
 
 WAKE_KEYS_PER_MESSAGE = 8  # a wake message names at most this many keys
+# A delayed message is held unacknowledged by a worker until its time, and RabbitMQ closes the
+# channel of a delivery unacknowledged past its consumer_timeout (30 minutes by default),
+# redelivering all it held. So no wake-up is sent further ahead than this: the ticker's
+# admission pass, on every tick, admits a batch whose wait has ended (waiting is a document).
+MAX_WAKE_DELAY_S = 600.0
 
 # How a message leaves: (queue, actor name, args, delay in seconds).
 Send = Callable[[str, str, tuple[Any, ...], float], None]
@@ -58,7 +63,10 @@ class Sends:
         self._send("crawlsched.notify", "deliver_webhook", (delivery_id,), 0.0)
 
     def wake(self, keys: Iterable[str], delay_s: float = 0.0) -> None:
-        """Admission passes for `keys`, `delay_s` from now (a few keys a message)."""
+        """Admission passes for `keys`, `delay_s` from now (a few keys a message); none when
+        that is over `MAX_WAKE_DELAY_S` away (the ticker's pass does it then)."""
+        if delay_s > MAX_WAKE_DELAY_S:
+            return
         keys = sorted(keys)
         for at in range(0, len(keys), WAKE_KEYS_PER_MESSAGE):
             chunk = keys[at : at + WAKE_KEYS_PER_MESSAGE]
