@@ -204,7 +204,7 @@ class _Delivery:
         elif end.interruption:
             self.wake_keys |= frontier.give_back(
                 list(end.unfinished), end.interruption, end.host_waits, end.not_before,
-                list(end.refused), self.wake_at,
+                end.refused, self.wake_at,
             )  # fmt: skip
             self.move(BatchEvent.REST_PARKED)
 

@@ -245,11 +245,11 @@ class Frontier:
         reason: str,
         host_waits: Mapping[str, datetime | None],
         not_before: datetime | None,
-        refused: list[Any],
+        refused: Mapping[Any, int],
         wake_at: Callable[[frozenset[str], datetime], None],
     ) -> set[str]:
         """Put pages the batch will not crawl back to wait (`wait_for_hosts`); `refused`:
-        those the host answered 429 or 503, counted on the page first."""
+        those the host answered 429 or 503 (and how often here), counted on the page first."""
         rt, message = self._rt, self.message
         rt.jobs(message.collection).count_refusals(message.dispatch_id, refused)
         return wait_for_hosts(rt, message, job_ids, reason, host_waits, not_before, wake_at)

@@ -56,7 +56,8 @@ class LoopEnd:
     # holder gives it back).
     host_waits: Mapping[str, datetime | None] = field(default_factory=dict)
     not_before: datetime | None = None  # ... until a holder gives one back, or until then
-    refused: tuple[Any, ...] = ()  # of the unfinished, those their host answered 429/503
+    # Of the unfinished, those their host answered 429/503 here, and how many times.
+    refused: Mapping[Any, int] = field(default_factory=dict)
     drained: bool = False  # its worker is stopping: the unfinished go back, ready at once
 
 
@@ -290,23 +291,24 @@ class Loop:
             return LoopEnd(crawled, stopped=gone)
         if self.interruption:
             left = tuple(p.job_id for p in self.interrupted + self.pending + self.aside.pages)
-            refused = tuple(job_id for job_id in left if job_id in self.refused)
             return LoopEnd(crawled, unfinished=left, interruption=self.interruption,
-                           refused=refused)  # fmt: skip
+                           refused=self._refused(left))  # fmt: skip
         if self.drain_seen and (self.pending or self.aside.pages):
             # Ready at once, whatever host they waited for here: the batch that takes them
             # next asks the store, which knows better by then.
             left = tuple(p.job_id for p in self.pending + self.aside.pages)
             why = "its worker was stopping (drained on SIGTERM)"
-            refused = tuple(job_id for job_id in left if job_id in self.refused)
-            return LoopEnd(crawled, unfinished=left, interruption=why, refused=refused,
-                           drained=True)  # fmt: skip
+            return LoopEnd(crawled, unfinished=left, interruption=why,
+                           refused=self._refused(left), drained=True)  # fmt: skip
         if not self.aside.pages:
             return LoopEnd(crawled)
         why, hosts, not_before = self.aside.waits()
         ids = tuple(p.job_id for p in self.aside.pages)
-        refused = tuple(job_id for job_id in ids if job_id in self.refused)
+        refused = self._refused(ids)
         return LoopEnd(crawled, (), ids, why, hosts, not_before, refused)
+
+    def _refused(self, ids: tuple[Any, ...]) -> dict[Any, int]:
+        return {job_id: self.refused[job_id] for job_id in ids if job_id in self.refused}
 
     def close(self) -> None:
         """Wait for what still runs beside: a batch's records never outlive it."""

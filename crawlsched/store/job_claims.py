@@ -215,15 +215,20 @@ class JobClaims:
                 left.ended.add(ended_under)
         return left
 
-    def count_refusals(self, dispatch_id: str, job_ids: Sequence[Any]) -> int:
-        """The host answered each of these pages 429 or 503 once more (pages `dispatch_id`
-        holds)."""
-        if not job_ids:
-            return 0
-        return self._jobs.update_many(
-            {"_id": {"$in": list(job_ids)}, "dispatch_id": dispatch_id},
-            {"$inc": {REFUSALS: 1}},
-        ).modified_count
+    def count_refusals(self, dispatch_id: str, refused: Mapping[Any, int]) -> int:
+        """The host answered each of these pages 429 or 503 so many times more (pages
+        `dispatch_id` holds): one command per distinct count, almost always one."""
+        modified = 0
+        by_times: dict[int, list[Any]] = {}
+        for job_id, times in refused.items():
+            if times > 0:
+                by_times.setdefault(times, []).append(job_id)
+        for times, job_ids in sorted(by_times.items()):
+            modified += self._jobs.update_many(
+                {"_id": {"$in": job_ids}, "dispatch_id": dispatch_id},
+                {"$inc": {REFUSALS: times}},
+            ).modified_count
+        return modified
 
     def claimed_ids(self, dispatch_id: str) -> list[Any]:
         return [
