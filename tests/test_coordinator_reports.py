@@ -460,3 +460,23 @@ def test_coordinator_redelivered_report_of_a_running_child_does_not_count_it_off
     run = rt.runs.get(RUN)
     assert (run["state"], run["counts"]) == (FINISHED, {"succeeded": 2})
     assert calls.notified == [f"{RUN}:RunFinished"]
+
+
+def test_coordinator_run_end_drops_children_a_late_copy_registered_and_nobody_counted(rt):
+    # Given a run of one job, and a child page a late copy of a batch registered under a page
+    # another dispatch had already ended (so no report will ever count it in)
+    _run(rt, planned=1)
+    _ended(rt, ["succeeded"])
+    late = {"_id": "child:late", "parent_job": "elsewhere", "scope_run": RUN,
+            "released": False, "state": int(JobState.PENDING)}  # fmt: skip
+    rt.db.profiles.insert_one(late)
+    # When the run's last report ends it
+    with structlog.testing.capture_logs() as logs:
+        assert record_report(rt, _report()) is True
+    # Then that child is gone, not left showing as a page still to crawl, and it is said
+    assert rt.db.profiles.find_one({"_id": "child:late"}) is None
+    assert rt.db.profiles.count_documents({"scope_run": RUN, "released": False}) == 0
+    dropped = [e for e in logs if e["event"] == "uncounted_children_dropped"]
+    assert [(e["run_id"], e["jobs"]) for e in dropped] == [(RUN, 1)]
+    # (the run's own job stays, to expire with the run)
+    assert rt.db.profiles.count_documents({"run_id": RUN}) == 1
