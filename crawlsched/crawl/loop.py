@@ -294,12 +294,20 @@ class Loop:
             return LoopEnd(crawled, unfinished=left, interruption=self.interruption,
                            refused=self._refused(left))  # fmt: skip
         if self.drain_seen and (self.pending or self.aside.pages):
-            # Ready at once, whatever host they waited for here: the batch that takes them
-            # next asks the store, which knows better by then.
+            # They wait for their hosts: those put aside as they were told, the others only
+            # until this process gives its hosts back (at the batch's end), which wakes them
+            # at once. Not for a clock's tick: a worker group may drain with no clock running
+            # (dramatiq stops a whole group when one of its processes dies).
             left = tuple(p.job_id for p in self.pending + self.aside.pages)
             why = "its worker was stopping (drained on SIGTERM)"
-            return LoopEnd(crawled, unfinished=left, interruption=why,
-                           refused=self._refused(left), drained=True)  # fmt: skip
+            hosts: dict[str, datetime | None] = {p.host: None for p in self.pending}
+            not_before = None
+            if self.aside.pages:
+                _, aside_hosts, _ = self.aside.waits()
+                hosts = {**aside_hosts, **hosts}
+            return LoopEnd(crawled, unfinished=left, interruption=why, host_waits=hosts,
+                           not_before=not_before, refused=self._refused(left),
+                           drained=True)  # fmt: skip
         if not self.aside.pages:
             return LoopEnd(crawled)
         why, hosts, not_before = self.aside.waits()

@@ -102,6 +102,7 @@ class SimCluster:
         self.policies = {a.actor_name: RetryPolicy.of_actor(a) for a in all_actors()}
         self.drains = drains  # whether processes may be drained (their loops then poll)
         self.draining: set[str] = set()
+        self.drained_once = False
         self.drain_began: dict[str, float] = {}
         self.drained: list[tuple[str, float]] = []  # (process, virtual seconds its drain took)
         world.on_crash(lambda p: world.call_later(RESTART_S, lambda: self.boot(p)))
@@ -146,6 +147,7 @@ class SimCluster:
         if process.crashed or process.name in self.draining:
             return
         self.draining.add(process.name)
+        self.drained_once = True
         self.drain_began[process.name] = self.world.elapsed
         self.runtimes[process.name].env.drained = True
 
@@ -156,8 +158,11 @@ class SimCluster:
         self.world.spawn(clock, self._tick, "clock", daemon=True)
 
     def _tick(self) -> None:
-        """The clock: a tick every interval (any number of clocks may run; one is enough)."""
-        while True:
+        """The clock: a tick every interval (any number of clocks may run; one is enough). It
+        stops at the first drain when `drains` is set: what a drained batch gives back must be
+        crawled without a tick (dramatiq stops a whole group, clockless, when one of its
+        processes dies)."""
+        while not (self.drains and self.drained_once):
             self.world.sleep(self.settings.clock_interval_s)
             self.broker.send("crawlsched.ticks", "tick", ())
 
