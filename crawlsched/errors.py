@@ -72,6 +72,12 @@ class AccountNotFound(CrawlschedError, LookupError):
         self.username = username
 
 
+class ProxyNotFound(CrawlschedError, LookupError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no proxy {name!r} (see `crawlsched proxies list`)")
+        self.name = name
+
+
 class NodeNotFound(CrawlschedError, LookupError):
     def __init__(self, url: str) -> None:
         super().__init__(f"no Selenium node {url!r} (see `crawlsched nodes list`)")

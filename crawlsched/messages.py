@@ -70,6 +70,8 @@ class BatchMessage(BaseModel):
     driver_class: ShortName
     need_login: bool
     need_selenium: bool
+    # Its media goes out through proxies: the batch leases one (checked against the store).
+    need_proxy: bool = False
     crawl_limit: int = Field(gt=0, le=1_000_000)
     job_ids: list[JobIdText] = Field(min_length=1, max_length=MAX_BATCH_JOBS)
     lease_ids: list[LeaseId] = Field(default_factory=list, max_length=8)
@@ -116,6 +118,7 @@ class BatchMessage(BaseModel):
             driver_class=batch.driver_class,
             need_login=batch.need_login,
             need_selenium=batch.need_selenium,
+            need_proxy=batch.need_proxy,
             crawl_limit=batch.crawl_limit,
             job_ids=[encode_id(j) for j in job_ids],
         )
@@ -184,7 +187,7 @@ class WakeMessage(BaseModel):
     def _known_keys(cls, value: list[str]) -> list[str]:
         for key in value:
             pool, _, media = key.partition(":")
-            if pool == "selenium" and not media:
+            if pool in ("selenium", "proxy") and not media:
                 continue
             if pool == "host" and _is_host_key(media):
                 continue
@@ -204,10 +207,12 @@ class WakeMessage(BaseModel):
         return self.model_dump(mode="json")
 
 
-def admission_route(category: Category) -> str:
-    """Which stage a batch goes to first: the scarcer pool gates a batch that needs both."""
+def admission_route(category: Category, need_proxy: bool = False) -> str:
+    """Which stage a batch goes to first: the scarcer pool gates a batch that needs several
+    (its gatekeeper leases all of them at once). A proxy need is its media's setting, not a
+    category of its own: only a batch that needs nothing else goes to the proxy gatekeeper."""
     if category in (Category.ONLY_LOGIN, Category.SELENIUM_AND_LOGIN):
         return "admit_login"
     if category is Category.ONLY_SELENIUM:
         return "admit_selenium"
-    return "crawl"
+    return "admit_proxy" if need_proxy else "crawl"

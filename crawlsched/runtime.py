@@ -21,6 +21,7 @@ from crawlsched.drivers import registry
 from crawlsched.drivers.browser_proxy import FilteringProxy
 from crawlsched.drivers.fetching import PoliteHttp
 from crawlsched.drivers.net import guarded_client
+from crawlsched.drivers.proxied import ProxyClients, ProxyWatch
 from crawlsched.drivers.targets import CachingResolver, Resolver, parse_networks, resolve
 from crawlsched.environment import SYSTEM, Environment
 from crawlsched.events import RabbitmqEventPublisher, emit, publisher_for
@@ -36,6 +37,9 @@ from crawlsched.resources.host_grouping import first_address
 from crawlsched.resources.host_rules import HostPolicy, merge_policy
 from crawlsched.resources.inventory import MongoPoolInventory
 from crawlsched.resources.pools import ResourcePools
+from crawlsched.resources.proxy_health import Backoff
+from crawlsched.resources.proxy_inventory import MongoProxyInventory
+from crawlsched.resources.proxy_tiers import TierPolicy
 from crawlsched.resources.secrets import SecretBox
 from crawlsched.settings import Settings
 from crawlsched.store.activity import MongoActivityStore
@@ -173,6 +177,11 @@ class Runtime(ReferenceCache):
         )
 
     @cached_property
+    def proxy_clients(self) -> ProxyClients:
+        """The clients through the proxies this process's batches lease (`drivers.proxied`)."""
+        return ProxyClients(self.settings.http_timeout_s)
+
+    @cached_property
     def resolver(self) -> Resolver:
         """The crawl's name resolution, one cache per process (`dns_cache_s`)."""
         ttl_s = self.settings.dns_cache_s
@@ -184,12 +193,15 @@ class Runtime(ReferenceCache):
         secret_hosts: tuple[str, ...],
         on_request: Callable[[], None] | None = None,
         politeness: Mapping[str, Any] | None = None,
+        proxy: tuple[httpx.Client, ProxyWatch] | None = None,
     ) -> PoliteHttp:
-        """A batch's HTTP client for its drivers, on the process's shared connection pool;
+        """A batch's HTTP client for its drivers, on the process's shared connection pool or
+        through its leased proxy (`proxy`: that proxy's client, and the batch's watch on it);
         `politeness` is its media's (delay_s, concurrency, daily_pages) over the settings'."""
         settings = self.settings
         return PoliteHttp(
-            self.http,
+            self.http if proxy is None else proxy[0],
+            proxy=None if proxy is None else proxy[1],
             allowed_networks=self.allowed_networks,
             account=account,
             secret_hosts=secret_hosts,
@@ -298,6 +310,16 @@ class Runtime(ReferenceCache):
     @cached_property
     def inventory(self) -> MongoPoolInventory:
         return MongoPoolInventory(self.db, self.secrets)
+
+    @cached_property
+    def proxies(self) -> MongoProxyInventory:
+        settings = self.settings
+        return MongoProxyInventory(
+            self.db,
+            self.secrets,
+            Backoff(settings.proxy_backoff_s, settings.proxy_backoff_cap_s),
+            TierPolicy(settings.proxy_escalate_after, settings.proxy_probe_after_s),
+        )
 
     @cached_property
     def waiting(self) -> MongoWaitingStore:

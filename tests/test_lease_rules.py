@@ -57,12 +57,14 @@ def test_lease_id_names_its_pool_and_is_unique(pool):
 
 
 def test_lease_id_of_an_unknown_pool_is_refused():
-    with pytest.raises(ValueError, match=r"unknown pool 'proxy'; known: \('account', 'selenium'\)"):
-        rules.new_lease_id("proxy")
+    with pytest.raises(
+        ValueError, match=r"unknown pool 'vpn'; known: \('account', 'selenium', 'proxy'\)"
+    ):
+        rules.new_lease_id("vpn")
 
 
 @pytest.mark.parametrize(
-    "lease_id", ["", "account", "account.", ".abc", "proxy.abc", "selenium-abc", "Account.abc"]
+    "lease_id", ["", "account", "account.", ".abc", "vpn.abc", "selenium-abc", "Account.abc"]
 )
 def test_pool_of_refuses_what_is_not_a_lease_id(lease_id):
     with pytest.raises(ValueError, match=rf"not a lease id: {lease_id!r}"):

@@ -1,7 +1,7 @@
 """The actors. `dramatiq crawlsched.actors` starts workers for all of them.
 
 Queues: crawlsched.ticks, crawlsched.plan, crawlsched.admit.login,
-crawlsched.admit.selenium, crawlsched.crawl.<task>, crawlsched.done, crawlsched.notify. Use
+crawlsched.admit.selenium, crawlsched.admit.proxy, crawlsched.crawl.<task>, crawlsched.done, crawlsched.notify. Use
 `--queues` to run, say, only crawlsched.crawl.publication on a machine.
 """
 
@@ -26,8 +26,10 @@ def all_actors() -> list:
         planner.plan_children,
         gatekeepers.admit_login,
         gatekeepers.admit_selenium,
+        gatekeepers.admit_proxy,
         gatekeepers.wake_login,
         gatekeepers.wake_selenium,
+        gatekeepers.wake_proxy,
         *crawl.CRAWL_ACTORS.values(),
         coordinator.record_finished,
         notifier.deliver_webhook,

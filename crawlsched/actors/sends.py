@@ -48,13 +48,12 @@ class Sends:
     def batch(self, message: BatchMessage) -> None:
         """A planned batch: to its gatekeeper when it needs an account or a node, else to its
         crawl actor."""
-        route = admission_route(message.category)
-        if route == "admit_login":
-            self._send("crawlsched.admit.login", route, (message.payload(),), 0.0)
-        elif route == "admit_selenium":
-            self._send("crawlsched.admit.selenium", route, (message.payload(),), 0.0)
-        else:
+        route = admission_route(message.category, message.need_proxy)
+        if route == "crawl":
             self.crawl(message)
+        else:
+            queue = f"crawlsched.admit.{route.removeprefix('admit_')}"
+            self._send(queue, route, (message.payload(),), 0.0)
 
     def report(self, report: ReportMessage) -> None:
         self._send("crawlsched.done", "record_finished", (report.payload(),), 0.0)
@@ -70,8 +69,8 @@ class Sends:
         keys = sorted(keys)
         for at in range(0, len(keys), WAKE_KEYS_PER_MESSAGE):
             chunk = keys[at : at + WAKE_KEYS_PER_MESSAGE]
-            login = any(k.startswith("account:") for k in chunk)
-            name, queue = ("wake_login", "login") if login else ("wake_selenium", "selenium")
+            queue = wake_queue(chunk)
+            name = f"wake_{queue}"
             payload = WakeMessage(pool_keys=chunk).payload()
             self._send(f"crawlsched.admit.{queue}", name, (payload,), delay_s)
 
@@ -79,6 +78,17 @@ class Sends:
         """A wake-up for `keys` at `when` (a host's block or its dead holder's slice ends then):
         a delayed message, so no clock tick is needed for it."""
         self.wake(keys, delay_s=max((when - self._now()).total_seconds(), 0.0) + 0.05)
+
+
+def wake_queue(keys: Iterable[str]) -> str:
+    """Whose gatekeeper runs a pass for these keys: any pass looks at every batch waiting for
+    one of them, so it only matters that the pool's own queue carries it."""
+    keys = set(keys)
+    if any(k.startswith("account:") for k in keys):
+        return "login"
+    if keys and keys <= {"proxy"}:
+        return "proxy"
+    return "selenium"
 
 
 def _through_dramatiq(queue: str, actor_name: str, args: tuple[Any, ...], delay_s: float) -> None:

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from crawlsched.crawl.frontier import Frontier
+from crawlsched.crawl.identity import identity_of, settled
 from crawlsched.crawl.lanes import Lanes
 from crawlsched.crawl.loop import Crawl, Loop, LoopEnd
 from crawlsched.crawl.pages import locator
@@ -107,7 +108,7 @@ class _Delivery:
         is never taken from: its jobs are its leases'."""
         rt, message = self.rt, self.message
         store = rt.jobs(message.collection)
-        if message.need_login or message.need_selenium:
+        if message.need_login or message.need_selenium or message.need_proxy:
             self.jobs = store.load_claimed(message.dispatch_id, message.decoded_job_ids())
         else:
             self.jobs = store.load_and_begin(message.dispatch_id, message.decoded_job_ids())
@@ -155,8 +156,12 @@ class _Delivery:
         )  # fmt: skip
         try:
             leases.keep()
-            context = batch_context(rt, message, leases, dispatch, frontier.bounds)
-            with batch_browser(rt, leases, context):
+            identity = identity_of(rt, message, leases, media)
+            context = batch_context(rt, message, leases, dispatch, frontier.bounds, identity)
+            with (
+                batch_browser(rt, leases, context),
+                settled(rt, message, leases, identity, context),
+            ):
                 driver = registry.create(str(media.get("driver_class")))
                 alone = message.need_login or message.need_selenium  # one account, one browser
                 width = 1 if alone or not jobs_at_once(driver) else rt.settings.crawl_lanes
@@ -165,7 +170,9 @@ class _Delivery:
                     lanes=Lanes(rt.env, width),
                     start=driver_calls(rt, message, context, leases, dispatch, width, driver),
                     robots_first=robots_first(context),
-                    lost=lambda e, opened: lost_resource(rt, e, leases, opened),
+                    lost=lambda e, opened: lost_resource(
+                        rt, e, leases, opened, message.media_name, message.task
+                    ),
                     dispatch_lost=lambda: dispatch.lost,
                     stopped=stop.stopped,
                     env=rt.env,

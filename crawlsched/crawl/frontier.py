@@ -74,7 +74,7 @@ class Frontier:
         self.parts = 0  # handed over so far
         self.part_began = rt.env.monotonic()
         self.bounds = bounds_of(rt, rt.media(message.media_name) or {})
-        alone = message.need_login or message.need_selenium  # its pages are its leases'
+        alone = message.need_login or message.need_selenium or message.need_proxy  # its leases'
         settings = rt.settings
         limit_at = self.part_began + settings.crawl_time_limit_s
         self._keeper = Keeper(

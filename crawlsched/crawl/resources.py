@@ -17,10 +17,11 @@ from crawlsched import metrics
 from crawlsched.drivers.base import LoginRejected, RateLimited
 from crawlsched.drivers.browser_session import is_session_lost, open_browser
 from crawlsched.drivers.context import CrawlContext
+from crawlsched.drivers.proxied import ProxyBlocked, ProxyFailed
 from crawlsched.flow.destinations import check_node
-from crawlsched.flow.resource_events import ban_account_by_lease, node_marked
+from crawlsched.flow.resource_events import ban_account_by_lease, node_marked, proxy_failed
 from crawlsched.logs import get_logger
-from crawlsched.resources.rules import ACCOUNT_POOL, SELENIUM_POOL, pool_of
+from crawlsched.resources.rules import ACCOUNT_POOL, PROXY_POOL, SELENIUM_POOL, pool_of
 from crawlsched.runtime import Runtime
 
 log = get_logger(__name__)
@@ -161,18 +162,31 @@ def node_lost(rt: Runtime, url: str, reason: str) -> None:
 
 
 def lost_resource(
-    rt: Runtime, e: BaseException, leases: Leases, browser_opened: bool
+    rt: Runtime,
+    e: BaseException,
+    leases: Leases,
+    browser_opened: bool,
+    media: str | None = None,
+    task: str = "",
 ) -> str | None:
     """Why the batch cannot go on when `e` is the loss of what it runs on (its account refused
-    or rate-limited, its lease or browser session lost); None when `e` is the page's own
-    failure."""
+    or rate-limited, its proxy failed or blocked, its lease or browser session lost); None
+    when `e` is the page's own failure."""
     if isinstance(e, ResourceLost):
         return str(e)
+    if isinstance(e, ProxyFailed | ProxyBlocked):
+        blocked = isinstance(e, ProxyBlocked)
+        proxy_failed(rt, leases.of_pool(PROXY_POOL) or "", str(e), blocked, media)
+        return f"proxy {'blocked' if blocked else 'failed'}: {e}"
     if isinstance(e, LoginRejected):
         ban_account_by_lease(rt, leases.of_pool(ACCOUNT_POOL) or "", str(e))
         return f"account rejected by the site: {e}"
     if isinstance(e, RateLimited):
-        rt.inventory.cool_by_lease(leases.of_pool(ACCOUNT_POOL) or "", e.until, str(e))
+        account_lease = leases.of_pool(ACCOUNT_POOL) or ""
+        if e.task_only and task:
+            rt.inventory.lock_task_by_lease(account_lease, task, e.until, str(e))
+            return f"account rate-limited for {task}: {e}"
+        rt.inventory.cool_by_lease(account_lease, e.until, str(e))
         return f"account rate-limited: {e}"
     if browser_opened and isinstance(e, Exception) and is_session_lost(e):
         node = rt.leases.resource_of(leases.of_pool(SELENIUM_POOL) or "", rt.now())

@@ -8,11 +8,13 @@ from collections.abc import Callable
 from typing import Any
 
 from crawlsched.catalog import kind_of_collection
+from crawlsched.crawl.identity import Identity
 from crawlsched.crawl.pages import Page
 from crawlsched.crawl.progress import JobDone
 from crawlsched.crawl.resources import DispatchLease, Leases
 from crawlsched.drivers.base import Account, CrawlJob, task_method
 from crawlsched.drivers.context import CrawlBounds, CrawlContext
+from crawlsched.drivers.proxied import restore_cookies
 from crawlsched.messages import BadMessage, BatchMessage
 from crawlsched.planning.due import derive_target
 from crawlsched.politeness.pacer import HostNotReady
@@ -28,7 +30,10 @@ def batch_context(
     leases: Leases,
     dispatch: DispatchLease,
     bounds: CrawlBounds,
+    identity: Identity | None = None,
 ) -> CrawlContext:
+    """`identity`: the batch's proxy and its account's kept session (`crawl.identity`)."""
+    identity = identity or Identity()
     media = rt.media(message.media_name) or {}
     account = None
     if account_lease := leases.of_pool(ACCOUNT_POOL):
@@ -39,10 +44,23 @@ def batch_context(
     tasks = set(kind_of_collection(message.collection).tasks) & set(
         rt.media_tasks(message.media_name)
     )
+    kept = identity.kept_session
+
+    def open_http() -> Any:
+        http = rt.polite_http(
+            account,
+            secret_hosts,
+            on_request=dispatch.progress,
+            politeness=media.get("politeness"),
+            proxy=identity.proxy,
+        )
+        if kept is not None:
+            http.session = restore_cookies(kept["cookies"])
+        return http
+
     return CrawlContext(
-        open_http=lambda: rt.polite_http(
-            account, secret_hosts, on_request=dispatch.progress, politeness=media.get("politeness")
-        ),
+        open_http=open_http,
+        session_kept=kept is not None,
         account=account,
         secret_hosts=secret_hosts,
         allowed_networks=rt.allowed_networks,
@@ -138,6 +156,12 @@ def disagreement(
             f"task {message.task!r} of {message.media_name!r} needs login={needs[0]}, "
             f"selenium={needs[1]} in the store, not login={message.need_login}, "
             f"selenium={message.need_selenium}"
+        )
+    if bool(media.get("proxy")) != message.need_proxy:
+        return (
+            f"media {message.media_name!r} goes out through "
+            f"{'proxies' if media.get('proxy') else 'no proxy'} in the store, not "
+            f"need_proxy={message.need_proxy}"
         )
     if message.crawl_limit > int(task_row.get("crawl_limit") or 0):
         return (

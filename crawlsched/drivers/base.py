@@ -93,9 +93,15 @@ class LoginRejected(DriverError):
 class RateLimited(DriverError):
     """The site rate-limited the leased account until `until` (an aware datetime).
 
-    The account cools down until then; the batch's remaining jobs wait for another account.
+    With `task_only` (the site limits each endpoint on its own, as its rate-limit headers
+    say), the account is locked for this batch's task only and still serves its other tasks;
+    otherwise it cools down for all of them. Either way the batch's remaining jobs wait for
+    another account; they have not failed.
     """
 
-    def __init__(self, until: datetime, message: str = "rate-limited") -> None:
+    def __init__(
+        self, until: datetime, message: str = "rate-limited", task_only: bool = False
+    ) -> None:
         super().__init__(f"{message} until {until.isoformat()}")
         self.until = until
+        self.task_only = task_only

@@ -109,6 +109,7 @@ class CrawlContext:
         bounds: CrawlBounds | None = None,
         tasks: Iterable[str] | None = None,
         is_new: Callable[[str, str], bool] | None = None,
+        session_kept: bool = False,
     ) -> None:
         self._http = http
         self._open_http = open_http
@@ -126,7 +127,11 @@ class CrawlContext:
         self.selenium_url: str | None = None
         self.state: dict[str, Any] = {}  # the driver's scratch space for this batch
         self._login_lock = threading.Lock()
-        self._logged_in = False
+        # A session kept from an earlier batch of the account counts as logged in: the login
+        # is done once per session age, not once per batch (`crawl.identity`).
+        self.session_kept = session_kept
+        self._logged_in = session_kept
+        self.logins = 0  # logins run in this batch
         self._login_result: Any = None
         self.job: CrawlJob | None = None
         self.begin(None)
@@ -163,7 +168,23 @@ class CrawlContext:
             if not self._logged_in:
                 self._login_result = log_in(self)
                 self._logged_in = True
+                self.logins += 1
             return self._login_result
+
+    def login_again(self, log_in: Callable[[CrawlContext], T]) -> bool:
+        """The site no longer accepts a session kept from an earlier batch: forget it and log
+        in now. False (nothing done) when this batch's session is its own fresh login: then
+        the site's refusal is the page's, not an expired session's."""
+        with self._login_lock:
+            if not self.session_kept:
+                return False
+            self.session_kept = False
+            if self._http is not None and hasattr(self._http, "session"):
+                self._http.session.clear()
+            self._login_result = log_in(self)
+            self._logged_in = True
+            self.logins += 1
+            return True
 
     # -- what a job found --------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ import httpx
 
 from crawlsched.drivers.base import Account, DriverError
 from crawlsched.drivers.net import ACCEPT_ENCODING, decode_body
+from crawlsched.drivers.proxied import PROXY_ERRORS, ProxyFailed, ProxyWatch
 from crawlsched.drivers.targets import check_target, may_carry_secret, redact
 from crawlsched.errors import UnsafeTarget
 from crawlsched.resources.host_rules import HostPolicy, host_key
@@ -85,8 +86,11 @@ class PoliteHttp:
         on_request: Callable[[], None] | None = None,
         host_policy: HostPolicy | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        proxy: ProxyWatch | None = None,
     ) -> None:
         self._client = client
+        # The batch's leased proxy, when `client` goes out through one: what its answers show.
+        self.proxy = proxy
         self._monotonic = monotonic  # a response's deadline is on this clock
         # The media's politeness (delay, concurrency, daily pages), the settings' by default.
         self.host_policy = host_policy
@@ -259,6 +263,8 @@ class PoliteHttp:
             )
         except ValueError as e:
             raise FetchFailed(f"{what}: {e}") from None
+        if self.proxy is not None:
+            self.proxy.answered(response.status_code, body, what)
         # Rebuilt from the bounded, decoded body; `.text` decodes with replacement, so a broken
         # character encoding is not an error.
         headers_out = [
@@ -287,7 +293,14 @@ class PoliteHttp:
             connect=cap(t.connect), read=cap(t.read), write=cap(t.write), pool=cap(t.pool)
         )
 
-    def _failure(self, what: str, error: httpx.HTTPError, deadline: float) -> FetchFailed:
+    def _failure(self, what: str, error: httpx.HTTPError, deadline: float) -> DriverError:
+        if self.proxy is not None and isinstance(error, PROXY_ERRORS):
+            # Through a proxy, no answer at all is the proxy's failure (a site that is only
+            # slow answers within the deadline through another proxy).
+            detail = f"{type(error).__name__}: {str(error).strip()[:200]}"
+            return self.proxy.failed(
+                ProxyFailed(f"{what} through proxy {self.proxy.name} failed: {detail}")
+            )
         if isinstance(error, httpx.TimeoutException) and self._monotonic() >= deadline - 0.05:
             return FetchFailed(f"{what}: not finished within {self.deadline_s} s")
         # The reason, not only the kind: a connection the rebinding check refused says which

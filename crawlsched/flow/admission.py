@@ -21,6 +21,7 @@ from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage, ReportMessage
 from crawlsched.planning.outcomes import PHASE_OUTCOMES, Outcome
 from crawlsched.planning.run_names import schedule_id_of
+from crawlsched.resources.bindings import ProxyNeed
 from crawlsched.resources.pools import Need
 from crawlsched.resources.queueing import (
     Load,
@@ -38,7 +39,21 @@ log = get_logger(__name__)
 
 
 def keys_of(message: BatchMessage) -> frozenset[str]:
-    return pool_keys(message.need_login, message.need_selenium, message.media_name)
+    return pool_keys(
+        message.need_login, message.need_selenium, message.media_name, message.need_proxy
+    )
+
+
+def need_of(rt: Runtime, message: BatchMessage, now: datetime) -> Need:
+    """What the batch leases: its account and node, and when its media goes out through
+    proxies, a proxy of the media's group on its domain's tier (a due probe of a cheaper
+    tier is taken by this batch)."""
+    proxy = None
+    if message.need_proxy:
+        group = ((rt.media(message.media_name) or {}).get("proxy") or {}).get("group")
+        tier = rt.proxies.tier_for(message.media_name, group, now)
+        proxy = ProxyNeed(group, tier)
+    return Need(message.need_login, message.need_selenium, message.media_name, proxy, message.task)
 
 
 def park(
@@ -116,8 +131,7 @@ def _admit_at_once(
     No stop check here: the planner checked the run moments ago, just before it sent this
     batch, and the crawl actor checks again before it crawls anything (then gives the jobs
     back as stopped and the leases back). A batch that waited is checked when it is taken."""
-    need = Need(message.need_login, message.need_selenium, message.media_name)
-    grant = rt.pools.acquire(need, message.dispatch_id, now, message.run_id)
+    grant = rt.pools.acquire(need_of(rt, message, now), message.dispatch_id, now, message.run_id)
     if grant.leases is None:
         return False
     # Its wait bound counts from here, as if it had been parked now: if it loses its
@@ -204,8 +218,9 @@ def admit_waiting(
         if doc.get("takes", 1) > 1:
             # Taken before: free what an earlier pass may have leased before it died.
             rt.leases.release_holder(message.dispatch_id, now)
-        need = Need(message.need_login, message.need_selenium, message.media_name)
-        grant = rt.pools.acquire(need, message.dispatch_id, now, message.run_id)
+        grant = rt.pools.acquire(
+            need_of(rt, message, now), message.dispatch_id, now, message.run_id
+        )
         if grant.leases is None:
             short.add(grant.short or "")
             rt.waiting.untake(batch.dispatch_id, token, grant.short)
@@ -310,8 +325,9 @@ def requeue(
     new_dispatch = uuid.uuid4().hex
     store = rt.jobs(message.collection)
     # Until it begins again, a running batch of the run may take its jobs over when their
-    # hosts are free (a batch with an account or a node keeps them: they are its leases').
-    open_to_take_over = not (message.need_login or message.need_selenium)
+    # hosts are free (a batch with an account, a node or a proxy keeps them: they are its
+    # leases').
+    open_to_take_over = not (message.need_login or message.need_selenium or message.need_proxy)
     moved = store.reassign(message.dispatch_id, new_dispatch, job_ids, open_to_take_over)
     if moved == 0:
         return None

@@ -88,7 +88,11 @@ def _claim_chunk(
     dealt to the children in turn (one claim command per child touched). Claimed until
     `deadlines.unsent`; one more command gives the batches sent the whole lease."""
     requests = [
-        ClaimRequest(uuid.uuid4().hex, batch.job_ids, batch.category == Category.NEITHER)
+        ClaimRequest(
+            uuid.uuid4().hex,
+            batch.job_ids,
+            batch.category == Category.NEITHER and not batch.need_proxy,
+        )
         for batch in batches
     ]
     owners = [run_id if isinstance(run_id, str) else next(run_id) for _ in batches]

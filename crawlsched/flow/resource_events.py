@@ -1,13 +1,14 @@
 """What operators must hear of the resource pools, as events in `activity`, once per change:
 an account banned (by the site's refusal or by an operator), a node lost (found down by the
-probe, or lost under a batch) and back again. A change already made (an account already
-banned, a node already down) emits nothing. Never a secret: media and username, node URL
-without its user:password@, and the reason."""
+probe, or lost under a batch) and back again, a proxy that failed and rests (each failure).
+A change already made (an account already banned, a node already down) emits nothing. Never
+a secret: media and username, node URL without its user:password@, proxy name, the reason."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from crawlsched import metrics
 from crawlsched.drivers.targets import redact
 from crawlsched.events import emit
 from crawlsched.resources.rules import BANNED, DOWN
@@ -17,6 +18,7 @@ from crawlsched.runtime import Runtime
 def ban_account_by_lease(rt: Runtime, lease_id: str, reason: str) -> None:
     """The site refused the login of the account this lease holds: banned until enabled."""
     before = rt.inventory.ban_by_lease(lease_id, reason, rt.now())
+    rt.leases.drop_session(lease_id)  # the site refused it: its session is worth nothing
     if before is not None and before.get("status") != BANNED:
         _account_banned(rt, before, reason, by="site")
 
@@ -53,3 +55,24 @@ def node_marked(
         emit(rt, "NodeLost", node=redact(url), reason=(reason or "")[:300], **fields)
     elif healthy and before == DOWN:
         emit(rt, "NodeRecovered", node=redact(url))
+
+
+def proxy_failed(rt: Runtime, lease_id: str, reason: str, blocked: bool, media: str | None) -> None:
+    """The proxy behind this lease failed (or, `blocked`, an answer through it showed its
+    media's block signs): it rests, and a block counts against its domain's tier."""
+    now = rt.now()
+    proxy = rt.proxies.failed_by_lease(lease_id, reason, now)
+    metrics.proxy_failed("blocked" if blocked else "failed")
+    if proxy is None:
+        return
+    if blocked and media is not None:
+        group = ((rt.media(media) or {}).get("proxy") or {}).get("group")
+        rt.proxies.record_tier(media, group, int(proxy.get("tier") or 0), True, now)
+    emit(
+        rt,
+        "ProxyCooled",
+        proxy=proxy["_id"],
+        reason=reason[:300],
+        failures=proxy["failures"],
+        until=proxy["cooling_until"].isoformat(),
+    )

@@ -117,6 +117,20 @@ def node_marked_down() -> None:
         _active.nodes_marked_down.inc()
 
 
+def proxy_failed(kind: str) -> None:
+    if _active:
+        _active.proxy_failures.labels(kind).inc()
+
+
+def account_logins(media: str, logins: int, reused: bool) -> None:
+    """A batch's logins (0 when it reused its account's kept session)."""
+    if _active:
+        if logins:
+            _active.account_logins.labels(media).inc(logins)
+        if reused:
+            _active.sessions_reused.labels(media).inc()
+
+
 def report_received(lag_s: float) -> None:
     """A report reached the coordinator `lag_s` after it was sent."""
     if _active:

@@ -20,6 +20,8 @@ SECONDS_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 
 MISSED_REASONS = tuple(reason.value for reason in MissedReason)
 # Why a crawl put a host's jobs aside (see `host_wait_reason`).
 HOST_WAIT_REASONS = ("held", "blocked", "paced", "budget")
+# How a proxy failed under a batch (see `drivers.proxied`).
+PROXY_FAILURE_KINDS = ("failed", "blocked")
 
 
 class FlowMetrics:
@@ -145,7 +147,27 @@ class FlowMetrics:
             "crawlsched_jobs_finished_total what a finished job costs it.",
             ("collection", "method"),
         )
+        self.proxy_failures = counter(
+            "crawlsched_proxy_failures_total",
+            "Times a proxy failed under a batch (refused, stalled, broke the connection: "
+            "failed) or an answer through it showed its media's block signs (blocked); the "
+            "proxy then rests, doubling its rest with each failure in a row.",
+            ("kind",),
+        )
+        self.account_logins = counter(
+            "crawlsched_account_logins_total",
+            "Logins an account made in a batch; a batch that reuses the account's kept session "
+            "makes none (see crawlsched_sessions_reused_total).",
+            ("media",),
+        )
+        self.sessions_reused = counter(
+            "crawlsched_sessions_reused_total",
+            "Batches that went on with their account's kept login session instead of logging in.",
+            ("media",),
+        )
         # Zero series for the closed label sets, so rates and alerts work from the first scrape.
+        for kind in PROXY_FAILURE_KINDS:
+            self.proxy_failures.labels(kind=kind)
         for reason in HOST_WAIT_REASONS:
             self.host_waits.labels(reason=reason)
         for status in sorted(BLOCKING_STATUSES):

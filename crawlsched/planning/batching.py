@@ -23,6 +23,7 @@ class Batch:
     need_selenium: bool
     crawl_limit: int
     job_ids: tuple[Any, ...]
+    need_proxy: bool = False
 
 
 class BatchCutter:
@@ -69,6 +70,7 @@ class BatchCutter:
             need_selenium=first.need_selenium,
             crawl_limit=first.crawl_limit,
             job_ids=tuple(job.id for job in jobs),
+            need_proxy=first.need_proxy,
         )
 
 

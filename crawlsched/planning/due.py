@@ -42,6 +42,7 @@ class DueJob:
     need_selenium: bool
     crawl_limit: int
     batch_limit: int | None
+    need_proxy: bool = False
 
     @property
     def category(self) -> Category:
@@ -109,4 +110,5 @@ def parse_due_job(doc: Mapping[str, Any], target_fields: Sequence[str] = ("targe
         need_selenium=_require(doc, "need_selenium", bool, row),
         crawl_limit=crawl_limit,
         batch_limit=batch_limit,
+        need_proxy=bool(doc.get("media_proxy")),
     )

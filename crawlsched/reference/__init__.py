@@ -37,6 +37,26 @@ class PolitenessRow(BaseModel):
     daily_pages: int | None = Field(None, ge=0)
 
 
+class ProxyRow(BaseModel):
+    """A media that goes out through proxies: every batch leases one, and what a block looks
+    like on its site (the proxy then rests, and the domain may move up a tier)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    # The proxy group its batches use (unset: any); an account bound to a proxy or a group
+    # uses its own binding instead.
+    group: str | None = Field(None, min_length=1, max_length=100, pattern=r"^[A-Za-z0-9._-]+$")
+    block_statuses: list[int] = Field(default_factory=list, max_length=20)
+    block_markers: list[str] = Field(default_factory=list, max_length=20)
+
+    @model_validator(mode="after")
+    def _signs(self) -> ProxyRow:
+        if any(not 100 <= s <= 599 for s in self.block_statuses):
+            raise ValueError("proxy.block_statuses: HTTP status codes (100 to 599)")
+        if any(not 1 <= len(m) <= 200 for m in self.block_markers):
+            raise ValueError("proxy.block_markers: 1 to 200 characters each")
+        return self
+
+
 class MediaRow(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     # What real sites are called: letters, digits, and . _ - inside (news-site, le.monde).
@@ -59,6 +79,8 @@ class MediaRow(BaseModel):
     politeness: PolitenessRow | None = None
     # How often its recurring jobs are crawled again (unset: each job's own fixed interval).
     recrawl: RecrawlRow | None = None
+    # Whether (and how) its batches go out through the proxy pool (unset: from the worker).
+    proxy: ProxyRow | None = None
     tasks: dict[str, TaskRow]
 
     @model_validator(mode="after")

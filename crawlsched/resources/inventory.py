@@ -18,7 +18,7 @@ from crawlsched.resources.rules import ACCOUNT_STATUSES, DOWN, UP, AccountLimits
 from crawlsched.resources.secrets import SecretBox
 from crawlsched.store.counting import CountingDatabase
 
-PUBLIC_ACCOUNT_FIELDS = {"secret_enc": 0}
+PUBLIC_ACCOUNT_FIELDS = {"secret_enc": 0, "session": 0}
 
 
 class MongoPoolInventory:
@@ -76,7 +76,9 @@ class MongoPoolInventory:
             raise ValueError(f"unknown account status {status!r}; known: {ACCOUNT_STATUSES}")
         fields: dict[str, Any] = {"status": status, "status_reason": reason, "status_at": now}
         if status == rules.ACTIVE:
-            fields["cooling_until"] = None  # an operator's "enable" means usable now
+            # An operator's "enable" means usable now, for every task; a session the site
+            # saw before a ban is not worth keeping.
+            fields.update(cooling_until=None, task_locks={}, session=None)
         before = self._db.accounts.find_one_and_update(
             {"media_name": media_name, "username": username},
             {"$set": fields, "$inc": {"version": 1}},
@@ -107,6 +109,21 @@ class MongoPoolInventory:
             {"leases.id": lease_id},
             {
                 "$set": {"cooling_until": until, "status_reason": reason[:300]},
+                "$inc": {"version": 1},
+            },
+            projection=PUBLIC_ACCOUNT_FIELDS,
+        )
+
+    def lock_task_by_lease(
+        self, lease_id: str, task: str, until: datetime, reason: str
+    ) -> dict | None:
+        """The site rate-limited this account on `task` until `until`: no lease for that task
+        until then; its other tasks go on."""
+        return self._db.accounts.find_one_and_update(
+            {"leases.id": lease_id},
+            {
+                "$max": {f"task_locks.{task}": until},
+                "$set": {"status_reason": reason[:300]},
                 "$inc": {"version": 1},
             },
             projection=PUBLIC_ACCOUNT_FIELDS,

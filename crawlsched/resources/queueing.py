@@ -1,7 +1,7 @@
 """Pure rules for batches that wait for a resource: what they need, who goes next, when to give up.
 
 A waiting batch names the pools it needs as keys: `account:<media>` (accounts belong to one
-media) and `selenium`; a batch whose host another process holds also names `host:<origin>`,
+media), `proxy` and `selenium`; a batch whose host another process holds also names `host:<origin>`,
 woken when that process gives the host back. When a pool key runs short during an admission
 pass, every batch that needs it is passed over for the rest of that pass; the others still
 get their turn.
@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from crawlsched.resources.rules import ACCOUNT_POOL, SELENIUM_POOL
+from crawlsched.resources.rules import ACCOUNT_POOL, PROXY_POOL, SELENIUM_POOL
 
 SELENIUM_KEY = SELENIUM_POOL
+PROXY_KEY = PROXY_POOL
 HOST_PREFIX = "host:"
 
 
@@ -34,12 +35,16 @@ def account_key(media_name: str) -> str:
     return f"{ACCOUNT_POOL}:{media_name}"
 
 
-def pool_keys(need_login: bool, need_selenium: bool, media_name: str) -> frozenset[str]:
+def pool_keys(
+    need_login: bool, need_selenium: bool, media_name: str, need_proxy: bool = False
+) -> frozenset[str]:
     keys = set()
     if need_login:
         keys.add(account_key(media_name))
     if need_selenium:
         keys.add(SELENIUM_KEY)
+    if need_proxy:
+        keys.add(PROXY_KEY)
     return frozenset(keys)
 
 

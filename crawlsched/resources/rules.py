@@ -1,13 +1,20 @@
 """Pure lease rules: when a resource may be leased, which one goes first, what a grant changes.
 
-A resource (an account, a Selenium node) is one document holding its live leases in a list. A
-decision is made here on a snapshot of that document and written back by a compare-and-set on
-its `version`, so the rules below are the only place that knows what "free" means:
+A resource (an account, a Selenium node, a proxy) is one document holding its live leases in
+a list. A decision is made here on a snapshot of that document and written back by a
+compare-and-set on its `version`, so the rules below are the only place that knows what "free"
+means:
 
 - a lease counts until it expires, whether or not its holder ever released it;
 - an account takes at most `max_concurrent` leases, none while it cools down, is banned or
   disabled, and at most `rate_uses` grants per `rate_window_s` window when a window is set;
-- a node takes at most `capacity` leases, none while it is down, draining or disabled.
+- an account rate-limited on one task (`task_locks`) takes no lease for that task until the
+  lock ends, and still takes leases for its other tasks;
+- an account goes out through one proxy at a time: a lease asking for another proxy than the
+  account's live leases use is refused;
+- a node takes at most `capacity` leases, none while it is down, draining or disabled;
+- a proxy takes at most `max_concurrent` leases, none while it cools down or is disabled
+  (its health: `resources/proxy_health.py`).
 """
 
 from __future__ import annotations
@@ -18,9 +25,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from crawlsched.resources.proxy_health import proxy_state
+
 ACCOUNT_POOL = "account"
 SELENIUM_POOL = "selenium"
-POOLS = (ACCOUNT_POOL, SELENIUM_POOL)
+PROXY_POOL = "proxy"
+POOLS = (ACCOUNT_POOL, SELENIUM_POOL, PROXY_POOL)
 
 # Account states an operator sets; "cooling" is derived (see `cooling_until`).
 ACTIVE, BANNED, DISABLED, COOLING = "active", "banned", "disabled", "cooling"
@@ -37,7 +47,8 @@ class Lease:
     holder: str  # the dispatch id holding it
     expires_at: datetime
     run_id: str = ""
-    label: str = ""  # what an operator recognises: the username or the node URL
+    label: str = ""  # what an operator recognises: the username, the node URL, the proxy name
+    proxy_id: str | None = None  # an account lease: the proxy the account goes out through
 
 
 def new_lease_id(pool: str) -> str:
@@ -71,7 +82,7 @@ def live_leases(resource: Mapping[str, Any], now: datetime) -> list[dict[str, An
 
 
 def capacity_of(pool: str, resource: Mapping[str, Any]) -> int:
-    if pool == ACCOUNT_POOL:
+    if pool in (ACCOUNT_POOL, PROXY_POOL):
         return int(resource.get("max_concurrent") or 1)
     return int(resource.get("capacity") or 0)
 
@@ -107,8 +118,28 @@ def _window_open(account: Mapping[str, Any], now: datetime) -> bool:
     return ends is not None and ends > now
 
 
-def refusal(pool: str, resource: Mapping[str, Any], now: datetime) -> str | None:
-    """Why this resource cannot take one more lease now, or None if it can."""
+def task_locked_until(account: Mapping[str, Any], task: str, now: datetime) -> datetime | None:
+    """When the site's rate limit on this account for `task` ends, if it has not yet."""
+    until = (account.get("task_locks") or {}).get(task)
+    return until if isinstance(until, datetime) and until > now else None
+
+
+def proxy_in_use(account: Mapping[str, Any], now: datetime) -> str | None:
+    """The proxy the account's live leases go out through (they all use the same one)."""
+    return next(
+        (lease["proxy_id"] for lease in live_leases(account, now) if lease.get("proxy_id")), None
+    )
+
+
+def refusal(
+    pool: str,
+    resource: Mapping[str, Any],
+    now: datetime,
+    task: str = "",
+    proxy_id: str | None = None,
+) -> str | None:
+    """Why this resource cannot take one more lease now, or None if it can. For an account,
+    `task` is what the lease is for and `proxy_id` the proxy it would go out through."""
     if pool == ACCOUNT_POOL:
         state = account_state(resource, now)
         if state != ACTIVE:
@@ -116,6 +147,15 @@ def refusal(pool: str, resource: Mapping[str, Any], now: datetime) -> str | None
         uses = resource.get("rate_uses")
         if uses and _window_open(resource, now) and (resource.get("window_uses") or 0) >= uses:
             return "rate window full"
+        if task and task_locked_until(resource, task, now) is not None:
+            return f"rate-limited for {task}"
+        in_use = proxy_in_use(resource, now)
+        if in_use is not None and in_use != proxy_id:
+            return "in use through another proxy"
+    elif pool == PROXY_POOL:
+        state = proxy_state(resource, now)
+        if state != ACTIVE:
+            return state
     else:
         state = node_state(resource)
         if state != UP:
@@ -146,6 +186,8 @@ def grant_fields(
         "leases": [*live_leases(resource, now), dict(lease)],
         "last_leased_at": now,
     }
+    if pool == ACCOUNT_POOL and lease.get("proxy_id"):
+        fields["proxy_id"] = lease["proxy_id"]  # sticky: the next lease prefers it
     if pool == ACCOUNT_POOL and resource.get("rate_uses"):
         window_s = float(resource.get("rate_window_s") or 0)
         if _window_open(resource, now):

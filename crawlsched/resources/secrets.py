@@ -1,6 +1,11 @@
-"""Account secrets encrypted at rest (Fernet), with errors an operator can act on."""
+"""Secrets encrypted at rest (Fernet): account and proxy passwords, kept login sessions; with
+errors an operator can act on."""
 
 from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken
 
@@ -47,3 +52,13 @@ class SecretBox:
                 "CRAWLSCHED_SECRET_KEY does not decrypt the stored account secrets: it is not "
                 "the key they were written with"
             ) from None
+
+    def encrypt_json(self, value: Mapping[str, Any]) -> str:
+        """A small JSON document (an account's session cookies), encrypted like a secret."""
+        return self._require().encrypt(json.dumps(value, sort_keys=True).encode()).decode()
+
+    def decrypt_json(self, token: str) -> dict[str, Any]:
+        value = json.loads(self.decrypt(token))
+        if not isinstance(value, dict):
+            raise ValueError("a kept session must be a JSON object")
+        return value

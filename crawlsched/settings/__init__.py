@@ -1,7 +1,7 @@
 """One frozen Settings object, parsed at the edges (CLI, broker setup) from CRAWLSCHED_* env.
 
 The settings are declared in groups, one module each (`connections`, `runs`, `crawling`,
-`operations`, `serving`); `Settings` is all of them, read from the environment.
+`operations`, `serving`, `proxies`); `Settings` is all of them, read from the environment.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 from crawlsched.settings.connections import ConnectionSettings
 from crawlsched.settings.crawling import CrawlSettings
 from crawlsched.settings.operations import OperationSettings
+from crawlsched.settings.proxies import ProxySettings
 from crawlsched.settings.runs import RunSettings
 from crawlsched.settings.serving import ServingSettings
 from crawlsched.settings.values import (
@@ -44,6 +45,7 @@ __all__ = [
 
 # The groups in reverse: pydantic lists the fields of the last base first.
 class Settings(
+    ProxySettings,
     ServingSettings,
     OperationSettings,
     CrawlSettings,

@@ -30,6 +30,7 @@ LIFTED_FIELDS = {
     "need_selenium": "$task_row.need_selenium",
     "crawl_limit": "$task_row.crawl_limit",
     "batch_limit": "$task_row.batch_limit",
+    "media_proxy": "$media.proxy",  # set: the media goes out through proxies
 }
 
 # Priority: human-validated first, then most certain, then the longest untouched; `_id` last so

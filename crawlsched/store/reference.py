@@ -111,6 +111,7 @@ def _media_ops(m: MediaRow) -> tuple[UpdateOne, list[UpdateOne]]:
                     m.politeness.model_dump(exclude_none=True) if m.politeness else None
                 ),
                 "recrawl": m.recrawl.model_dump() if m.recrawl else None,
+                "proxy": m.proxy.model_dump() if m.proxy else None,
             }
         },
         upsert=True,

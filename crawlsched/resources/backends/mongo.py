@@ -1,7 +1,8 @@
 """MongoLeaseBackend: resources as documents holding their live leases, changed by compare-and-set.
 
-Collections: `accounts` (one document per login) and `selenium_nodes` (one per node URL). Each
-holds `leases: [{id, holder, run_id, media_name, expires_at}]` and a `version`. Every decision is
+Collections: `accounts` (one document per login), `selenium_nodes` (one per node URL) and
+`proxies` (one per proxy name). Each holds `leases: [{id, holder, run_id, media_name,
+expires_at}]` (an account's also `task` and `proxy_id`) and a `version`. Every decision is
 taken by the pure rules in `resources/rules.py` on a snapshot and written back only if the
 version is unchanged, so two workers can never both fill the last slot. A conflict means someone
 else changed that resource: read again and decide again (bounded).
@@ -16,11 +17,15 @@ from typing import Any
 from pymongo import ASCENDING
 
 from crawlsched.resources import rules
-from crawlsched.resources.rules import ACCOUNT_POOL, SELENIUM_POOL, Lease
+from crawlsched.resources.rules import ACCOUNT_POOL, PROXY_POOL, SELENIUM_POOL, Lease
 from crawlsched.resources.secrets import SecretBox
 from crawlsched.store.counting import CountingDatabase
 
-POOL_COLLECTIONS = {ACCOUNT_POOL: "accounts", SELENIUM_POOL: "selenium_nodes"}
+POOL_COLLECTIONS = {
+    ACCOUNT_POOL: "accounts",
+    SELENIUM_POOL: "selenium_nodes",
+    PROXY_POOL: "proxies",
+}
 # Re-reads after a lost compare-and-set. Each loss means another worker made progress, so a
 # small bound is enough; past it the caller treats the pool as short and waits for a wake-up.
 CAS_ATTEMPTS = 16
@@ -44,6 +49,7 @@ class MongoLeaseBackend:
         self._db.accounts.create_index(
             [("media_name", ASCENDING), ("username", ASCENDING)], unique=True, name="media_user"
         )
+        self._db.proxies.create_index([("group", ASCENDING)], name="group")
 
     # -- the compare-and-set every change goes through -------------------------------------
 
@@ -61,7 +67,9 @@ class MongoLeaseBackend:
         (without its secret) when the change took, None if there was nothing to do."""
         pool = rules.pool_of(lease_id)
         for _ in range(CAS_ATTEMPTS):
-            doc = self.collection(pool).find_one({"leases.id": lease_id}, {"secret_enc": 0})
+            doc = self.collection(pool).find_one(
+                {"leases.id": lease_id}, {"secret_enc": 0, "session_enc": 0}
+            )
             if doc is None:
                 return None
             fields = decide(doc)
@@ -85,24 +93,51 @@ class MongoLeaseBackend:
     ) -> Lease | None:
         """Lease the best free resource of `pool` matching `selector`, or None if none is free."""
         for _ in range(CAS_ATTEMPTS):
-            docs = list(self.collection(pool).find(dict(selector), {"secret_enc": 0}))
+            docs = self.docs(pool, selector)
             candidates = rules.choose(pool, docs, now)
             if not candidates:
                 return None
             for doc in candidates:
-                lease = {
-                    "id": rules.new_lease_id(pool),
-                    "holder": holder,
-                    "run_id": run_id,
-                    "media_name": media_name,
-                    "expires_at": rules.expiry(now, ttl_s),
-                }
-                if self._cas(pool, doc, rules.grant_fields(pool, doc, lease, now)):
-                    return Lease(
-                        lease["id"], pool, doc["_id"], holder, lease["expires_at"], run_id,
-                        rules.label_of(doc),
-                    )  # fmt: skip
+                lease = self.grant(pool, doc, holder, ttl_s, now, run_id, media_name)
+                if lease is not None:
+                    return lease
         return None
+
+    def docs(self, pool: str, selector: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The pool's resources matching `selector`, as they are now (never a secret)."""
+        return list(self.collection(pool).find(dict(selector), {"secret_enc": 0, "session_enc": 0}))
+
+    def grant(
+        self,
+        pool: str,
+        doc: Mapping[str, Any],
+        holder: str,
+        ttl_s: float,
+        now: datetime,
+        run_id: str = "",
+        media_name: str = "",
+        task: str = "",
+        proxy_id: str | None = None,
+    ) -> Lease | None:
+        """Lease this resource as read in `doc`, if the rules let it and nobody changed it
+        since (compare-and-set on its version); None otherwise."""
+        if rules.refusal(pool, doc, now, task, proxy_id) is not None:
+            return None
+        lease: dict[str, Any] = {
+            "id": rules.new_lease_id(pool),
+            "holder": holder,
+            "run_id": run_id,
+            "media_name": media_name,
+            "expires_at": rules.expiry(now, ttl_s),
+        }
+        if pool == ACCOUNT_POOL:
+            lease.update(task=task, proxy_id=proxy_id)
+        if not self._cas(pool, doc, rules.grant_fields(pool, doc, lease, now)):
+            return None
+        return Lease(
+            lease["id"], pool, doc["_id"], holder, lease["expires_at"], run_id,
+            rules.label_of(doc), proxy_id,
+        )  # fmt: skip
 
     def release(self, lease_id: str, now: datetime) -> bool:
         """Free the slot if this lease still holds it; False if it had already gone.
@@ -158,7 +193,7 @@ class MongoLeaseBackend:
     def resource_of(self, lease_id: str, now: datetime) -> dict | None:
         """The resource a live lease holds (without its secret), or None."""
         doc = self.collection(rules.pool_of(lease_id)).find_one(
-            {"leases.id": lease_id}, {"secret_enc": 0}
+            {"leases.id": lease_id}, {"secret_enc": 0, "session_enc": 0}
         )
         if doc is None or not any(lease["id"] == lease_id for lease in rules.live_leases(doc, now)):
             return None
@@ -203,3 +238,61 @@ class MongoLeaseBackend:
                 if self._cas(pool, doc, {"leases": live}):
                     dropped += len(doc["leases"]) - len(live)
         return dropped
+
+    # -- what a lease gives its holder: a proxy's route, an account's kept session ----------
+
+    def proxy_route(self, lease_id: str, now: datetime) -> dict[str, Any] | None:
+        """`{name, url, username, password}` of the proxy behind a live lease (its password
+        decrypted, for the proxy alone), or None."""
+        if rules.pool_of(lease_id) != PROXY_POOL:
+            return None
+        doc = self._db.proxies.find_one({"leases.id": lease_id})
+        if doc is None or not any(lease["id"] == lease_id for lease in rules.live_leases(doc, now)):
+            return None
+        token = doc.get("secret_enc")
+        return {
+            "name": doc["_id"],
+            "url": doc["url"],
+            "tier": int(doc.get("tier") or 0),
+            "username": doc.get("username"),
+            "password": self.secrets.decrypt(token) if token else None,
+        }
+
+    def session(self, lease_id: str, now: datetime) -> dict[str, Any] | None:
+        """The account's kept login session behind a live lease: `{cookies, started_at, uses,
+        proxy_id}` (cookies decrypted: `[name, value, domain, path]` rows), or None."""
+        if rules.pool_of(lease_id) != ACCOUNT_POOL:
+            return None
+        doc = self._db.accounts.find_one({"leases.id": lease_id}, {"leases": 1, "session": 1})
+        kept = (doc or {}).get("session")
+        if not kept or not any(lease["id"] == lease_id for lease in rules.live_leases(doc, now)):
+            return None
+        return {
+            "cookies": self.secrets.decrypt_json(kept["cookies_enc"]).get("cookies") or [],
+            "started_at": kept["started_at"],
+            "uses": int(kept.get("uses") or 0),
+            "proxy_id": kept.get("proxy_id"),
+        }
+
+    def keep_session(
+        self, lease_id: str, cookies: Mapping[str, str], started_at: datetime, uses: int,
+        proxy_id: str | None,
+    ) -> bool:  # fmt: skip
+        """Store the account's session (encrypted) for its next batches; False if the lease
+        has gone (an operator's ban, say, which also drops the session)."""
+        if rules.pool_of(lease_id) != ACCOUNT_POOL:
+            return False
+        session = {
+            "cookies_enc": self.secrets.encrypt_json(dict(cookies)),
+            "started_at": started_at,
+            "uses": uses,
+            "proxy_id": proxy_id,
+        }
+        result = self._db.accounts.update_one(
+            {"leases.id": lease_id}, {"$set": {"session": session}}
+        )
+        return result.modified_count == 1
+
+    def drop_session(self, lease_id: str) -> None:
+        if rules.pool_of(lease_id) == ACCOUNT_POOL:
+            self._db.accounts.update_one({"leases.id": lease_id}, {"$set": {"session": None}})
