@@ -37,7 +37,7 @@ class _Handler(socketserver.BaseRequestHandler):
     def handle(self) -> None:
         client: socket.socket = self.request
         client.settimeout(IDLE_S)
-        read = _read_head(client)
+        read = read_head(client)
         if read is None:
             return
         head, body = read
@@ -82,10 +82,10 @@ class _Handler(socketserver.BaseRequestHandler):
                 + body  # what of a request body came with the head; the rest is relayed
             )
         with upstream:
-            _relay(client, upstream)
+            relay(client, upstream)
 
 
-def _read_head(sock: socket.socket) -> tuple[bytes, bytes] | None:
+def read_head(sock: socket.socket) -> tuple[bytes, bytes] | None:
     """The request's head (request line and headers) and any body bytes read with it."""
     data = b""
     while b"\r\n\r\n" not in data:
@@ -100,7 +100,8 @@ def _read_head(sock: socket.socket) -> tuple[bytes, bytes] | None:
     return head, body
 
 
-def _relay(a: socket.socket, b: socket.socket) -> None:
+def relay(a: socket.socket, b: socket.socket) -> None:
+    """Bytes both ways until either side closes, fails, or both are idle for IDLE_S."""
     sockets = [a, b]
     while True:
         readable, _, _ = select.select(sockets, [], [], IDLE_S)
