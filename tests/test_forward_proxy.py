@@ -12,32 +12,8 @@ import httpx
 import pytest
 
 from crawlsched.demo.forward_proxy import ForwardProxy, ProxyRequest
-from crawlsched.demo.serving import LocalSite, QuietHandler
+from tests.support.echo_site import EchoSite
 from tests.support.waiting import wait_for
-
-
-class _Echo(QuietHandler):
-    """Answers with the peer address, the path, the headers and the body it got, as JSON."""
-
-    def do_GET(self) -> None:
-        self._echo(b"")
-
-    def do_POST(self) -> None:
-        self._echo(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-
-    def _echo(self, body: bytes) -> None:
-        seen = {
-            "peer": self.client_address[0],
-            "path": self.path,
-            "headers": {k.lower(): v for k, v in self.headers.items()},
-            "body": body.decode(),
-        }
-        answer = json.dumps(seen).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
 
 
 def _closed_by_peer(sock: socket.socket) -> bool:
@@ -50,7 +26,7 @@ def _closed_by_peer(sock: socket.socket) -> bool:
 
 @pytest.fixture
 def site():
-    with LocalSite(_Echo) as running:
+    with EchoSite() as running:
         yield running
 
 
@@ -68,7 +44,7 @@ def test_forward_proxy_site_sees_the_outgoing_address_and_no_proxy_headers(site)
     assert "proxy-connection" not in seen["headers"]
     assert posted.json()["body"] == "username=carol"  # a body sent apart from its head
     assert got.headers["connection"] == "close"  # one request per connection to the proxy
-    port = int(site.base_url.rsplit(":", 1)[1])
+    port = site.port
     assert proxy.log == [
         ProxyRequest("GET", "127.0.0.1", port, "/page?x=1", 200, "carol", "session=abc"),
         ProxyRequest("POST", "127.0.0.1", port, "/login", 200, "carol", None),
@@ -90,7 +66,7 @@ def test_forward_proxy_without_right_credentials_answers_407(site):
 
 
 def test_forward_proxy_connect_tunnels_from_the_outgoing_address(site):
-    port = int(site.base_url.rsplit(":", 1)[1])
+    port = site.port
     with (
         ForwardProxy("127.0.0.4") as proxy,
         socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as sock,
@@ -128,7 +104,7 @@ def test_forward_proxy_starting_in_refuse_mode_listens_on_its_port_later(site):
 
 
 def test_forward_proxy_refuse_mode_drops_open_tunnels(site):
-    port = int(site.base_url.rsplit(":", 1)[1])
+    port = site.port
     with (
         ForwardProxy() as proxy,
         socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as sock,
@@ -163,7 +139,7 @@ def test_forward_proxy_block_mode_answers_429_with_the_marker(site):
 
 def test_forward_proxy_closes_stalled_requests_and_open_tunnels_promptly(site):
     # Given a request stalled for up to 10 minutes and an open tunnel
-    port = int(site.base_url.rsplit(":", 1)[1])
+    port = site.port
     proxy = ForwardProxy(stall_s=600).__enter__()
     tunnel = socket.create_connection(("127.0.0.1", proxy.port), timeout=30)
     tunnel.sendall(f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode())
