@@ -10,6 +10,20 @@ Pages (HTML; links between list pages are `<a rel="next">`):
   `/api/u/<handle>/stories.json`: plain HTTP sees no story.
 A logged-in account that makes more than `rate_limit[0]` requests within `rate_limit[1]`
 seconds gets 429 with `Retry-After`.
+
+Off by default, what real networks do to crawlers (the demo binds each account to a proxy, and
+tells proxies apart by the address requests come from, `request.client_address`):
+- `ban_moving_accounts`: an account (a session's user, or a login's username) seen from two
+  addresses within `address_window_s` is banned;
+- `max_accounts_per_address`: an account that makes one more than that many accounts seen
+  from one address within `address_window_s` is banned;
+- a banned account's login and its sessions' requests get 403 `account suspended`;
+- `endpoint_rate_limit` (N, W): more than N requests to one view (`profile`, `posts`,
+  `followers`, `followings`, `replies`, `stories`) by one account within W seconds get 429
+  with `Retry-After` and `x-rate-limit-reset` (unix seconds, as twscrape reads it);
+- `session_max_age_s`: a session cookie older than that is no longer accepted.
+What happened is in `banned` (username -> reason), `logins` (successful, per username),
+`address_of_requests` (username -> address -> requests) and `seen_from`.
 """
 
 from __future__ import annotations
@@ -19,12 +33,14 @@ import json
 import secrets
 import threading
 import time
-from collections import deque
+from collections import Counter
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
 
 from crawlsched.demo.serving import LocalSite, QuietHandler
 from crawlsched.demo.social_data import FRIENDS_PER_PAGE, Profile, generate
+from crawlsched.demo.social_watch import AddressWatch, SlidingWindow
 
 STORIES_SCRIPT = """
 fetch(location.pathname.replace('/u/', '/api/u/') + '.json').then(r => r.json()).then(items => {
@@ -45,6 +61,19 @@ def _page(title: str, body: str) -> bytes:
     )
 
 
+ENDPOINTS = ("profile", "posts", "followers", "followings", "replies", "stories")
+_SUSPENDED = _page("account suspended", "<p>account suspended</p>")
+
+
+def _endpoint_of(url) -> str | None:
+    """The view a `/u/<handle>[/<view>]` path asks for (what a per-endpoint limit counts)."""
+    parts = [p for p in url.path.split("/") if p]
+    if len(parts) not in (2, 3) or parts[0] != "u":
+        return None
+    view = parts[2] if len(parts) == 3 else "profile"
+    return view if view in ENDPOINTS else None
+
+
 class DemoSocialNetwork(LocalSite):
     """`with DemoSocialNetwork(handles, accounts) as net:` on a loopback port (`port` 0: an
     ephemeral one)."""
@@ -56,14 +85,30 @@ class DemoSocialNetwork(LocalSite):
         rate_limit: tuple[int, float] = (10_000, 1.0),
         seed: int = 1,
         port: int = 0,
+        *,
+        ban_moving_accounts: bool = False,
+        max_accounts_per_address: int | None = None,
+        address_window_s: float = 600.0,
+        endpoint_rate_limit: tuple[int, float] | None = None,
+        session_max_age_s: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.data: dict[str, Profile] = generate(handles, seed)
         self.accounts = dict(accounts)
         self.rate_limit = rate_limit
+        self.session_max_age_s = session_max_age_s
+        self._clock = clock
+        # Behind _lock: log, too_fast, banned, logins, address_of_requests and the private
+        # state below.
         self.log: list[tuple[str, str, str | None]] = []  # method, path, account
         self.too_fast = 0  # 429s answered
-        self._sessions: dict[str, str] = {}
-        self._uses: dict[str, deque] = {}
+        self.banned: dict[str, str] = {}  # username -> why
+        self.logins: Counter[str] = Counter()  # successful logins per username
+        self.address_of_requests: dict[str, Counter[str]] = {}  # username -> address -> count
+        self._sessions: dict[str, tuple[str, float]] = {}  # token -> username, since
+        self._uses = SlidingWindow(*rate_limit)
+        self._endpoint_uses = SlidingWindow(*endpoint_rate_limit) if endpoint_rate_limit else None
+        self._watch = AddressWatch(address_window_s, ban_moving_accounts, max_accounts_per_address)
         self._lock = threading.Lock()
         network = self
 
@@ -78,55 +123,84 @@ class DemoSocialNetwork(LocalSite):
 
     # -- requests ---------------------------------------------------------------------------------
 
+    @property
+    def seen_from(self) -> dict[str, set[str]]:
+        """The addresses each account's requests came from."""
+        with self._lock:
+            return {user: set(by) for user, by in self.address_of_requests.items()}
+
     def _answer(self, request: BaseHTTPRequestHandler, method: str) -> None:
-        user = self._user_of(request.headers.get("Cookie", ""))
+        now = self._clock()
+        address = request.client_address[0]
+        user = self._user_of(request.headers.get("Cookie", ""), now)
         with self._lock:
             self.log.append((method, request.path, user))
         if method == "POST":
             length = min(int(request.headers.get("Content-Length") or 0), 10_000)
             form = parse_qs(request.rfile.read(length).decode(errors="replace"))
-            self._login(request, form)
+            self._login(request, form, address, now)
             return
-        if user is not None and (wait := self._over_limit(user)):
+        if user is not None and self._suspended(user, address, now):
+            self._send(request, 403, _SUSPENDED)
+            return
+        url = urlsplit(request.path)
+        if user is not None and (wait := self._over_limit(user, _endpoint_of(url), now)):
             with self._lock:
                 self.too_fast += 1
-            self._send(request, 429, _page("slow down", "<p>too many requests</p>"),
-                       {"Retry-After": str(wait)})  # fmt: skip
+            headers = {"Retry-After": str(wait)}
+            if self._endpoint_uses is not None:
+                headers["x-rate-limit-reset"] = str(int(time.time()) + wait)
+            self._send(request, 429, _page("slow down", "<p>too many requests</p>"), headers)
             return
-        status, body, content_type = self._render(urlsplit(request.path), user)
+        status, body, content_type = self._render(url, user)
         self._send(request, status, body, {"Content-Type": content_type})
 
-    def _login(self, request: BaseHTTPRequestHandler, form: dict[str, list[str]]) -> None:
+    def _login(
+        self, request: BaseHTTPRequestHandler, form: dict[str, list[str]], address: str, now: float
+    ) -> None:
         username = (form.get("username") or [""])[0]
         password = (form.get("password") or [""])[0]
+        if username in self.accounts and self._suspended(username, address, now):
+            self._send(request, 403, _SUSPENDED)
+            return
         if request.path != "/login" or self.accounts.get(username) != password:
             self._send(request, 403, _page("login refused", "<p>login refused</p>"))
             return
         token = secrets.token_hex(16)
         with self._lock:
-            self._sessions[token] = username
+            self._sessions[token] = (username, now)
+            self.logins[username] += 1
         self._send(request, 303, b"", {"Location": "/", "Set-Cookie": f"session={token}; Path=/"})
 
-    def _user_of(self, cookie: str) -> str | None:
+    def _user_of(self, cookie: str, now: float) -> str | None:
         for part in cookie.split(";"):
             name, _, value = part.strip().partition("=")
             if name == "session":
                 with self._lock:
-                    return self._sessions.get(value)
+                    user, since = self._sessions.get(value, (None, now))
+                max_age = self.session_max_age_s
+                return None if max_age is not None and now - since > max_age else user
         return None
 
-    def _over_limit(self, user: str) -> int:
-        """Seconds to wait when this request is one too many, else 0."""
-        uses, window = self.rate_limit
-        now = time.monotonic()
+    def _suspended(self, user: str, address: str, now: float) -> bool:
+        """Count this request of `user` from `address`; whether the account is banned (now
+        or before)."""
         with self._lock:
-            recent = self._uses.setdefault(user, deque())
-            while recent and now - recent[0] > window:
-                recent.popleft()
-            if len(recent) >= uses:
-                return max(1, int(window - (now - recent[0])) + 1)
-            recent.append(now)
-            return 0
+            self.address_of_requests.setdefault(user, Counter())[address] += 1
+            reason = self._watch.see(user, address, now)
+            if reason is not None and user not in self.banned:
+                self.banned[user] = reason
+            return user in self.banned
+
+    def _over_limit(self, user: str, endpoint: str | None, now: float) -> int:
+        """Seconds to wait when this request is one too many (for the account, or for the
+        account at this endpoint), else 0."""
+        with self._lock:
+            if wait := self._uses.take(user, now):
+                return wait
+            if self._endpoint_uses is None or endpoint is None:
+                return 0
+            return self._endpoint_uses.take((user, endpoint), now)
 
     def _render(self, url, user: str | None) -> tuple[int, bytes, str]:
         parts = [p for p in url.path.split("/") if p]

@@ -7,6 +7,10 @@ request for http, `CONNECT` for https) the proxy resolves the host once, refuses
 any address is refused (`targets.check_addresses`, the allowed networks of the settings), and
 otherwise connects to the checked address (502 when none answers) — the same rule, and the
 same rebinding defence, as the HTTP client's. One proxy per worker process, on a loopback port.
+
+With an `upstream` proxy (the account's), the checked address is reached through a CONNECT
+tunnel from that proxy instead of directly: the site sees the upstream's address, and the
+upstream's credentials go to the upstream only.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import threading
 from urllib.parse import urlsplit
 
 from crawlsched.drivers.targets import Resolver, check_addresses, resolve
+from crawlsched.drivers.upstream import TunnelRefused, Upstream, open_tunnel
 from crawlsched.errors import UnsafeTarget
 from crawlsched.logs import get_logger
 
@@ -37,7 +42,7 @@ class _Handler(socketserver.BaseRequestHandler):
     def handle(self) -> None:
         client: socket.socket = self.request
         client.settimeout(IDLE_S)
-        read = _read_head(client)
+        read = read_head(client)
         if read is None:
             return
         head, body = read
@@ -82,10 +87,10 @@ class _Handler(socketserver.BaseRequestHandler):
                 + body  # what of a request body came with the head; the rest is relayed
             )
         with upstream:
-            _relay(client, upstream)
+            relay(client, upstream)
 
 
-def _read_head(sock: socket.socket) -> tuple[bytes, bytes] | None:
+def read_head(sock: socket.socket) -> tuple[bytes, bytes] | None:
     """The request's head (request line and headers) and any body bytes read with it."""
     data = b""
     while b"\r\n\r\n" not in data:
@@ -100,7 +105,8 @@ def _read_head(sock: socket.socket) -> tuple[bytes, bytes] | None:
     return head, body
 
 
-def _relay(a: socket.socket, b: socket.socket) -> None:
+def relay(a: socket.socket, b: socket.socket) -> None:
+    """Bytes both ways until either side closes, fails, or both are idle for IDLE_S."""
     sockets = [a, b]
     while True:
         readable, _, _ = select.select(sockets, [], [], IDLE_S)
@@ -127,16 +133,44 @@ def _connect_any(addresses: list[str], port: int) -> socket.socket:
     raise error
 
 
+def _tunnel_any(upstream: Upstream, addresses: list[str], port: int) -> socket.socket:
+    """A tunnel through the upstream proxy to the first checked address it reaches. The
+    tunnel names the address, not the host: the upstream must not resolve the name again
+    (rebinding), and Chrome's Host header and TLS server name still carry the host. When the
+    upstream itself cannot be reached, the other addresses are not tried."""
+    error: OSError = OSError("resolves to no address")
+    for address in addresses:
+        try:
+            return open_tunnel(upstream, address, port, IDLE_S)
+        except TunnelRefused as e:
+            error = e
+    raise error
+
+
 class FilteringProxy(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
 
     def __init__(
-        self, allowed_networks: tuple, resolver: Resolver = resolve, host: str = "127.0.0.1"
+        self,
+        allowed_networks: tuple,
+        resolver: Resolver = resolve,
+        host: str = "127.0.0.1",
+        upstream: Upstream | None = None,
     ):
+        if upstream is not None and upstream.scheme != "http":
+            raise ValueError(
+                f"upstream scheme {upstream.scheme!r} is not supported for browsers: "
+                f"only http upstream proxies ({upstream.redacted()})"
+            )
         super().__init__((host, 0), _Handler)
         self.allowed_networks = allowed_networks
         self.resolver = resolver
+        self.upstream = upstream
+        # Requests the upstream proxy did not tunnel (unreachable, or it answered other than
+        # 200): the caller tells a failing proxy from failing sites by it. Behind _lock.
+        self.upstream_failures = 0
+        self._lock = threading.Lock()
         # host:port of the latest refused requests (for tests; bounded: the proxy lives as
         # long as the worker process)
         self.refused: collections.deque[str] = collections.deque(maxlen=1000)
@@ -148,8 +182,9 @@ class FilteringProxy(socketserver.ThreadingTCPServer):
         return f"http://{host}:{port}"
 
     def open(self, host: str, port: int) -> socket.socket | bytes:
-        """A connection to the checked address, or the answer to send instead: 403 for a
-        target the rules refuse, 502 for one that cannot be reached. Both have an empty body,
+        """A connection to the checked address (through the upstream proxy when there is one),
+        or the answer to send instead: 403 for a target the rules refuse, 502 for one that
+        cannot be reached (or an upstream that would not tunnel to it). Both have an empty body,
         so Chrome shows its error page and the crawl fails the job instead of storing it.
 
         Refusals are logged at info: Chrome's own background requests land here too, and a
@@ -161,9 +196,16 @@ class FilteringProxy(socketserver.ThreadingTCPServer):
             check_addresses(f"//{host}:{port}", addresses, self.allowed_networks)
         except (UnsafeTarget, OSError) as e:
             return self._refuse(host, port, e, _FORBIDDEN)
+        if self.upstream is None:
+            try:
+                return _connect_any(addresses, port)
+            except OSError as e:
+                return self._refuse(host, port, e, _BAD_GATEWAY)
         try:
-            return _connect_any(addresses, port)
+            return _tunnel_any(self.upstream, addresses, port)
         except OSError as e:
+            with self._lock:
+                self.upstream_failures += 1
             return self._refuse(host, port, e, _BAD_GATEWAY)
 
     def _refuse(self, host: str, port: int, error: Exception, answer: bytes) -> bytes:
