@@ -1,8 +1,8 @@
 """The actors. `dramatiq crawlsched.actors` starts workers for all of them.
 
 Queues: crawlsched.ticks, crawlsched.plan, crawlsched.admit.login,
-crawlsched.admit.selenium, crawlsched.admit.proxy, crawlsched.crawl.<task>, crawlsched.done, crawlsched.notify. Use
-`--queues` to run, say, only crawlsched.crawl.publication on a machine.
+crawlsched.admit.selenium, crawlsched.admit.proxy, crawlsched.crawl.<task>, crawlsched.done,
+crawlsched.notify. Use `--queues` to run, say, only crawlsched.crawl.publication on a machine.
 """
 
 from crawlsched.brokers import ensure_broker

@@ -23,6 +23,7 @@ from crawlsched import metrics
 from crawlsched.crawl.resources import Leases, ResourceLost
 from crawlsched.drivers.context import CrawlContext
 from crawlsched.drivers.proxied import BlockSigns, ProxyWatch, cookie_rows
+from crawlsched.drivers.upstream import Upstream
 from crawlsched.errors import HostUnresolvable, UnsafeTarget
 from crawlsched.flow.destinations import url_host
 from crawlsched.flow.resource_events import proxy_failed
@@ -41,6 +42,8 @@ class Identity:
     proxy_lease: str | None = None
     proxy: tuple[httpx.Client, ProxyWatch] | None = None
     kept_session: dict[str, Any] | None = None
+    # Where the batch's browser goes out: its filtering proxy chains to the leased proxy.
+    upstream: Upstream | None = None
 
 
 def identity_of(rt: Runtime, message: BatchMessage, leases: Leases, media: dict) -> Identity:
@@ -62,7 +65,11 @@ def identity_of(rt: Runtime, message: BatchMessage, leases: Leases, media: dict)
         raise ResourceLost(f"proxy {route['name']} refused: {e}") from None
     client = rt.proxy_clients.client(route["url"], route["username"], route["password"])
     watch = ProxyWatch(route["name"], route["tier"], BlockSigns.of(media.get("proxy")))
-    return Identity(proxy_lease, (client, watch), _kept_session(rt, leases, route["name"]))
+    upstream = None
+    if route["url"].startswith("http://"):
+        upstream = Upstream.from_url(route["url"], route["username"], route["password"])
+    kept = _kept_session(rt, leases, route["name"])
+    return Identity(proxy_lease, (client, watch), kept, upstream)
 
 
 def _kept_session(rt: Runtime, leases: Leases, proxy_name: str | None) -> dict | None:

@@ -15,9 +15,11 @@ from typing import Any
 
 from crawlsched import metrics
 from crawlsched.drivers.base import LoginRejected, RateLimited
+from crawlsched.drivers.browser_proxy import FilteringProxy
 from crawlsched.drivers.browser_session import is_session_lost, open_browser
 from crawlsched.drivers.context import CrawlContext
 from crawlsched.drivers.proxied import ProxyBlocked, ProxyFailed
+from crawlsched.drivers.upstream import Upstream
 from crawlsched.flow.destinations import check_node
 from crawlsched.flow.resource_events import ban_account_by_lease, node_marked, proxy_failed
 from crawlsched.logs import get_logger
@@ -119,20 +121,30 @@ class Leases:
 
 
 @contextlib.contextmanager
-def batch_browser(rt: Runtime, leases: Leases, context: CrawlContext) -> Iterator[None]:
+def batch_browser(
+    rt: Runtime, leases: Leases, context: CrawlContext, upstream: Upstream | None = None
+) -> Iterator[None]:
     """Offer the batch's driver a browser on the leased node: opened on first use, once for
-    the whole batch, and quit when the batch ends."""
+    the whole batch, and quit when the batch ends. With `upstream` (the batch's leased
+    proxy), the session goes through a filtering proxy of its own chained to it: the target
+    rules still apply, and the site sees the leased proxy's address."""
     node_lease = leases.of_pool(SELENIUM_POOL)
     if node_lease is None:
         yield
         return
     sessions: list[contextlib.AbstractContextManager] = []
+    chains: list[FilteringProxy] = []  # stopped once the batch's sessions have quit
 
     def open_session() -> Any:
         node = rt.leases.resource_of(node_lease, rt.now())
         if node is None:
             raise ResourceLost("selenium lease revoked before the browser opened")
-        session = open_browser(node["url"], **rt.browser_options())
+        options = rt.browser_options()
+        if upstream is not None:
+            chained = FilteringProxy(rt.allowed_networks, rt.resolver, upstream=upstream).start()
+            chains.append(chained)
+            options["proxy_url"] = chained.url
+        session = open_browser(node["url"], **options)
         try:
             check_node(rt.settings, node["url"], rt.resolver)  # the node's address, again
             browser = session.__enter__()
@@ -150,6 +162,8 @@ def batch_browser(rt: Runtime, leases: Leases, context: CrawlContext) -> Iterato
     finally:
         for session in sessions:
             session.__exit__(None, None, None)
+        for chained in chains:
+            chained.stop()
 
 
 def node_lost(rt: Runtime, url: str, reason: str) -> None:

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from protego import Protego
 
 from crawlsched.drivers.base import DriverError
+from crawlsched.drivers.proxied import ProxyBlocked, ProxyFailed
 
 ALLOW_ALL = Protego.parse("")
 DISALLOW_ALL = Protego.parse("User-agent: *\nDisallow: /")
@@ -69,9 +70,13 @@ UNREACHABLE = 0  # the status kept for a robots.txt that could not be fetched at
 
 
 def fetch_robots(site: str, fetch: Callable[[str], tuple[int, str]]) -> tuple[int, str]:
-    """`site`'s robots.txt as (status, text); an unreachable one is `UNREACHABLE`."""
+    """`site`'s robots.txt as (status, text); an unreachable one is `UNREACHABLE`. A proxy
+    that failed or was blocked on the way says nothing of the site: that propagates (and
+    nothing is stored for the site)."""
     try:
         status, text = fetch(f"{site}/robots.txt")
+    except (ProxyFailed, ProxyBlocked):
+        raise
     except DriverError:
         return UNREACHABLE, ""
     return status, text[:MAX_ROBOTS_CHARS]

@@ -2,10 +2,14 @@
 docs/drivers.md.
 
 A job's URL is the profile page (`<site>/u/<handle>`). Pages behind the login are read with the
-leased account's session: the account logs in once per batch (`context.login`), through
-`http.form_login`, which only posts to an origin the media declares. A refused login raises
-`LoginRejected` (the account is banned, the batch's other jobs wait for another account); a
-429 raises `RateLimited` until `Retry-After` (the account cools, the batch waits).
+leased account's session: the account logs in on the first page that needs it
+(`context.login`), through `http.form_login`, which only posts to an origin the media
+declares, unless the batch goes on with the account's session kept from an earlier batch; a
+kept session the site no longer accepts (401) is replaced by one new login
+(`context.login_again`). A refused login, or a page saying the account is suspended, raises
+`LoginRejected` (the account is banned, the batch's other jobs wait for another account). A 429
+with `x-rate-limit-reset` limits one endpoint: `RateLimited` for this task only until then;
+a 429 without it limits the account: it cools until `Retry-After`. Either way the batch waits.
 """
 
 from __future__ import annotations
@@ -61,18 +65,38 @@ def _log_in(context: CrawlContext, site: str) -> None:
         raise HttpStatusError(f"login answered {response.status_code}", response.status_code)
 
 
+# The most a site's reset time is believed, from now: a header far in the future would lock a
+# task for ever.
+MAX_RESET_S = 86400
+SUSPENDED = "account suspended"
+
+
 def _check_rate(response: httpx.Response) -> None:
-    if response.status_code == 429:
-        retry = response.headers.get("retry-after", "60")
-        seconds = int(retry) if retry.isdigit() else 60
-        raise RateLimited(datetime.now(UTC) + timedelta(seconds=seconds))
+    if response.status_code != 429:
+        return
+    now = datetime.now(UTC)
+    reset = response.headers.get("x-rate-limit-reset", "")
+    if reset.isdigit():
+        until = datetime.fromtimestamp(int(reset), UTC)
+        until = min(max(until, now), now + timedelta(seconds=MAX_RESET_S))
+        raise RateLimited(until, "rate-limited on this endpoint", task_only=True)
+    retry = response.headers.get("retry-after", "60")
+    seconds = int(retry) if retry.isdigit() else 60
+    raise RateLimited(now + timedelta(seconds=min(seconds, MAX_RESET_S)))
 
 
 def _get(context: CrawlContext, url: str, login: bool = False) -> Selector:
+    log_in = lambda ctx: _log_in(ctx, _site(url))  # noqa: E731
     if login:
-        context.login(lambda ctx: _log_in(ctx, _site(url)))
+        context.login(log_in)
     response = context.http.get(url)
     _check_rate(response)
+    if response.status_code == 401 and login and context.login_again(log_in):
+        response = context.http.get(url)  # the kept session had expired: once more, logged in
+        _check_rate(response)
+    if response.status_code == 403 and SUSPENDED in response.text:
+        name = context.account.username if context.account else "the account"
+        raise LoginRejected(f"the site suspended {name}")
     if response.status_code == 401:
         raise DriverError(f"{redact(url)} needs a login")
     if response.status_code >= 400:

@@ -56,8 +56,14 @@ def _free(proxy: Doc | None, now: datetime) -> bool:
 
 
 def kept_by(accounts: Sequence[Doc]) -> Counter[str]:
-    """How many accounts keep each proxy as theirs (`proxy_id`)."""
-    return Counter(a["proxy_id"] for a in accounts if a.get("proxy_id"))
+    """How many accounts keep each proxy as theirs: bound to it, or last out through it."""
+    kept: Counter[str] = Counter()
+    for account in accounts:
+        binding = binding_of(account)
+        own = binding[1] if binding and binding[0] == "proxy" else account.get("proxy_id")
+        if own:
+            kept[own] += 1
+    return kept
 
 
 def proxies_for(

@@ -66,9 +66,12 @@ def pool_of(lease_id: str) -> str:
 
 
 def label_of(resource: Mapping[str, Any]) -> str:
-    """What an operator recognises a resource by: an account's username, a node's URL (its
-    document's id)."""
-    return str(resource.get("username") or resource["_id"])
+    """What an operator recognises a resource by: an account's username (an account belongs
+    to a media), a node's URL or a proxy's name (their document's id; a proxy's username is
+    its credential's, not its name)."""
+    if resource.get("media_name"):
+        return str(resource.get("username") or resource["_id"])
+    return str(resource["_id"])
 
 
 def expiry(now: datetime, ttl_s: float) -> datetime:

@@ -12,7 +12,7 @@ from typing import Any
 
 from pymongo import ASCENDING
 
-from crawlsched.resources.rules import ACCOUNT_POOL, SELENIUM_POOL, Lease
+from crawlsched.resources.rules import ACCOUNT_POOL, PROXY_POOL, SELENIUM_POOL, Lease
 from crawlsched.store.counting import CountingDatabase
 
 
@@ -48,6 +48,7 @@ class MongoAssignmentStore:
                     "jobs": jobs,
                     "account": by_pool.get(ACCOUNT_POOL),
                     "node": by_pool.get(SELENIUM_POOL),
+                    "proxy": by_pool.get(PROXY_POOL),
                     "waited_s": round(waited_s, 3),
                     "granted_at": now,
                 }
