@@ -71,16 +71,25 @@ def register(app: typer.Typer) -> None:
 
         from crawlsched.brokers import setup_broker
         from crawlsched.cli.discovery import depth_table
+        from crawlsched.demo.forward_proxy import ForwardProxy
         from crawlsched.demo.node import LocalChromedriver
         from crawlsched.demo.report import (
             NEXT_STEPS,
+            binding_problems,
+            bindings_table,
             crawled_table,
             final_report,
             live_frame,
             queue_depths,
             summary_line,
         )
-        from crawlsched.demo.seed import demo_accounts, demo_handles, seed_crawl_demo
+        from crawlsched.demo.seed import (
+            DEMO_PROXY_ADDRESSES,
+            DEMO_PROXY_BINDINGS,
+            demo_accounts,
+            demo_handles,
+            seed_crawl_demo,
+        )
         from crawlsched.demo.social import DemoSocialNetwork
         from crawlsched.demo.website import DemoWebsite
         from crawlsched.flow.views import by_depth
@@ -105,6 +114,8 @@ def register(app: typer.Typer) -> None:
             node_allow_networks=["127.0.0.1/32"],
             # Its sites are its own, on this machine: no per-host delay.
             host_delay_s=0.0,
+            # Its proxies, on loopback too (each leaving from an address of its own).
+            proxy_allow_networks=["127.0.0.1/32"],
         )
         drop_embedded(DEMO_STORE)
         broker = setup_broker(settings)
@@ -121,10 +132,22 @@ def register(app: typer.Typer) -> None:
         # Live frames only on a terminal. Piped or redirected, the output is plain lines and the
         # tables are printed once, at the end.
         live_view = console.is_terminal
-        network = DemoSocialNetwork(demo_handles(), demo_accounts())
-        with network, DemoWebsite() as site, node or contextlib.nullcontext():
+        # The network bans an account seen from two addresses, or an address used by two
+        # accounts: the twitter accounts go out through a proxy each, bound to it.
+        network = DemoSocialNetwork(
+            demo_handles(), demo_accounts(), ban_moving_accounts=True, max_accounts_per_address=1
+        )
+        proxies = {name: ForwardProxy(address) for name, address in DEMO_PROXY_ADDRESSES.items()}
+        with contextlib.ExitStack() as running:
+            for proxy in proxies.values():
+                running.enter_context(proxy)
+            running.enter_context(network)
+            site = running.enter_context(DemoWebsite())
+            if node is not None:
+                running.enter_context(node)
+            proxy_urls = {name: proxy.url for name, proxy in proxies.items()}
             seeded = seed_crawl_demo(
-                rt, network.base_url, site.base_url, node.url if node else None
+                rt, network.base_url, site.base_url, node.url if node else None, proxy_urls
             )
             console.print(
                 f"social network at {network.base_url}, news site at {site.base_url}; seeded "
@@ -164,6 +187,10 @@ def register(app: typer.Typer) -> None:
         for part in final_report(runs):
             console.print(part)
         console.print(crawled_table(rt, runs))
+        seen = dict(network.address_of_requests)
+        console.print(
+            bindings_table(seen, network.logins, DEMO_PROXY_BINDINGS, DEMO_PROXY_ADDRESSES)
+        )
         for run in runs:
             if run.get("discovered"):
                 table = depth_table(by_depth(rt, run))
@@ -171,6 +198,9 @@ def register(app: typer.Typer) -> None:
                 console.print(table)
         console.print(f"elapsed {time.perf_counter() - started:.1f} s")
         lost = losses(rt, runs) if runs else ["no run was planned"]
+        lost += binding_problems(
+            seen, dict(network.banned), DEMO_PROXY_BINDINGS, DEMO_PROXY_ADDRESSES
+        )
         if lost:
             for line in lost:
                 err_console.print(labelled("LOST:", "red", line))

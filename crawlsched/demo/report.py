@@ -225,3 +225,37 @@ Then, from another terminal:
   crawlsched run now sweep-websites; sleep 10; crawlsched run list
 For RabbitMQ and MongoDB, see "Running workers" in README.md.
 Run the whole test suite (it installs what it needs): bash scripts/test"""
+
+
+def bindings_table(
+    seen: dict[str, Any], logins: dict[str, int], bindings: dict[str, str], addresses: dict
+) -> Table:
+    """Each bound account: its proxy, the addresses the network saw it from, its logins."""
+    table = Table(
+        title="Proxies: each account as the network saw it", show_edge=False, pad_edge=False
+    )
+    for column in ("account", "proxy", "leaves from", "seen from", "requests", "logins"):
+        table.add_column(column, no_wrap=True)
+    for account, proxy in sorted(bindings.items()):
+        by_address = seen.get(account) or {}
+        table.add_row(
+            account,
+            proxy,
+            addresses[proxy],
+            ", ".join(sorted(by_address)) or "-",
+            str(sum(by_address.values())),
+            str(logins.get(account, 0)),
+        )
+    return table
+
+
+def binding_problems(
+    seen: dict[str, Any], banned: dict[str, str], bindings: dict[str, str], addresses: dict
+) -> list[str]:
+    """A bound account seen from another address than its proxy's, or banned by the site."""
+    problems = [f"the network banned {account}: {why}" for account, why in sorted(banned.items())]
+    for account, proxy in sorted(bindings.items()):
+        off = set(seen.get(account) or {}) - {addresses[proxy]}
+        if off:
+            problems.append(f"{account} was seen from {', '.join(sorted(off))}, not its proxy")
+    return problems

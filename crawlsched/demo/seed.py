@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 from crawlsched.catalog import JobState
 from crawlsched.demo.site import MISSING_PREFIX
-from crawlsched.reference import ReferenceData, load_reference
+from crawlsched.reference import ProxyRow, ReferenceData, load_reference
 from crawlsched.resources.rules import AccountLimits
 from crawlsched.runtime import Runtime
 
@@ -116,9 +116,17 @@ def demo_accounts() -> dict[str, str]:
     }
 
 
-def crawl_reference(network_url: str) -> ReferenceData:
+# The demo's twitter goes out through local proxies, each account bound to its own: the
+# network bans an account seen from two addresses and an address used by two accounts.
+PROXIED_MEDIA = "twitter"
+DEMO_PROXY_BINDINGS = {"demo_twitter_1": "demo-proxy-1", "demo_twitter_2": "demo-proxy-2"}
+DEMO_PROXY_ADDRESSES = {"demo-proxy-1": "127.0.0.31", "demo-proxy-2": "127.0.0.32"}
+
+
+def crawl_reference(network_url: str, proxied: bool = False) -> ReferenceData:
     """The packaged media on the demo network (driver `demo_social`) and `web` on the
-    website driver; both follow what they discover."""
+    website driver; both follow what they discover. `proxied`: twitter goes out through
+    the proxy pool."""
     reference = load_reference()
     social = {
         "driver_class": "demo_social",
@@ -131,15 +139,34 @@ def crawl_reference(network_url: str) -> ReferenceData:
         m.model_copy(update=social if m.url_template else web if m.name == "web" else {})
         for m in reference.media
     ]
+    if proxied:
+        proxy = ProxyRow(block_markers=["proxy-blocked"])
+        media = [
+            m.model_copy(update={"proxy": proxy}) if m.name == PROXIED_MEDIA else m for m in media
+        ]
     return reference.model_copy(update={"media": media})
 
 
+def add_demo_proxies(rt: Runtime, proxy_urls: dict[str, str]) -> None:
+    """The demo's proxies (name -> URL), each twitter account bound to its own."""
+    now = rt.now()
+    for name, url in proxy_urls.items():
+        rt.proxies.add_proxy(name, url, now, group="demo", tier=0, max_concurrent=2)
+    for username, proxy in DEMO_PROXY_BINDINGS.items():
+        rt.proxies.bind_account(PROXIED_MEDIA, username, proxy, None, now)
+
+
 def seed_crawl_demo(
-    rt: Runtime, network_url: str, website_url: str, node_url: str | None = None
+    rt: Runtime,
+    network_url: str,
+    website_url: str,
+    node_url: str | None = None,
+    proxy_urls: dict[str, str] | None = None,
 ) -> dict[str, int]:
+    """`proxy_urls` (name -> URL of the demo's proxies): twitter goes out through them."""
     now = rt.now()
     rt.create_indexes()
-    rt.reference.load(crawl_reference(network_url))
+    rt.reference.load(crawl_reference(network_url, proxied=bool(proxy_urls)))
     rt.schedules.ensure_defaults(now)
     media_ids = {m["media_name"]: m["_id"] for m in rt.reference.media()}
     profiles, n = [], 0
@@ -161,4 +188,6 @@ def seed_crawl_demo(
     inserted_profiles, _ = rt.jobs("profiles").insert_new(profiles)
     inserted_websites, _ = rt.jobs("websites").insert_new(websites)
     add_demo_pools(rt, node_url)
+    if proxy_urls:
+        add_demo_proxies(rt, proxy_urls)
     return {"profiles": inserted_profiles, "websites": inserted_websites}
