@@ -10,18 +10,14 @@ through another proxy.
 
 from __future__ import annotations
 
-from datetime import timedelta
-
-from crawlsched.catalog import JobState
 from crawlsched.demo.forward_proxy import ForwardProxy
-from crawlsched.demo.seed import crawl_reference
 from crawlsched.demo.social import DemoSocialNetwork
-from crawlsched.flow import schedule_ops
-from crawlsched.planning.run_names import FINISHED, run_id_for
+from crawlsched.planning.run_names import FINISHED
 from crawlsched.reference import ProxyRow
 from crawlsched.resources.proxy_health import COOLING, proxy_state
 from crawlsched.resources.rules import AccountLimits
 from crawlsched.runtime import get_runtime
+from tests.support.proxy_runs import fire, load_proxied, ticking_until_finished
 from tests.support.waiting import wait_for
 
 HANDLES = ["ada", "bob", "cy", "dan", "eve", "fay"]
@@ -29,59 +25,6 @@ ACCOUNTS = {"alice": "pw-a", "bert": "pw-b", "carl": "pw-c"}
 BINDINGS = {"alice": "p1", "bert": "p2", "carl": "p3"}
 ADDRESSES = {"p1": "127.0.0.11", "p2": "127.0.0.12", "p3": "127.0.0.13"}
 PROXIED = {"allowed": {"proxy_allow_networks": ["127.0.0.1/32"]}}
-
-
-def _load(rt, net, media: str, proxy: ProxyRow) -> int:
-    reference = crawl_reference(net.base_url)
-    reference = reference.model_copy(
-        update={
-            "media": [
-                m.model_copy(update={"proxy": proxy}) if m.name == media else m
-                for m in reference.media
-            ]
-        }
-    )
-    rt.create_indexes()
-    rt.reference.load(reference)
-    return rt.reference.media_by_name(media)["_id"]
-
-
-def _run(rt, media: str, media_id: int, task: str, handles: list[str], schedule_id: str) -> str:
-    from crawlsched.actors.planner import plan_crawls
-
-    now = rt.now()
-    rt.jobs("profiles").insert_new(
-        [
-            {
-                "target": handle,
-                "media_name": media,
-                "media_name_id": media_id,
-                "task": task,
-                "state": int(JobState.PENDING),
-                "enabled": True,
-                "execution_date": now - timedelta(seconds=1),
-                "attempt_count": 0,
-                "interval_s": 3600,
-            }
-            for handle in handles
-        ]
-    )
-    given = {"interval_s": 3600, "target_collection": "profiles", "targets": handles}
-    schedule_ops.create(rt, schedule_id, given)
-    fire_at = now - timedelta(seconds=1)
-    plan_crawls.send(schedule_id, fire_at.isoformat())
-    return run_id_for(schedule_id, fire_at)
-
-
-def _finished(rt, run_id: str, what: str) -> dict:
-    from crawlsched.actors import ticker
-
-    def done():
-        ticker.tick.send()  # the clock: admission sweeps see rested or enabled proxies
-        run = rt.runs.get(run_id)
-        return run if run and run["state"] == FINISHED else None
-
-    return wait_for(done, 120, what, interval=0.5)
 
 
 def test_bound_accounts_go_out_through_their_proxies_only_and_nobody_is_banned(stub_pipeline):
@@ -96,7 +39,9 @@ def test_bound_accounts_go_out_through_their_proxies_only_and_nobody_is_banned(s
         "p3": ForwardProxy(ADDRESSES["p3"]),
     }
     with network as net, proxies["p1"], proxies["p2"], proxies["p3"]:
-        media_id = _load(rt, net, "twitter", ProxyRow(block_markers=["proxy-blocked"]))
+        media_id = load_proxied(
+            rt, net.base_url, {"twitter": ProxyRow(block_markers=["proxy-blocked"])}
+        )["twitter"]
         now = rt.now()
         for name, proxy in proxies.items():
             credentials = ("proxy-user", "proxy-pw") if name == "p1" else (None, None)
@@ -107,7 +52,9 @@ def test_bound_accounts_go_out_through_their_proxies_only_and_nobody_is_banned(s
             rt.inventory.add_account("twitter", username, password, AccountLimits(), now)
             rt.proxies.bind_account("twitter", username, BINDINGS[username], None, now)
 
-        run = _finished(rt, _run(rt, "twitter", media_id, "friend", HANDLES, "friends"), "run")
+        run = ticking_until_finished(
+            rt, fire(rt, "twitter", media_id, "friend", HANDLES, "friends"), "run"
+        )
 
         assert run["counts"].get("succeeded", 0) >= len(HANDLES)
         assert set(run["counts"]) == {"succeeded"}
@@ -131,13 +78,13 @@ def test_a_refusing_proxy_rests_and_its_batch_goes_out_through_another(stub_pipe
     rt = get_runtime()
     dead, alive = ForwardProxy("127.0.0.14", mode="refuse"), ForwardProxy("127.0.0.15")
     with DemoSocialNetwork(HANDLES, {}) as net, dead, alive:
-        media_id = _load(rt, net, "youtube", ProxyRow(group="dc"))
+        media_id = load_proxied(rt, net.base_url, {"youtube": ProxyRow(group="dc")})["youtube"]
         now = rt.now()
         rt.proxies.add_proxy("dead", dead.url, now, "dc", 0, 4)
         rt.proxies.add_proxy("alive", alive.url, now, "dc", 0, 4)
         rt.proxies.set_enabled("alive", False, now)  # the batch meets the dead one first
 
-        run_id = _run(rt, "youtube", media_id, "profile", HANDLES[:3], "profiles")
+        run_id = fire(rt, "youtube", media_id, "profile", HANDLES[:3], "profiles")
         wait_for(
             lambda: proxy_state(rt.proxies.proxy("dead"), rt.now()) == COOLING,
             60,
@@ -145,7 +92,7 @@ def test_a_refusing_proxy_rests_and_its_batch_goes_out_through_another(stub_pipe
         )
         assert rt.runs.get(run_id)["state"] != FINISHED  # its pages wait, they did not fail
         rt.proxies.set_enabled("alive", True, rt.now())
-        run = _finished(rt, run_id, "the run, through the other proxy")
+        run = ticking_until_finished(rt, run_id, "the run, through the other proxy")
 
     assert run["counts"] == {"succeeded": 3}
     assert rt.proxies.proxy("dead")["failures"] >= 1
