@@ -9,6 +9,7 @@ from collections import defaultdict
 from typing import Any
 
 from crawlsched.control.pages import sliced
+from crawlsched.encoding import plain
 from crawlsched.errors import ProxyGroupNotFound
 from crawlsched.resources import rules
 from crawlsched.resources.bindings import binding_of
@@ -105,7 +106,7 @@ def tiers(rt: Runtime) -> dict[str, Any]:
         }
         for doc in rt.proxies.tiers()
     ]
-    return {"tiers": rt.proxies.tiers_of(None), "domains": rows}
+    return plain({"tiers": rt.proxies.tiers_of(None), "domains": rows})
 
 
 def bind_account(
