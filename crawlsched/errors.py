@@ -78,6 +78,12 @@ class ProxyNotFound(CrawlschedError, LookupError):
         self.name = name
 
 
+class ProxyGroupNotFound(CrawlschedError, LookupError):
+    def __init__(self, group: str) -> None:
+        super().__init__(f"no proxy is in group {group!r} (see `crawlsched proxies list`)")
+        self.group = group
+
+
 class NodeNotFound(CrawlschedError, LookupError):
     def __init__(self, url: str) -> None:
         super().__init__(f"no Selenium node {url!r} (see `crawlsched nodes list`)")

@@ -35,6 +35,8 @@ API_ANSWERS: dict[tuple[str, ...], tuple[str, dict[str, Any], bool]] = {
     ("jobs", "list"): ("/v1/jobs/websites", {"limit": 50}, False),
     ("accounts", "list"): ("/v1/accounts", {}, False),
     ("nodes", "list"): ("/v1/nodes", {}, False),
+    ("proxies", "list"): ("/v1/proxies", {}, False),
+    ("proxies", "tiers"): ("/v1/proxies/tiers", {}, True),
     ("hosts", "list"): ("/v1/hosts", {}, False),
     ("hosts", "show"): ("/v1/hosts/lookup", {"host": "http://127.0.0.1:9"}, True),
     ("media", "list"): ("/v1/media", {}, False),

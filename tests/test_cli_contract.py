@@ -40,6 +40,8 @@ READS = {
     ("jobs", "list"): ["jobs", "list", "websites"],
     ("accounts", "list"): ["accounts", "list"],
     ("nodes", "list"): ["nodes", "list"],
+    ("proxies", "list"): ["proxies", "list"],
+    ("proxies", "tiers"): ["proxies", "tiers"],
     ("hosts", "list"): ["hosts", "list"],
     ("hosts", "show"): ["hosts", "show", "http://127.0.0.1:9"],
     ("media", "list"): ["media", "list"],
@@ -99,6 +101,8 @@ def seeded(embedded_mongo_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator
     rt.inventory.add_account("twitter", "alice", "pw", AccountLimits(), rt.now())
     rt.tokens.create("read", "contract", rt.now())
     rt.inventory.add_node("http://127.0.0.1:4444", "chromedriver", 2, rt.now())
+    rt.proxies.add_proxy("dc-1", "http://127.0.0.1:3128", rt.now(), username="u", password="p")
+    rt.proxies.record_tier("twitter", None, 0, True, rt.now())
     rt.hosts.acquire("http://127.0.0.1:9", "vm:1", rt.host_policy, rt.now(), 10.0)
     rt.hosts.block("http://127.0.0.1:9", rt.now() + timedelta(hours=1), "HTTP 429", rt.now())
     assert invoke("jobs", "add", "website", "http://127.0.0.1:9/")[0] == 0

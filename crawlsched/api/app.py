@@ -20,6 +20,7 @@ from crawlsched.api.routes import (
     media,
     page,
     page_actions,
+    proxies,
     resources,
     run_control,
     runs,
@@ -114,8 +115,8 @@ def create_app(
         # Added last, so outermost: the guard's own refusals (401, 413) are counted too.
         app.add_middleware(CountRequests, metrics=metrics)
     modules = (
-        system, schedules, runs, run_control, crawls, jobs, history, resources, hosts, media,
-        tokens, files, page, page_actions,
+        system, schedules, runs, run_control, crawls, jobs, history, resources, proxies, hosts,
+        media, tokens, files, page, page_actions,
     )  # fmt: skip
     routers = [m.router for m in modules]
     for router in routers:

@@ -19,6 +19,7 @@ from crawlsched.cli import (
     jobs,
     media,
     pools,
+    proxies,
     results,
     run_control,  # noqa: F401  (adds pause/resume/retry-failed to `run`)
     run_ops,  # noqa: F401  (adds now/stop/children/history to `run`)
@@ -58,6 +59,7 @@ demo.register(app)
 crawl.register(app)
 runs.register(app)
 pools.register(app)
+proxies.register(app)
 doctor.register(app)
 activity.register(app)
 results.register(app)

@@ -27,28 +27,28 @@ def _when(value: Any) -> str:
     return when(value, "")
 
 
-def _read_secret(secret_file: str | None, secret_env: str | None) -> str:
-    if secret_file is not None and secret_env is not None:
-        raise typer.BadParameter("give --secret-file or --secret-env, not both")
-    if secret_file is not None:
+def read_secret(file: str | None, env: str | None, what: str = "secret") -> str:
+    """A secret from a file (`--<what>-file`), a variable of this shell (`--<what>-env`), or a
+    prompt on a terminal; never from the command line (shell history, process lists)."""
+    if file is not None and env is not None:
+        raise typer.BadParameter(f"give --{what}-file or --{what}-env, not both")
+    if file is not None:
         try:
-            secret = Path(secret_file).read_text().strip()
+            secret = Path(file).read_text().strip()
         except OSError as e:
-            raise typer.BadParameter(
-                f"--secret-file: cannot read {secret_file}: {e.strerror}"
-            ) from None
-    elif secret_env is not None:
-        secret = os.environ.get(secret_env, "")
+            raise typer.BadParameter(f"--{what}-file: cannot read {file}: {e.strerror}") from None
+    elif env is not None:
+        secret = os.environ.get(env, "")
         if not secret:
-            raise typer.BadParameter(f"environment variable {secret_env} is empty or unset")
+            raise typer.BadParameter(f"environment variable {env} is empty or unset")
     elif sys.stdin.isatty():
-        secret = typer.prompt("secret", hide_input=True, confirmation_prompt=True)
+        secret = typer.prompt(what, hide_input=True, confirmation_prompt=True)
     else:
         raise typer.BadParameter(
-            "no secret: use --secret-file FILE or --secret-env VAR (no terminal to prompt on)"
+            f"no {what}: use --{what}-file FILE or --{what}-env VAR (no terminal to prompt on)"
         )
     if not secret:
-        raise typer.BadParameter("the secret is empty")
+        raise typer.BadParameter(f"the {what} is empty")
     return secret
 
 
@@ -71,7 +71,7 @@ def accounts_add(
     are prompted."""
     if (rate_uses is None) != (rate_window_s is None):
         bad_input("--rate-uses and --rate-window-s go together: give both or neither")
-    secret = _read_secret(secret_file, secret_env)
+    secret = read_secret(secret_file, secret_env)
     done = backend(ctx).call(
         ops.ACCOUNT_ADD, media=media, username=username, secret=secret,
         max_concurrent=max_concurrent, cooldown_s=cooldown_s, rate_uses=rate_uses,
@@ -133,7 +133,8 @@ def accounts_disable(ctx: typer.Context, media: str, username: str) -> None:
 
 @accounts_app.command("enable")
 def accounts_enable(ctx: typer.Context, media: str, username: str) -> None:
-    """Make a banned, disabled or cooling account usable again now."""
+    """Make a banned, disabled or cooling account usable again now, for every task: its
+    per-task rate locks and its kept login session are cleared too (the next batch logs in)."""
     _set_state(ctx, media, username, "active", None)
 
 

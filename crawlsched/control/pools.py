@@ -1,5 +1,6 @@
-"""The resource pools: their capacity and what waits for what; login accounts (never their
-secrets) and Selenium nodes, added and steered."""
+"""The resource pools: their capacity and what waits for what (proxies included: their own
+commands are `control.proxies`); login accounts (never their secrets) and Selenium nodes, added
+and steered."""
 
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ STATE_REASONS = {"disabled": "disabled by an operator", "banned": "banned by an 
 
 
 def overview(rt: Runtime) -> dict[str, Any]:
-    return plain(views.pools_overview(rt))
+    found = views.pools_overview(rt)
+    found["pools"][rules.PROXY_POOL] = rt.proxies.overview(rt.now())
+    return plain(found)
 
 
 def accounts(
@@ -53,7 +56,8 @@ def add_account(
 def account_state(
     rt: Runtime, media: str, username: str, state: str, reason: str | None = None
 ) -> dict[str, Any]:
-    """Ban, disable or enable an account (enabled: usable again now)."""
+    """Ban, disable or enable an account (enabled: usable again now, for every task: its
+    per-task rate locks and its kept login session are cleared too)."""
     from crawlsched.flow.resource_events import set_account_status
 
     if state not in STATES:

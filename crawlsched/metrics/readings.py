@@ -16,8 +16,10 @@ from typing import Any
 
 from crawlsched.planning.due import Category
 from crawlsched.resources import rules
+from crawlsched.resources.proxy_health import ACTIVE, COOLING, DISABLED, proxy_state
 
 NODE_STATES = (rules.UP, rules.DOWN, rules.UNKNOWN, "draining", "disabled")
+PROXY_STATES = (ACTIVE, COOLING, DISABLED)
 UNPLANNABLE = "unplannable"  # due, but its media or task row is missing or disabled
 
 
@@ -30,7 +32,7 @@ class Waiting:
 
 
 def pool_labels(key: str) -> tuple[str, str]:
-    """A pool key (`account:<media>` or `selenium`) as the labels (pool, media). Hosts
+    """A pool key (`account:<media>`, `selenium` or `proxy`) as the labels (pool, media). Hosts
     (`host:<origin>`) are one pool with no media label: a crawl meets hosts without end, and a
     label per origin would be a series per origin."""
     pool, _, media = key.partition(":")
@@ -137,3 +139,17 @@ def node_pool(nodes: Iterable[Mapping[str, Any]], now: datetime) -> tuple[dict, 
             capacity += rules.capacity_of(rules.SELENIUM_POOL, node)
         held += len(rules.live_leases(node, now))
     return {(rules.SELENIUM_POOL, ""): (capacity, held)}, states
+
+
+def proxy_pool(proxies: Iterable[Mapping[str, Any]], now: datetime) -> tuple[dict, Counter]:
+    """The proxy pool: (usable capacity: the active proxies', leases held); and proxies per
+    state (active, cooling after failures, disabled)."""
+    capacity = held = 0
+    states: Counter = Counter(dict.fromkeys(PROXY_STATES, 0))
+    for proxy in proxies:
+        state = proxy_state(proxy, now)
+        states[state] += 1
+        if state == ACTIVE:
+            capacity += rules.capacity_of(rules.PROXY_POOL, proxy)
+        held += len(rules.live_leases(proxy, now))
+    return {(rules.PROXY_POOL, ""): (capacity, held)}, states

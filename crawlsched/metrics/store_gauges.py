@@ -3,7 +3,7 @@
 They describe the shared store, not one process, so one exporter serves them (the clock's,
 see `crawlsched clock`), not every worker. Each scrape makes a few bounded reads: one `$group`
 per job collection over the due jobs (its size is tasks x media, whatever the number of jobs),
-and the small waiting, account, node, reference and open-run collections. A failed read shows
+and the small waiting, account, node, proxy, reference and open-run collections. A failed read shows
 as `crawlsched_store_up 0` instead of failing the scrape.
 """
 
@@ -77,6 +77,7 @@ class StoreCollector(Collector):
             db.accounts.find({}, lease_fields), now
         )
         node_slots, node_states = readings.node_pool(db.selenium_nodes.find({}), now)
+        proxy_slots, proxy_states = readings.proxy_pool(db.proxies.find({}, lease_fields), now)
         open_runs = db.runs.aggregate(
             [
                 {"$match": {"state": {"$nin": list(ENDED)}}},
@@ -85,7 +86,7 @@ class StoreCollector(Collector):
         )
         # Zero series for every pool that exists and every state, so that "nothing waits" and
         # "no node is up" are readings, not missing series.
-        slots = {**account_slots, **node_slots}
+        slots = {**account_slots, **node_slots, **proxy_slots}
         for key in slots:
             waiting.setdefault(key, readings.Waiting())
         for state in readings.NODE_STATES:
@@ -113,6 +114,8 @@ class StoreCollector(Collector):
                           account_states),
             _count_family("crawlsched_nodes", "Selenium nodes by state.", ["state"],
                           {(k,): v for k, v in node_states.items()}),
+            _count_family("crawlsched_proxies", "Proxies by state (cooling: resting after "
+                          "failures).", ["state"], {(k,): v for k, v in proxy_states.items()}),
             _count_family("crawlsched_open_runs", "Runs not finished, by state.", ["state"],
                           runs_by_state),
             _count_family("crawlsched_hosts", "Hosts blocked now, and held now by a worker.",
@@ -181,7 +184,8 @@ def _pool_families(slots: dict) -> list[Metric]:
     labels = ["pool", "media"]
     capacity = _gauge(
         "crawlsched_pool_capacity",
-        "Leases the pool's usable resources can hold now (active accounts, up nodes).",
+        "Leases the pool's usable resources can hold now (active accounts, up nodes, active "
+        "proxies).",
         labels,
     )
     held = _gauge("crawlsched_pool_leases_held", "Live leases held in the pool.", labels)

@@ -24,6 +24,7 @@ from crawlsched.api import run_ids  # noqa: F401  (registers `{run_id:run_id}`)
 from crawlsched.api.auth import COOKIE, Reader, runtime_of
 from crawlsched.api.page_guard import csrf_token
 from crawlsched.api.problems import PROBLEM_RESPONSES
+from crawlsched.control.proxies import proxy_rows
 from crawlsched.encoding import plain
 from crawlsched.flow import views
 from crawlsched.planning.run_control import display_state
@@ -179,6 +180,7 @@ def status(
     ]
     accounts = views.account_rows(rt)
     nodes = views.node_rows(rt)
+    proxies = proxy_rows(rt)
     return plain(
         {
             "now": rt.now(),
@@ -188,6 +190,7 @@ def status(
             "pools": {
                 "accounts": {"states": _pool_states(accounts), "rows": accounts},
                 "nodes": {"states": _pool_states(nodes), "rows": nodes},
+                "proxies": {"states": _pool_states(proxies), "rows": proxies},
                 "waiting": views.waiting_groups(rt, rt.waiting.all()),
             },
             "activity": views.activity(rt, None, RECENT_EVENTS),
