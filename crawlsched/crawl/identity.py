@@ -113,7 +113,7 @@ def settle(
                 group = (rt.media(message.media_name) or {}).get("proxy", {}).get("group")
                 rt.proxies.record_tier(message.media_name, group, watch.tier, False, now)
     reused = context.session_kept and context.logins == 0
-    metrics.account_logins(message.media_name, context.logins, reused)
+    metrics.account_logins(context.logins, reused)
     account_lease = leases.of_pool(ACCOUNT_POOL)
     http = context._http
     if account_lease is None or http is None or rt.settings.session_max_age_s <= 0:

@@ -122,13 +122,13 @@ def proxy_failed(kind: str) -> None:
         _active.proxy_failures.labels(kind).inc()
 
 
-def account_logins(media: str, logins: int, reused: bool) -> None:
+def account_logins(logins: int, reused: bool) -> None:
     """A batch's logins (0 when it reused its account's kept session)."""
     if _active:
         if logins:
-            _active.account_logins.labels(media).inc(logins)
+            _active.account_logins.inc(logins)
         if reused:
-            _active.sessions_reused.labels(media).inc()
+            _active.sessions_reused.inc()
 
 
 def report_received(lag_s: float) -> None:

@@ -157,13 +157,12 @@ class FlowMetrics:
         self.account_logins = counter(
             "crawlsched_account_logins_total",
             "Logins an account made in a batch; a batch that reuses the account's kept session "
-            "makes none (see crawlsched_sessions_reused_total).",
-            ("media",),
+            "makes none (see crawlsched_sessions_reused_total). No label: a series from the "
+            "first scrape, so the two compare at once.",
         )
         self.sessions_reused = counter(
             "crawlsched_sessions_reused_total",
             "Batches that went on with their account's kept login session instead of logging in.",
-            ("media",),
         )
         # Zero series for the closed label sets, so rates and alerts work from the first scrape.
         for kind in PROXY_FAILURE_KINDS:
