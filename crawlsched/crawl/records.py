@@ -21,7 +21,7 @@ from crawlsched.drivers.context import CrawlBounds
 from crawlsched.messages import BatchMessage, ReportMessage
 from crawlsched.planning.recrawl import after_crawl
 from crawlsched.planning.run_names import schedule_id_of
-from crawlsched.resources.rules import ACCOUNT_POOL, SELENIUM_POOL
+from crawlsched.resources.rules import ACCOUNT_POOL, PROXY_POOL, SELENIUM_POOL
 from crawlsched.runtime import Runtime
 from crawlsched.store.children import Registered
 
@@ -85,6 +85,7 @@ def record_history(
         "media_name": message.media_name,
         "account": held.get(ACCOUNT_POOL),
         "node": held.get(SELENIUM_POOL),
+        "proxy": held.get(PROXY_POOL),
         "worker": rt.worker_id,
     }
     rt.history.add([{**common, **row} for row in executions])
