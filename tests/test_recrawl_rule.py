@@ -28,6 +28,7 @@ from crawlsched.planning.recrawl import (
     next_interval,
     policy_of,
     revisit,
+    same_direction,
 )
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
@@ -219,7 +220,9 @@ def test_the_state_counts_visits_and_changes_and_the_jitter_never_accumulates(
         if policy.method == STEPS:
             expected = next_interval(configured, expected, evidence, policy)
         elif visit > 1 and evidence.seen:  # the first crawl has nothing to compare with
-            expected = estimated_interval(found.state["rate_belief"], policy)
+            # the estimate, never longer after a change nor shorter after none
+            estimate = estimated_interval(found.state["rate_belief"], policy)
+            expected = same_direction(policy.clamp(expected or configured), estimate, evidence)
         else:
             expected = policy.clamp(expected or configured)
         assert found.interval_s == expected  # the stored interval is the unjittered one

@@ -37,6 +37,7 @@ QUEUES = (
     "crawlsched.plan",
     "crawlsched.admit.login",
     "crawlsched.admit.selenium",
+    "crawlsched.admit.proxy",
     *(f"crawlsched.crawl.{task}" for task in ALL_TASKS),
     "crawlsched.done",
     "crawlsched.notify",

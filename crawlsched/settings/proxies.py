@@ -45,7 +45,7 @@ class ProxySettings(BaseModel):
 
     @field_validator("proxy_allow_networks")
     @classmethod
-    def _networks(cls, value: list[str]) -> list[str]:
+    def _proxy_networks(cls, value: list[str]) -> list[str]:
         for text in value:
             try:
                 ipaddress.ip_network(text.strip(), strict=False)
