@@ -9,8 +9,9 @@ So an account can be *bound* (`proxy_binding` on its document):
   is healthy, waiting while it is busy rather than moving; only when the proxy rests, is
   disabled or gone does it move, to the group's proxy the fewest accounts keep.
 
-Whatever the binding, an account's live leases all use one proxy (`rules.refusal` refuses a
-lease asking for another), so no site sees an account through two proxies at once. A batch of
+Whatever the binding, an account's live leases all go out by one route, one proxy or none
+(`rules.refusal` refuses a lease asking for another), so no site sees an account from two
+addresses at once. A batch of
 a media that routes through proxies with an unbound account, or with no account, takes any
 proxy of its media's group on its domain's tier (`proxy_tiers`).
 """
@@ -51,6 +52,14 @@ def binding_of(account: Doc) -> tuple[str, str] | None:
     return None
 
 
+def _admits(binding: tuple[str, str] | None, need: ProxyNeed | None, proxy: Doc) -> bool:
+    """Whether a batch of this binding (else this need) may go out through `proxy`."""
+    if binding is not None:
+        kind, name = binding
+        return proxy["_id"] == name if kind == "proxy" else proxy.get("group") == name
+    return need is not None and need.group in (None, proxy.get("group"))
+
+
 def _free(proxy: Doc | None, now: datetime) -> bool:
     return proxy is not None and rules.refusal(PROXY_POOL, proxy, now) is None
 
@@ -77,10 +86,14 @@ def proxies_for(
     first; `[None]` when it goes out through no proxy, `[]` when it must wait."""
     by_id = {p["_id"]: p for p in proxies}
     binding = None if account is None else binding_of(account)
-    if account is not None:
-        in_use = rules.proxy_in_use(account, now)
-        if in_use is not None:
-            return [by_id[in_use]] if _free(by_id.get(in_use), now) else []
+    if account is not None and (routes := rules.routes_in_use(account, now)):
+        # In use: the same route or none (wait), if this batch may take that route at all.
+        route = next(iter(routes))  # one at most (`rules.refusal`)
+        if route is None:  # from the worker's own address
+            return [None] if binding is None and need is None else []
+        proxy = by_id.get(route)
+        allowed = proxy is not None and _admits(binding, need, proxy)
+        return [proxy] if allowed and _free(proxy, now) else []
     if binding is not None and binding[0] == "proxy":
         proxy = by_id.get(binding[1])
         return [proxy] if _free(proxy, now) else []
@@ -121,7 +134,8 @@ def pairs(
 def short_of(accounts: Sequence[Doc], task: str, now: datetime) -> str:
     """What ran short when no pair could be leased: the accounts, or their proxies."""
     for account in accounts:
-        in_use = rules.proxy_in_use(account, now)
-        if rules.refusal(ACCOUNT_POOL, account, now, task, in_use) is None:
+        routes = rules.routes_in_use(account, now)
+        route = next(iter(routes)) if len(routes) == 1 else None
+        if rules.refusal(ACCOUNT_POOL, account, now, task, route) is None:
             return PROXY_POOL
     return ACCOUNT_POOL

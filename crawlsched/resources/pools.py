@@ -15,7 +15,14 @@ from crawlsched.resources import bindings
 from crawlsched.resources.backends.mongo import CAS_ATTEMPTS, MongoLeaseBackend
 from crawlsched.resources.bindings import ProxyNeed
 from crawlsched.resources.queueing import PROXY_KEY, SELENIUM_KEY, account_key
-from crawlsched.resources.rules import ACCOUNT_POOL, PROXY_POOL, SELENIUM_POOL, Lease
+from crawlsched.resources.rules import (
+    ACCOUNT_POOL,
+    PROXY_POOL,
+    SELENIUM_POOL,
+    Lease,
+    load_key,
+    refusal,
+)
 
 
 @dataclass(frozen=True)
@@ -79,9 +86,14 @@ class ResourcePools:
         Instagram."""
         for _ in range(CAS_ATTEMPTS):
             accounts = self.backend.docs(ACCOUNT_POOL, {"media_name": need.media_name})
-            bound = need.proxy is not None or any(bindings.binding_of(a) for a in accounts)
-            proxies = self.backend.docs(PROXY_POOL, {}) if bound else []
-            pairs = bindings.pairs(accounts, proxies, need.proxy, need.task, now)
+            if need.proxy is None and not any(bindings.binding_of(a) for a in accounts):
+                # No proxy anywhere: the accounts alone, best first (no proxy read at all).
+                free = [a for a in accounts if not refusal(ACCOUNT_POOL, a, now, need.task)]
+                free.sort(key=lambda a: load_key(ACCOUNT_POOL, a, now))
+                pairs: list = [(account, None) for account in free]
+            else:
+                proxies = self.backend.docs(PROXY_POOL, {})
+                pairs = bindings.pairs(accounts, proxies, need.proxy, need.task, now)
             if not pairs:
                 short = bindings.short_of(accounts, need.task, now)
                 return PROXY_KEY if short == PROXY_POOL else account_key(need.media_name)

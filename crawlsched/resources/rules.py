@@ -10,8 +10,8 @@ means:
   disabled, and at most `rate_uses` grants per `rate_window_s` window when a window is set;
 - an account rate-limited on one task (`task_locks`) takes no lease for that task until the
   lock ends, and still takes leases for its other tasks;
-- an account goes out through one proxy at a time: a lease asking for another proxy than the
-  account's live leases use is refused;
+- an account goes out by one route at a time, a proxy or none (the worker's own address): a
+  lease asking for another route than the account's live leases use is refused;
 - a node takes at most `capacity` leases, none while it is down, draining or disabled;
 - a proxy takes at most `max_concurrent` leases, none while it cools down or is disabled
   (its health: `resources/proxy_health.py`).
@@ -127,11 +127,10 @@ def task_locked_until(account: Mapping[str, Any], task: str, now: datetime) -> d
     return until if isinstance(until, datetime) and until > now else None
 
 
-def proxy_in_use(account: Mapping[str, Any], now: datetime) -> str | None:
-    """The proxy the account's live leases go out through (they all use the same one)."""
-    return next(
-        (lease["proxy_id"] for lease in live_leases(account, now) if lease.get("proxy_id")), None
-    )
+def routes_in_use(account: Mapping[str, Any], now: datetime) -> set[str | None]:
+    """How the account's live leases go out: the proxy of each, None for the worker's own
+    address. The rules keep this to one route at most."""
+    return {lease.get("proxy_id") for lease in live_leases(account, now)}
 
 
 def refusal(
@@ -152,9 +151,9 @@ def refusal(
             return "rate window full"
         if task and task_locked_until(resource, task, now) is not None:
             return f"rate-limited for {task}"
-        in_use = proxy_in_use(resource, now)
-        if in_use is not None and in_use != proxy_id:
-            return "in use through another proxy"
+        routes = routes_in_use(resource, now)
+        if routes and routes != {proxy_id}:
+            return "in use through another route"
     elif pool == PROXY_POOL:
         state = proxy_state(resource, now)
         if state != ACTIVE:

@@ -119,10 +119,9 @@ class MongoLeaseBackend:
         task: str = "",
         proxy_id: str | None = None,
     ) -> Lease | None:
-        """Lease this resource as read in `doc`, if the rules let it and nobody changed it
-        since (compare-and-set on its version); None otherwise."""
-        if rules.refusal(pool, doc, now, task, proxy_id) is not None:
-            return None
+        """Lease this resource as read in `doc`, if nobody changed it since (compare-and-set
+        on its version); None otherwise. The caller decided on `doc` with the rules
+        (`rules.refusal`, `bindings.pairs`): the version makes that decision still hold."""
         lease: dict[str, Any] = {
             "id": rules.new_lease_id(pool),
             "holder": holder,
@@ -130,7 +129,7 @@ class MongoLeaseBackend:
             "media_name": media_name,
             "expires_at": rules.expiry(now, ttl_s),
         }
-        if pool == ACCOUNT_POOL:
+        if pool == ACCOUNT_POOL and (task or proxy_id):
             lease.update(task=task, proxy_id=proxy_id)
         if not self._cas(pool, doc, rules.grant_fields(pool, doc, lease, now)):
             return None
