@@ -536,6 +536,11 @@ def _forged(rt, message: BatchMessage, forgery: str) -> BatchMessage:
         return message.model_copy(update={"need_selenium": not message.need_selenium})
     if forgery == "crawl limit":
         return message.model_copy(update={"crawl_limit": message.crawl_limit + 1})
+    if forgery == "no proxy needed":  # the store's media goes out through proxies
+        rt.db.childs_socialmedia.update_one(
+            {"media_name": message.media_name}, {"$set": {"proxy": {"group": "home"}}}
+        )
+        return message
     # another media, named as the store has it, over twitter's jobs
     tiktok = rt.reference.media_by_name("tiktok")
     rt.db.childs_socialmedia.update_one(
@@ -553,6 +558,7 @@ def _forged(rt, message: BatchMessage, forgery: str) -> BatchMessage:
         "no account needed",
         "no browser needed",
         "crawl limit",
+        "no proxy needed",
     ],
 )
 def test_a_message_disagreeing_with_the_store_is_refused_and_crawls_nothing(rt, forgery):

@@ -1,7 +1,8 @@
 """Sends: a wake-up is a delayed message only while the delay is short. dramatiq holds a
 delayed message unacknowledged until its time, and RabbitMQ closes the channel of a delivery
 left unacknowledged past its consumer_timeout (30 minutes by default); a later wake-up is left
-to the ticker's admission pass, which runs on every tick."""
+to the ticker's admission pass, which runs on every tick. And where a batch and a wake-up go:
+a proxy need sends a batch to a gatekeeper only when it needs nothing else."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from crawlsched.actors.sends import MAX_WAKE_DELAY_S, WAKE_KEYS_PER_MESSAGE, Sends
+from crawlsched.ids import encode_id
+from crawlsched.messages import BatchMessage, WakeMessage
+from crawlsched.planning.due import Category
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
@@ -40,3 +44,45 @@ def test_a_wake_up_past_the_bound_is_left_to_the_ticker(sent):
     sends.wake(["account:twitter"])
     assert [m[3] for m in messages] == [MAX_WAKE_DELAY_S, MAX_WAKE_DELAY_S, 0.0]
     assert messages[-1][:2] == ("crawlsched.admit.login", "wake_login")
+
+
+def _batch(category: Category, need_proxy: bool) -> BatchMessage:
+    login = category in (Category.ONLY_LOGIN, Category.SELENIUM_AND_LOGIN)
+    selenium = category in (Category.ONLY_SELENIUM, Category.SELENIUM_AND_LOGIN)
+    return BatchMessage(
+        run_id="r", dispatch_id="0" * 32, collection="profiles", task="profile",
+        category=category, media_name="twitter", media_id=1, driver_class="http",
+        need_login=login, need_selenium=selenium, need_proxy=need_proxy, crawl_limit=1,
+        job_ids=[encode_id("j")],
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("category", "need_proxy", "route"),
+    [
+        (Category.NEITHER, False, ("crawlsched.crawl.profile", "crawl_profile")),
+        (Category.NEITHER, True, ("crawlsched.admit.proxy", "admit_proxy")),
+        (Category.ONLY_SELENIUM, True, ("crawlsched.admit.selenium", "admit_selenium")),
+        (Category.ONLY_LOGIN, True, ("crawlsched.admit.login", "admit_login")),
+        (Category.SELENIUM_AND_LOGIN, True, ("crawlsched.admit.login", "admit_login")),
+    ],
+)
+def test_a_proxy_need_sends_only_a_batch_that_needs_nothing_else_to_the_proxy_gatekeeper(
+    sent, category, need_proxy, route
+):
+    messages, sends = sent
+    sends.batch(_batch(category, need_proxy))
+    assert [m[:2] for m in messages] == [route]
+
+
+def test_a_proxy_release_wakes_the_proxy_gatekeeper_unless_an_account_was_freed_too(sent):
+    messages, sends = sent
+    sends.wake(["proxy"])
+    sends.wake(["proxy", "account:twitter"])
+    sends.wake(["proxy", "selenium"])
+    assert [m[:2] for m in messages] == [
+        ("crawlsched.admit.proxy", "wake_proxy"),
+        ("crawlsched.admit.login", "wake_login"),
+        ("crawlsched.admit.selenium", "wake_selenium"),
+    ]
+    assert WakeMessage.parse(messages[0][2][0]).pool_keys == ["proxy"]
