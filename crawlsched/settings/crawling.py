@@ -4,7 +4,6 @@ the networks a target may reach."""
 from __future__ import annotations
 
 import importlib.util
-import ipaddress
 from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator
@@ -13,6 +12,7 @@ from crawlsched.settings.values import (
     HOST_NAME,
     MODULE_NAME,
     SILENCED_HOSTS,
+    checked_networks,
 )
 
 
@@ -250,12 +250,7 @@ class CrawlSettings(BaseModel):
     @field_validator("target_allow_networks", "node_allow_networks")
     @classmethod
     def _networks(cls, value: list[str], info: ValidationInfo) -> list[str]:
-        for text in value:
-            try:
-                ipaddress.ip_network(text.strip(), strict=False)
-            except ValueError:
-                raise ValueError(f"{info.field_name}: not a network: {text[:60]!r}") from None
-        return value
+        return checked_networks(str(info.field_name), value)
 
     @field_validator("browser_silenced_hosts")
     @classmethod

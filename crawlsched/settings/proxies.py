@@ -3,9 +3,9 @@ long an account's login session is kept, and where proxies may be."""
 
 from __future__ import annotations
 
-import ipaddress
-
 from pydantic import BaseModel, Field, field_validator, model_validator
+
+from crawlsched.settings.values import checked_networks
 
 
 class ProxySettings(BaseModel):
@@ -46,12 +46,8 @@ class ProxySettings(BaseModel):
     @field_validator("proxy_allow_networks")
     @classmethod
     def _proxy_networks(cls, value: list[str]) -> list[str]:
-        for text in value:
-            try:
-                ipaddress.ip_network(text.strip(), strict=False)
-            except ValueError:
-                raise ValueError(f"proxy_allow_networks: not a network: {text[:60]!r}") from None
-        return value
+        # (named apart from CrawlSettings._networks: one name would shadow the other in Settings)
+        return checked_networks("proxy_allow_networks", value)
 
     @model_validator(mode="after")
     def _cap_over_base(self) -> ProxySettings:

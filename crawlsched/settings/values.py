@@ -3,6 +3,7 @@ host:port addresses, the data directory's default)."""
 
 from __future__ import annotations
 
+import ipaddress
 import re
 
 from crawlsched.paths import default_data_dir
@@ -19,6 +20,16 @@ HOST_NAME = re.compile(
     r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+"
 )
 MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def checked_networks(field: str, value: list[str]) -> list[str]:
+    """A setting's list of networks (CIDR), each one checked; ValueError naming the field."""
+    for text in value:
+        try:
+            ipaddress.ip_network(text.strip(), strict=False)
+        except ValueError:
+            raise ValueError(f"{field}: not a network: {text[:60]!r}") from None
+    return value
 
 
 def split_broker_urls(value: str) -> list[str]:

@@ -30,6 +30,8 @@ POOL_COLLECTIONS = {
 # small bound is enough; past it the caller treats the pool as short and waits for a wake-up.
 CAS_ATTEMPTS = 16
 POOLS_ALL = tuple(POOL_COLLECTIONS)
+# What a resource read for a decision never carries: its secret and an account's kept session.
+HIDDEN = {"secret_enc": 0, "session": 0}
 
 
 class MongoLeaseBackend:
@@ -67,9 +69,7 @@ class MongoLeaseBackend:
         (without its secret) when the change took, None if there was nothing to do."""
         pool = rules.pool_of(lease_id)
         for _ in range(CAS_ATTEMPTS):
-            doc = self.collection(pool).find_one(
-                {"leases.id": lease_id}, {"secret_enc": 0, "session_enc": 0}
-            )
+            doc = self.collection(pool).find_one({"leases.id": lease_id}, HIDDEN)
             if doc is None:
                 return None
             fields = decide(doc)
@@ -105,7 +105,7 @@ class MongoLeaseBackend:
 
     def docs(self, pool: str, selector: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The pool's resources matching `selector`, as they are now (never a secret)."""
-        return list(self.collection(pool).find(dict(selector), {"secret_enc": 0, "session_enc": 0}))
+        return list(self.collection(pool).find(dict(selector), HIDDEN))
 
     def grant(
         self,
@@ -191,9 +191,13 @@ class MongoLeaseBackend:
 
     def resource_of(self, lease_id: str, now: datetime) -> dict | None:
         """The resource a live lease holds (without its secret), or None."""
-        doc = self.collection(rules.pool_of(lease_id)).find_one(
-            {"leases.id": lease_id}, {"secret_enc": 0, "session_enc": 0}
-        )
+        return self._held(lease_id, now, HIDDEN)
+
+    def _held(
+        self, lease_id: str, now: datetime, projection: Mapping[str, int] | None = None
+    ) -> dict | None:
+        """The resource `lease_id` holds while that lease is live, else None."""
+        doc = self.collection(rules.pool_of(lease_id)).find_one({"leases.id": lease_id}, projection)
         if doc is None or not any(lease["id"] == lease_id for lease in rules.live_leases(doc, now)):
             return None
         return doc
@@ -207,10 +211,8 @@ class MongoLeaseBackend:
         """(username, decrypted secret) of the account behind a live lease, or None."""
         if rules.pool_of(lease_id) != ACCOUNT_POOL:
             return None
-        doc = self._db.accounts.find_one({"leases.id": lease_id})
-        if doc is None or not any(lease["id"] == lease_id for lease in rules.live_leases(doc, now)):
-            return None
-        token = doc.get("secret_enc")
+        doc = self._held(lease_id, now)
+        token = None if doc is None else doc.get("secret_enc")
         if token is None:
             return None
         return str(doc.get("username", "")), self.secrets.decrypt(token)
@@ -245,8 +247,8 @@ class MongoLeaseBackend:
         decrypted, for the proxy alone), or None."""
         if rules.pool_of(lease_id) != PROXY_POOL:
             return None
-        doc = self._db.proxies.find_one({"leases.id": lease_id})
-        if doc is None or not any(lease["id"] == lease_id for lease in rules.live_leases(doc, now)):
+        doc = self._held(lease_id, now)
+        if doc is None:
             return None
         token = doc.get("secret_enc")
         return {
@@ -262,9 +264,8 @@ class MongoLeaseBackend:
         proxy_id}` (cookies decrypted: `[name, value, domain, path]` rows), or None."""
         if rules.pool_of(lease_id) != ACCOUNT_POOL:
             return None
-        doc = self._db.accounts.find_one({"leases.id": lease_id}, {"leases": 1, "session": 1})
-        kept = (doc or {}).get("session")
-        if not kept or not any(lease["id"] == lease_id for lease in rules.live_leases(doc, now)):
+        kept = (self._held(lease_id, now, {"leases": 1, "session": 1}) or {}).get("session")
+        if not kept:
             return None
         return {
             "cookies": self.secrets.decrypt_json(kept["cookies_enc"]).get("cookies") or [],
