@@ -1199,3 +1199,28 @@ def test_a_batch_whose_leases_ran_out_before_it_started_waits_again_whole(rt, cl
     (waiting,) = _waiting_jobs(rt)
     assert waiting["targets"] == ["job0", "job1", "job2"]
     assert waiting["_id"] != message.dispatch_id
+
+
+def test_an_account_locked_for_one_task_passes_over_that_task_only(rt, clock):
+    # Given the only account locked for the profile task (the site limited that endpoint), a
+    # profile batch waiting first, and a publication batch of the same account behind it
+    rt.db.accounts.update_one(
+        {"username": "acct"},
+        {"$set": {"task_locks": {"profile": clock.now() + timedelta(minutes=15)}}},
+    )
+    profile = _batch(rt, 1, selenium=False)
+    publication = _batch(rt, 1, selenium=False).model_copy(update={"task": "publication"})
+    park(rt, profile, clock.now())
+    clock.advance(1)
+    park(rt, publication, clock.now())
+    sent: list[BatchMessage] = []
+
+    # When a pass runs
+    assert admit_waiting(rt, None, sent.append) == 1
+
+    # Then the publication batch went on with the account, and only the profile batch waits,
+    # short of the account for its task
+    assert [m.dispatch_id for m in sent] == [publication.dispatch_id]
+    [waiting] = rt.db.waiting_batches.find({})
+    assert waiting["_id"] == profile.dispatch_id
+    assert waiting["last_short"] == "account:twitter/profile"

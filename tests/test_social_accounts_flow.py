@@ -92,3 +92,25 @@ def test_too_fast_cools_the_account_and_the_batch_waits_then_succeeds(stub_pipel
     profile = net.data["ada"]
     assert sorted(f["other"] for f in friends if f["list"] == "followers") == profile.followers
     assert sorted(f["other"] for f in friends if f["list"] == "followings") == profile.followings
+
+
+def test_a_limit_on_one_endpoint_locks_the_account_for_that_task_only(stub_pipeline):
+    stub_pipeline(threads=2, admission_wait_s=600)
+    rt = get_runtime()
+    # Two requests a minute per endpoint: the friend lists run into the limit at once
+    with DemoSocialNetwork(["ada"], {"alice": "pw"}, endpoint_rate_limit=(2, 60.0)) as net:
+        rt.inventory.add_account("twitter", "alice", "pw", AccountLimits(), rt.now())
+        friends = _start(rt, net, "friend", "ada", "friends")
+        wait_for(
+            lambda: (rt.inventory.accounts("twitter")[0].get("task_locks") or {}).get("friend"),
+            60,
+            "the account to be locked for the friend task",
+        )
+        [account] = rt.inventory.accounts("twitter")
+        assert account_state(account, rt.now()) == "active"  # not cooled for everything
+        assert set(account["task_locks"]) == {"friend"}
+        # Then a replies crawl with the same account is served meanwhile
+        replies = _start(rt, net, "profile_replies", "ada", "replies")
+        run = _ticking_until_finished(rt, replies, "the replies crawl, on the locked account")
+        assert rt.runs.get(friends)["state"] != FINISHED  # its rest waits for the reset
+    assert run["counts"] == {"succeeded": 1}

@@ -31,6 +31,13 @@ DEFAULT_DEADLINE_S = 30.0
 USER_AGENT = "crawlsched/1"
 
 
+def limits_the_account(response: httpx.Response) -> bool:
+    """A 429 whose rate-limit headers (`x-rate-limit-reset`, as the platforms send them and
+    twscrape reads them) limit the account that sent the request, not the host: the driver
+    locks the account for its task, and the host stays open to other accounts and pages."""
+    return response.status_code == 429 and "x-rate-limit-reset" in response.headers
+
+
 class Refused(DriverError):
     """The URL (or a redirect hop) is not a target crawls may reach."""
 
@@ -189,7 +196,10 @@ class PoliteHttp:
             if trusted and self.account is not None and not login and not self.session:
                 request_headers["Authorization"] = f"Bearer {self.account.secret}"
             cookies = self.session if trusted else None
-            response = self._read(method, url, request_headers, cookies, data, json, deadline)
+            response = self._read(
+                method, url, request_headers, cookies, data, json, deadline,
+                as_account=trusted and self.account is not None,
+            )  # fmt: skip
             if trusted:
                 self.session.extract_cookies(response)
             if not response.is_redirect or not follow:
@@ -225,7 +235,9 @@ class PoliteHttp:
         data: Any,
         json: Any,
         deadline: float,
+        as_account: bool = False,
     ) -> httpx.Response:
+        """`as_account`: the request carried the account's credential or session."""
         key = self._pacing_key(url)
         what = f"{method} {redact(url)}"
         with self._slot(key):
@@ -255,7 +267,7 @@ class PoliteHttp:
                 raise self._failure(what, e, deadline) from None
             finally:
                 response.close()
-        if self.pacer is not None:
+        if self.pacer is not None and not (as_account and limits_the_account(response)):
             self.pacer.observe(key, response.status_code, response.headers.get("retry-after"))
         try:
             body = decode_body(

@@ -38,7 +38,7 @@ def pool_labels(key: str) -> tuple[str, str]:
     pool, _, media = key.partition(":")
     if pool == "host":
         return pool, ""
-    return pool, media
+    return pool, media.partition("/")[0]  # a pool short for one task is its media's
 
 
 # Open runs shown one by one in the gauges: the busiest ones, so a deployment with many small

@@ -14,7 +14,7 @@ from datetime import datetime
 from crawlsched.resources import bindings
 from crawlsched.resources.backends.mongo import CAS_ATTEMPTS, MongoLeaseBackend
 from crawlsched.resources.bindings import ProxyNeed
-from crawlsched.resources.queueing import PROXY_KEY, SELENIUM_KEY, account_key
+from crawlsched.resources.queueing import PROXY_KEY, SELENIUM_KEY, account_key, task_key
 from crawlsched.resources.rules import (
     ACCOUNT_POOL,
     PROXY_POOL,
@@ -95,8 +95,12 @@ class ResourcePools:
                 proxies = self.backend.docs(PROXY_POOL, {})
                 pairs = bindings.pairs(accounts, proxies, need.proxy, need.task, now)
             if not pairs:
-                short = bindings.short_of(accounts, need.task, now)
-                return PROXY_KEY if short == PROXY_POOL else account_key(need.media_name)
+                if bindings.short_of(accounts, need.task, now) == PROXY_POOL:
+                    return PROXY_KEY
+                if need.task and bindings.short_of(accounts, "", now) == PROXY_POOL:
+                    # Free but for this task's lock: only this task's batches wait for it.
+                    return task_key(account_key(need.media_name), need.task)
+                return account_key(need.media_name)
             for account, proxy in pairs:
                 proxy_id = None if proxy is None else proxy["_id"]
                 account_lease = self.backend.grant(

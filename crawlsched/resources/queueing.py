@@ -4,7 +4,8 @@ A waiting batch names the pools it needs as keys: `account:<media>` (accounts be
 media), `proxy` and `selenium`; a batch whose host another process holds also names `host:<origin>`,
 woken when that process gives the host back. When a pool key runs short during an admission
 pass, every batch that needs it is passed over for the rest of that pass; the others still
-get their turn.
+get their turn. Accounts locked for one task only (the site limited one endpoint) run short
+under `account:<media>/<task>`: only the batches of that task are passed over.
 
 Order (see `admission_key`): the planner's priority class first (human_validation, then
 certitude, both higher first); within a class the run and the media holding the fewest leases
@@ -35,6 +36,11 @@ def account_key(media_name: str) -> str:
     return f"{ACCOUNT_POOL}:{media_name}"
 
 
+def task_key(key: str, task: str) -> str:
+    """`account:twitter/friend`: a pool short for one task only."""
+    return f"{key}/{task}"
+
+
 def pool_keys(
     need_login: bool, need_selenium: bool, media_name: str, need_proxy: bool = False
 ) -> frozenset[str]:
@@ -56,6 +62,10 @@ def describe_keys(keys: Iterable[str]) -> str:
             parts.append(f"host {key.removeprefix(HOST_PREFIX)}")
             continue
         pool, _, media = key.partition(":")
+        media, _, task = media.partition("/")
+        if task:
+            parts.append(f"{pool} pool ({media}, for {task})")
+            continue
         parts.append(f"{pool} pool ({media})" if media else f"{pool} pool")
     return " and ".join(parts)
 
@@ -71,6 +81,7 @@ class WaitingBatch:
     human_validation: float = 0.0
     certitude: float = 0.0
     oldest_modified_at: datetime | None = None
+    task: str = ""
 
 
 @dataclass(frozen=True)
@@ -116,7 +127,11 @@ def next_to_admit(
 ) -> WaitingBatch | None:
     """The batch to try next, skipping those that need a pool already found short."""
     blocked = set(short)
-    candidates = [b for b in waiting if not (b.needs & blocked)]
+    candidates = [
+        b
+        for b in waiting
+        if not (b.needs & blocked) and not ({task_key(k, b.task) for k in b.needs} & blocked)
+    ]
     return min(candidates, key=lambda b: admission_key(b, load), default=None)
 
 

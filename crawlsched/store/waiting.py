@@ -38,6 +38,7 @@ def as_waiting_batch(doc: Mapping[str, Any]) -> WaitingBatch:
         run_id=doc["run_id"],
         media_name=doc["media_name"],
         needs=frozenset(doc["needs"]),
+        task=str(doc.get("task") or ""),
         enqueued_at=doc["enqueued_at"],
         wait_until=doc["wait_until"],
         human_validation=float(doc.get("human_validation") or 0),
