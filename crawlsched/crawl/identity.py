@@ -30,6 +30,7 @@ from crawlsched.flow.resource_events import proxy_failed
 from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage
 from crawlsched.outbound.addresses import check_host, parse_networks
+from crawlsched.resources.bindings import group_of
 from crawlsched.resources.rules import ACCOUNT_POOL, PROXY_POOL
 from crawlsched.runtime import Runtime
 
@@ -56,7 +57,7 @@ def identity_of(rt: Runtime, message: BatchMessage, leases: Leases, media: dict)
     route = rt.leases.proxy_route(proxy_lease, now)
     if route is None:
         raise ResourceLost("proxy lease revoked or expired")
-    host, port = url_host(route["url"].replace("socks5://", "http://", 1))
+    host, port = url_host(route["url"])  # its port is always given (`proxy_address`)
     try:
         allowed = parse_networks(rt.settings.proxy_allow_networks)
         check_host(host, port, allowed, rt.resolver, where=route["name"], setting=PROXIES)
@@ -110,12 +111,12 @@ def settle(
         if watch.failure is None and watch.answers:
             rt.proxies.answered_by_lease(identity.proxy_lease, now)
             if message.need_proxy:
-                group = (rt.media(message.media_name) or {}).get("proxy", {}).get("group")
+                group = group_of(rt.media(message.media_name))
                 rt.proxies.record_tier(message.media_name, group, watch.tier, False, now)
     reused = context.session_kept and context.logins == 0
     metrics.account_logins(context.logins, reused)
     account_lease = leases.of_pool(ACCOUNT_POOL)
-    http = context._http
+    http = context.opened_http
     if account_lease is None or http is None or rt.settings.session_max_age_s <= 0:
         return
     if context.logins:

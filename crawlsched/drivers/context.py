@@ -158,6 +158,11 @@ class CrawlContext:
         return self._browser
 
     @property
+    def opened_http(self) -> Any:
+        """The batch's HTTP client if a job opened it, else None (it is not opened here)."""
+        return self._http
+
+    @property
     def browser_opened(self) -> bool:
         return self._browser is not None
 

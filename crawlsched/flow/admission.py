@@ -21,7 +21,7 @@ from crawlsched.logs import get_logger
 from crawlsched.messages import BatchMessage, ReportMessage
 from crawlsched.planning.outcomes import PHASE_OUTCOMES, Outcome
 from crawlsched.planning.run_names import schedule_id_of
-from crawlsched.resources.bindings import ProxyNeed
+from crawlsched.resources.bindings import ProxyNeed, group_of
 from crawlsched.resources.pools import Need
 from crawlsched.resources.queueing import (
     Load,
@@ -50,7 +50,7 @@ def need_of(rt: Runtime, message: BatchMessage, now: datetime) -> Need:
     tier is taken by this batch)."""
     proxy = None
     if message.need_proxy:
-        group = ((rt.media(message.media_name) or {}).get("proxy") or {}).get("group")
+        group = group_of(rt.media(message.media_name))
         tier = rt.proxies.tier_for(message.media_name, group, now)
         proxy = ProxyNeed(group, tier)
     return Need(message.need_login, message.need_selenium, message.media_name, proxy, message.task)

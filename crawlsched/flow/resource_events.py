@@ -11,6 +11,7 @@ from typing import Any
 from crawlsched import metrics
 from crawlsched.drivers.targets import redact
 from crawlsched.events import emit
+from crawlsched.resources.bindings import group_of
 from crawlsched.resources.rules import BANNED, DOWN
 from crawlsched.runtime import Runtime
 
@@ -66,7 +67,7 @@ def proxy_failed(rt: Runtime, lease_id: str, reason: str, blocked: bool, media: 
     if proxy is None:
         return
     if blocked and media is not None:
-        group = ((rt.media(media) or {}).get("proxy") or {}).get("group")
+        group = group_of(rt.media(media))
         rt.proxies.record_tier(media, group, int(proxy.get("tier") or 0), True, now)
     emit(
         rt,

@@ -43,6 +43,11 @@ class ProxyNeed:
         return group_ok and (self.tier is None or int(proxy.get("tier") or 0) == self.tier)
 
 
+def group_of(media: Doc | None) -> str | None:
+    """The proxy group a media row's `proxy` setting names (None: any group, or no setting)."""
+    return ((media or {}).get("proxy") or {}).get("group")
+
+
 def binding_of(account: Doc) -> tuple[str, str] | None:
     """("proxy", name) or ("group", name), or None for an unbound account."""
     binding = account.get("proxy_binding") or {}
